@@ -1,0 +1,50 @@
+//! The one error type of tether-core.
+
+/// Everything tether-core can refuse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoreError {
+    /// A tool name is empty, too long, or has characters models do not accept.
+    #[error("tool name {name:?} is invalid: {reason}")]
+    InvalidToolName {
+        /// The refused name.
+        name: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// The registry is full: the tool was refused (a `tool.registry.limit` event was emitted).
+    #[error("tool {name:?} refused: the session allows at most {cap} active tools")]
+    ToolLimit {
+        /// The refused tool.
+        name: String,
+        /// The cap in force.
+        cap: u32,
+    },
+    /// A schema uses a keyword the compact validator does not implement.
+    #[error(
+        "schema keyword {keyword:?} at {path:?} is not supported by the compact validator \
+         (supported: {supported}); enable the `full` validator or simplify the schema",
+        supported = crate::validate::COMPACT_KEYWORDS.join(", ")
+    )]
+    UnsupportedKeyword {
+        /// The keyword.
+        keyword: String,
+        /// JSON Pointer to the schema object that uses it.
+        path: String,
+    },
+    /// A schema is not valid JSON Schema.
+    #[error("invalid schema at {path:?}: {reason}")]
+    InvalidSchema {
+        /// JSON Pointer into the schema.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A tool's schema was refused when the tool was registered.
+    #[error("tool {tool:?} refused: {source}")]
+    ToolSchema {
+        /// The tool.
+        tool: String,
+        /// Why its schema was refused.
+        source: Box<CoreError>,
+    },
+}

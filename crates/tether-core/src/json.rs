@@ -1,0 +1,213 @@
+//! JSON helpers shared by the validators: mathematical equality, number comparison, and short
+//! renderings of values for error messages.
+
+use std::cmp::Ordering;
+
+use serde_json::{Number, Value};
+
+/// Compares two JSON numbers by value: `1`, `1.0` and `1e0` are equal.
+pub(crate) fn compare_numbers(a: &Number, b: &Number) -> Option<Ordering> {
+    match (as_i128(a), as_i128(b)) {
+        (Some(a), Some(b)) => Some(a.cmp(&b)),
+        _ => a.as_f64()?.partial_cmp(&b.as_f64()?),
+    }
+}
+
+fn as_i128(number: &Number) -> Option<i128> {
+    number.as_i64().map(i128::from).or_else(|| number.as_u64().map(i128::from))
+}
+
+/// Whether a number is an integer in the JSON Schema sense (`1.0` is one).
+pub(crate) fn is_integer(number: &Number) -> bool {
+    number.is_i64() || number.is_u64() || number.as_f64().is_some_and(|f| f.is_finite() && f.fract() == 0.0)
+}
+
+/// JSON equality as JSON Schema defines it: numbers compare by value, objects ignore key order.
+pub(crate) fn json_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(a), Value::Number(b)) => compare_numbers(a, b) == Some(Ordering::Equal),
+        (Value::Array(a), Value::Array(b)) => a.len() == b.len() && a.iter().zip(b).all(|(a, b)| json_equal(a, b)),
+        (Value::Object(a), Value::Object(b)) => {
+            a.len() == b.len() && a.iter().all(|(key, value)| b.get(key).is_some_and(|other| json_equal(value, other)))
+        }
+        _ => a == b,
+    }
+}
+
+/// A canonical text for a value such that two values are [`json_equal`] exactly when their
+/// keys are equal. Used to find duplicates in long arrays without comparing every pair.
+pub(crate) fn canonical_key(value: &Value, out: &mut String) {
+    match value {
+        Value::Number(number) => match as_i128(number) {
+            Some(int) => out.push_str(&int.to_string()),
+            None => {
+                let float = number.as_f64().unwrap_or(f64::NAN);
+                if float.fract() == 0.0 && float.abs() < 1e38 {
+                    out.push_str(&(float as i128).to_string());
+                } else {
+                    out.push_str(&float.to_string());
+                }
+            }
+        },
+        Value::Array(items) => {
+            out.push('[');
+            for item in items {
+                canonical_key(item, out);
+                out.push(',');
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for key in keys {
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                canonical_key(&map[key], out);
+                out.push(',');
+            }
+            out.push('}');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// Renders a value for an error message, cut to a readable length.
+pub(crate) fn short(value: &Value) -> String {
+    const MAX_CHARS: usize = 60;
+    let text = value.to_string();
+    if text.chars().count() <= MAX_CHARS {
+        return text;
+    }
+    let mut cut: String = text.chars().take(MAX_CHARS).collect();
+    cut.push('…');
+    cut
+}
+
+/// Escapes one JSON Pointer reference token (RFC 6901).
+pub(crate) fn escape_pointer_token(token: &str, out: &mut String) {
+    for c in token.chars() {
+        match c {
+            '~' => out.push_str("~0"),
+            '/' => out.push_str("~1"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// Whether `value` is a multiple of `divisor`, compared on the numbers' shortest decimal forms
+/// so that `0.0075` is a multiple of `0.0001` as a person would expect.
+pub(crate) fn is_multiple_of(value: &Number, divisor: &Number) -> bool {
+    let (Some((value_digits, value_exp)), Some((divisor_digits, divisor_exp))) = (decimal(value), decimal(divisor))
+    else {
+        return false;
+    };
+    if divisor_digits == 0 {
+        return false;
+    }
+    if value_digits == 0 {
+        return true;
+    }
+    if value_exp >= divisor_exp {
+        // value / divisor = value_digits * 10^(value_exp - divisor_exp) / divisor_digits
+        let mut remainder = value_digits % divisor_digits;
+        // Exponents of finite f64 values lie within ±350, so this loop is short.
+        for _ in 0..(value_exp - divisor_exp) {
+            remainder = (remainder * 10) % divisor_digits;
+        }
+        remainder == 0
+    } else {
+        // value / divisor = value_digits / (divisor_digits * 10^(divisor_exp - value_exp))
+        let mut scaled = divisor_digits;
+        for _ in 0..(divisor_exp - value_exp) {
+            match scaled.checked_mul(10) {
+                Some(next) => scaled = next,
+                // The divisor is now larger than any value's digits: only zero divides.
+                None => return false,
+            }
+        }
+        value_digits % scaled == 0
+    }
+}
+
+/// A number as `digits * 10^exponent` with the sign dropped, from its shortest decimal form.
+fn decimal(number: &Number) -> Option<(u128, i32)> {
+    if let Some(int) = as_i128(number) {
+        return Some((int.unsigned_abs(), 0));
+    }
+    let float = number.as_f64()?;
+    if !float.is_finite() {
+        return None;
+    }
+    // `{:e}` prints the shortest representation that round-trips, e.g. `7.5e-3`.
+    let text = format!("{:e}", float.abs());
+    let (mantissa, exponent) = text.split_once('e')?;
+    let exponent: i32 = exponent.parse().ok()?;
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits: u128 = format!("{int_part}{frac_part}").parse().ok()?;
+    Some((digits, exponent - frac_part.len() as i32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn num(value: Value) -> Number {
+        match value {
+            Value::Number(n) => n,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn numbers_compare_by_value() {
+        assert!(json_equal(&json!(1), &json!(1.0)));
+        assert!(json_equal(&json!({"a": [1, 2.0]}), &json!({"a": [1.0, 2]})));
+        assert!(!json_equal(&json!(1), &json!(true)));
+        assert!(!json_equal(&json!([1]), &json!([1, 1])));
+        assert!(is_integer(&num(json!(2.0))));
+        assert!(!is_integer(&num(json!(2.5))));
+    }
+
+    #[test]
+    fn canonical_keys_agree_with_equality() {
+        let values = [
+            json!(1),
+            json!(1.0),
+            json!(-0.0),
+            json!(0),
+            json!({"b": 1, "a": [1.5]}),
+            json!({"a": [1.5], "b": 1.0}),
+            json!("1"),
+        ];
+        for a in &values {
+            for b in &values {
+                let (mut ka, mut kb) = (String::new(), String::new());
+                canonical_key(a, &mut ka);
+                canonical_key(b, &mut kb);
+                assert_eq!(ka == kb, json_equal(a, b), "{a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn multiple_of_is_decimal_exact() {
+        assert!(is_multiple_of(&num(json!(0.0075)), &num(json!(0.0001))));
+        assert!(!is_multiple_of(&num(json!(0.00751)), &num(json!(0.0001))));
+        assert!(is_multiple_of(&num(json!(4.5)), &num(json!(1.5))));
+        assert!(!is_multiple_of(&num(json!(35)), &num(json!(1.5))));
+        assert!(is_multiple_of(&num(json!(12391239123u64)), &num(json!(1e-8))));
+        assert!(!is_multiple_of(&num(json!(1e308)), &num(json!(0.123456789))));
+        assert!(is_multiple_of(&num(json!(0)), &num(json!(7))));
+        assert!(is_multiple_of(&num(json!(-14)), &num(json!(7))));
+        assert!(!is_multiple_of(&num(json!(1)), &num(json!(0))));
+    }
+
+    #[test]
+    fn short_renderings_are_cut() {
+        assert_eq!(short(&json!("abc")), "\"abc\"");
+        assert!(short(&json!("x".repeat(500))).chars().count() <= 61);
+    }
+}

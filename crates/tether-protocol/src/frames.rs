@@ -1,0 +1,590 @@
+//! The frames of the Tether protocol as serde types, one struct per frame.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// How dangerous a tool is. It decides what the executor does before the handler runs.
+///
+/// The order of the variants is the order of strictness, so `max` picks the stricter risk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Risk {
+    /// Runs without asking anybody.
+    #[default]
+    None,
+    /// Runs, and the user is notified.
+    Low,
+    /// Waits for the user's explicit approval.
+    High,
+    /// Waits for the user's explicit approval; the UI should make the consequences clear.
+    Critical,
+    /// Never runs.
+    Blocked,
+}
+
+impl Risk {
+    /// All risk levels, from the least to the most strict.
+    pub const ALL: [Risk; 5] = [Risk::None, Risk::Low, Risk::High, Risk::Critical, Risk::Blocked];
+
+    /// The stricter of two risk levels: a floor can raise a risk but never lower it.
+    #[must_use]
+    pub fn stricter(self, other: Risk) -> Risk {
+        self.max(other)
+    }
+
+    /// The wire name of this level (`"none"`, `"low"`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::None => "none",
+            Risk::Low => "low",
+            Risk::High => "high",
+            Risk::Critical => "critical",
+            Risk::Blocked => "blocked",
+        }
+    }
+
+    /// Parses a wire name; `None` for anything else.
+    pub fn parse(name: &str) -> Option<Risk> {
+        Risk::ALL.into_iter().find(|risk| risk.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for Risk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+fn empty_object_schema() -> Value {
+    serde_json::json!({ "type": "object" })
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+/// A tool as the model sees it: what the client announces in [`ContextUpdate`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSpec {
+    /// Unique name within the session, e.g. `cart_add`.
+    pub name: String,
+    /// What the tool does, written for the model.
+    pub description: String,
+    /// JSON Schema (2020-12) of the arguments object.
+    #[serde(default = "empty_object_schema")]
+    pub parameters: Value,
+    /// How dangerous the tool is, as declared by the client.
+    #[serde(default)]
+    pub risk: Risk,
+    /// Whether the tool survives navigation (it belongs to the app, not to a page).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub global: bool,
+}
+
+/// Where the user is: the page whose tools are announced.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PageInfo {
+    /// The page's URL (path or absolute).
+    pub url: String,
+    /// The page's title.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub title: String,
+}
+
+/// Proof that a reconnecting client is the one that owned a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Resume {
+    /// The session id from the earlier [`Welcome`].
+    pub session_id: String,
+    /// The secret resume token from the earlier [`Welcome`].
+    pub token: String,
+}
+
+/// How a tool call ended, as the client reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultStatus {
+    /// The handler ran and returned `content`.
+    Ok,
+    /// The handler ran and failed; `content` is the error message.
+    Error,
+    /// The arguments did not match the schema; `content` lists every problem.
+    InvalidArgs,
+    /// No tool of that name is registered.
+    UnknownTool,
+    /// The user (or a policy) refused the call; `content` says why.
+    Denied,
+    /// The tool's risk is `blocked`: it never runs.
+    Blocked,
+    /// The call was cancelled (by the server, or because its component went away).
+    Cancelled,
+    /// The handler did not finish in time.
+    Timeout,
+}
+
+impl ResultStatus {
+    /// Whether the tool ran and succeeded.
+    pub fn is_ok(self) -> bool {
+        self == ResultStatus::Ok
+    }
+
+    /// The wire name of this status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResultStatus::Ok => "ok",
+            ResultStatus::Error => "error",
+            ResultStatus::InvalidArgs => "invalid_args",
+            ResultStatus::UnknownTool => "unknown_tool",
+            ResultStatus::Denied => "denied",
+            ResultStatus::Blocked => "blocked",
+            ResultStatus::Cancelled => "cancelled",
+            ResultStatus::Timeout => "timeout",
+        }
+    }
+}
+
+/// How an agent run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// The model gave its final answer and every Stop hook accepted it.
+    Completed,
+    /// Stop hooks rejected the answer `maxRejections` times; the last answer was delivered.
+    Capped,
+    /// The run reached `maxTurns` without a final answer.
+    MaxTurns,
+    /// The run took longer than the server allows.
+    TimedOut,
+    /// The run failed: provider error, hook error or panic. The `error` field says which.
+    Failed,
+    /// The run was aborted (the session closed or the server shut down).
+    Aborted,
+}
+
+impl RunStatus {
+    /// The wire name of this status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Completed => "completed",
+            RunStatus::Capped => "capped",
+            RunStatus::MaxTurns => "max_turns",
+            RunStatus::TimedOut => "timed_out",
+            RunStatus::Failed => "failed",
+            RunStatus::Aborted => "aborted",
+        }
+    }
+}
+
+/// Typed error codes carried by [`ErrorFrame`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The frame is not valid JSON, or a field has the wrong shape.
+    MalformedFrame,
+    /// The `type` tag names no frame this side understands.
+    UnknownFrameType,
+    /// The frame is larger than the receiver's limit.
+    FrameTooLarge,
+    /// The peer speaks another protocol version.
+    UnsupportedVersion,
+    /// A frame other than `HELLO` arrived before the handshake.
+    HandshakeRequired,
+    /// A `CONTEXT_UPDATE` announced more tools than `maxActiveTools`; the previous list is kept.
+    ToolCapExceeded,
+    /// A tool in a `CONTEXT_UPDATE` is invalid (name, schema, size); the previous list is kept.
+    InvalidTool,
+    /// A `TOOL_RESULT` names a call this session does not have.
+    UnknownCall,
+    /// A `USER_MESSAGE` arrived while a run was in progress; it was not queued.
+    RunInProgress,
+    /// The run failed; the message says why.
+    RunFailed,
+    /// The connection sends frames faster than allowed.
+    RateLimited,
+    /// Some other configured limit was exceeded; the message names it.
+    LimitExceeded,
+    /// The connection or resume attempt is not authorised.
+    Unauthorized,
+    /// The server failed; the session is still usable.
+    Internal,
+}
+
+/// `HELLO`: the client opens (or resumes) a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Hello {
+    /// Frame id, unique per sender and connection.
+    pub id: String,
+    /// The client's [`PROTOCOL_VERSION`](crate::PROTOCOL_VERSION).
+    pub protocol_version: u32,
+    /// Present when the client resumes an earlier session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<Resume>,
+    /// Free-form client name and version, for logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+}
+
+/// `CONTEXT_UPDATE`: the complete list of tools the client has now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextUpdate {
+    /// Frame id.
+    pub id: String,
+    /// Monotonically increasing per client; an older revision than the last one applied is ignored.
+    pub revision: u64,
+    /// Every active tool (a full list, not a diff).
+    pub tools: Vec<ToolSpec>,
+    /// The page the tools belong to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<PageInfo>,
+}
+
+/// `USER_MESSAGE`: the user asks the agent something; starts a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UserMessage {
+    /// Frame id.
+    pub id: String,
+    /// What the user wrote.
+    pub text: String,
+}
+
+/// `TOOL_RESULT`: how a [`ToolCall`] ended. Sent until acknowledged by [`ToolResultAck`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResult {
+    /// Frame id.
+    pub id: String,
+    /// The call this answers.
+    pub call_id: String,
+    /// How the call ended.
+    pub status: ResultStatus,
+    /// The handler's output (`ok`) or a message the model can read (every other status).
+    pub content: Value,
+}
+
+/// `TOOL_PROGRESS`: optional progress of a long-running tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolProgress {
+    /// Frame id.
+    pub id: String,
+    /// The call in progress.
+    pub call_id: String,
+    /// A short human-readable progress message.
+    pub message: String,
+}
+
+/// `WELCOME`: the server's answer to [`Hello`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Welcome {
+    /// Frame id.
+    pub id: String,
+    /// The server's protocol version.
+    pub protocol_version: u32,
+    /// The session's id.
+    pub session_id: String,
+    /// Secret the client must present to resume this session after a reconnect.
+    pub resume_token: String,
+    /// Whether an earlier session was resumed (unacknowledged results may be resent).
+    pub resumed: bool,
+    /// The most tools the session may have active at once.
+    pub max_active_tools: u32,
+    /// The largest frame the server accepts, in bytes.
+    pub max_frame_bytes: u64,
+    /// Optional features the server supports, e.g. `tool_result_ack`.
+    pub capabilities: Vec<String>,
+}
+
+/// `TOOL_CALL`: the agent wants the client to run a tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCall {
+    /// Frame id.
+    pub id: String,
+    /// Unique id of this call; the result must carry it.
+    pub call_id: String,
+    /// The run that asked for it.
+    pub run_id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments the model chose (already validated by the server against the declared schema).
+    pub args: Value,
+    /// The server's risk floor for this tool; the client applies the stricter of this and its own.
+    #[serde(default)]
+    pub risk: Risk,
+}
+
+/// `TOOL_CANCEL`: the server no longer wants the result of a call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCancel {
+    /// Frame id.
+    pub id: String,
+    /// The call to abort.
+    pub call_id: String,
+    /// Why it is cancelled.
+    pub reason: String,
+}
+
+/// `TOOL_RESULT_ACK`: the server has applied a [`ToolResult`]; the client may forget it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResultAck {
+    /// Frame id.
+    pub id: String,
+    /// The call whose result was applied (or had been applied before: duplicates are acknowledged too).
+    pub call_id: String,
+}
+
+/// `AGENT_MESSAGE`: streamed text of the agent's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentMessage {
+    /// Frame id.
+    pub id: String,
+    /// The run this text belongs to.
+    pub run_id: String,
+    /// Text to append to the message being shown.
+    pub delta: String,
+    /// Whether this is the last frame of the run's answer.
+    pub done: bool,
+    /// How the run ended; present when `done` is true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<RunStatus>,
+}
+
+/// `EVENT`: something happened in a run. Observe-only, for dev tools and audit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventFrame {
+    /// Frame id.
+    pub id: String,
+    /// The run it belongs to, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// What happened.
+    pub event: RunEvent,
+}
+
+/// `ERROR`: something the peer sent was refused, or something failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorFrame {
+    /// Frame id.
+    pub id: String,
+    /// What kind of error.
+    pub code: ErrorCode,
+    /// A human-readable explanation.
+    pub message: String,
+    /// The id of the frame that caused it, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
+}
+
+/// Who decided a hook's outcome, in a [`HookAudit`] record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HookDecidedBy {
+    /// The hook itself answered.
+    Hook,
+    /// The hook timed out and its `failMode` decided.
+    Timeout,
+    /// The hook failed (crash, bad output, missing script) and its `failMode` decided.
+    FailMode,
+}
+
+/// One record per declarative hook call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookAudit {
+    /// The hook's id (its position and name in the configuration).
+    pub hook_id: String,
+    /// `agent` or `custom_agent`.
+    pub level: String,
+    /// `Stop`, `PostToolUse` or `PreToolUse`.
+    pub hook_event: String,
+    /// `allow` or `block`.
+    pub decision: String,
+    /// The reason given, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// How long the hook took, in milliseconds.
+    pub duration_ms: f64,
+    /// The process exit code of a command hook, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Whether the hook, a timeout or the fail mode decided.
+    pub decided_by: HookDecidedBy,
+}
+
+/// What an [`EventFrame`] reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RunEvent {
+    /// A run started for a user message.
+    RunStart {
+        /// The user's message.
+        text: String,
+    },
+    /// A turn (one model call and the tools it asked for) started.
+    TurnStart {
+        /// 1-based turn number.
+        turn: u32,
+    },
+    /// A tool is about to run (after `before_tool_execution` allowed it).
+    #[serde(rename_all = "camelCase")]
+    ToolExecutionStart {
+        /// The call id.
+        call_id: String,
+        /// The tool's name.
+        tool: String,
+        /// The arguments.
+        args: Value,
+    },
+    /// A tool finished; `output` is what the model reads (after `after_tool_execution`).
+    #[serde(rename_all = "camelCase")]
+    ToolExecutionEnd {
+        /// The call id.
+        call_id: String,
+        /// The tool's name.
+        tool: String,
+        /// How it ended.
+        status: ResultStatus,
+        /// What the model reads.
+        output: String,
+    },
+    /// A turn ended.
+    TurnEnd {
+        /// 1-based turn number.
+        turn: u32,
+        /// The model's text in this turn (may be empty when it only called tools).
+        reply: String,
+    },
+    /// The run ended.
+    RunEnd {
+        /// How it ended.
+        status: RunStatus,
+        /// How many turns it took.
+        turns: u32,
+        /// The error, when `status` is `failed`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A client tool has the same name as a server-side tool; the server-side tool wins.
+    ToolCollision {
+        /// The tool's name.
+        tool: String,
+    },
+    /// Progress reported by a running client tool.
+    #[serde(rename_all = "camelCase")]
+    ToolProgress {
+        /// The call id.
+        call_id: String,
+        /// The progress message.
+        message: String,
+    },
+    /// A declarative hook ran.
+    Hook(HookAudit),
+}
+
+/// A frame sent by the browser runtime to the server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ClientFrame {
+    /// `HELLO`
+    Hello(Hello),
+    /// `CONTEXT_UPDATE`
+    ContextUpdate(ContextUpdate),
+    /// `USER_MESSAGE`
+    UserMessage(UserMessage),
+    /// `TOOL_RESULT`
+    ToolResult(ToolResult),
+    /// `TOOL_PROGRESS`
+    ToolProgress(ToolProgress),
+}
+
+/// A frame sent by the server to the browser runtime.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ServerFrame {
+    /// `WELCOME`
+    Welcome(Welcome),
+    /// `TOOL_CALL`
+    ToolCall(ToolCall),
+    /// `TOOL_CANCEL`
+    ToolCancel(ToolCancel),
+    /// `TOOL_RESULT_ACK`
+    ToolResultAck(ToolResultAck),
+    /// `AGENT_MESSAGE`
+    AgentMessage(AgentMessage),
+    /// `EVENT`
+    Event(EventFrame),
+    /// `ERROR`
+    Error(ErrorFrame),
+}
+
+impl ClientFrame {
+    /// Every `type` tag a client frame can have.
+    pub const TYPES: [&'static str; 5] = ["HELLO", "CONTEXT_UPDATE", "USER_MESSAGE", "TOOL_RESULT", "TOOL_PROGRESS"];
+
+    /// The frame's `type` tag.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ClientFrame::Hello(_) => "HELLO",
+            ClientFrame::ContextUpdate(_) => "CONTEXT_UPDATE",
+            ClientFrame::UserMessage(_) => "USER_MESSAGE",
+            ClientFrame::ToolResult(_) => "TOOL_RESULT",
+            ClientFrame::ToolProgress(_) => "TOOL_PROGRESS",
+        }
+    }
+
+    /// The frame's id.
+    pub fn id(&self) -> &str {
+        match self {
+            ClientFrame::Hello(f) => &f.id,
+            ClientFrame::ContextUpdate(f) => &f.id,
+            ClientFrame::UserMessage(f) => &f.id,
+            ClientFrame::ToolResult(f) => &f.id,
+            ClientFrame::ToolProgress(f) => &f.id,
+        }
+    }
+}
+
+impl ServerFrame {
+    /// Every `type` tag a server frame can have.
+    pub const TYPES: [&'static str; 7] =
+        ["WELCOME", "TOOL_CALL", "TOOL_CANCEL", "TOOL_RESULT_ACK", "AGENT_MESSAGE", "EVENT", "ERROR"];
+
+    /// The frame's `type` tag.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ServerFrame::Welcome(_) => "WELCOME",
+            ServerFrame::ToolCall(_) => "TOOL_CALL",
+            ServerFrame::ToolCancel(_) => "TOOL_CANCEL",
+            ServerFrame::ToolResultAck(_) => "TOOL_RESULT_ACK",
+            ServerFrame::AgentMessage(_) => "AGENT_MESSAGE",
+            ServerFrame::Event(_) => "EVENT",
+            ServerFrame::Error(_) => "ERROR",
+        }
+    }
+
+    /// The frame's id.
+    pub fn id(&self) -> &str {
+        match self {
+            ServerFrame::Welcome(f) => &f.id,
+            ServerFrame::ToolCall(f) => &f.id,
+            ServerFrame::ToolCancel(f) => &f.id,
+            ServerFrame::ToolResultAck(f) => &f.id,
+            ServerFrame::AgentMessage(f) => &f.id,
+            ServerFrame::Event(f) => &f.id,
+            ServerFrame::Error(f) => &f.id,
+        }
+    }
+}

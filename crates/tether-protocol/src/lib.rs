@@ -1,0 +1,25 @@
+//! The Tether wire protocol: every frame that crosses the WebSocket, and nothing else.
+//!
+//! This is the only crate that knows the wire format. Frames are JSON text messages with a
+//! `type` tag and an `id`; [`ClientFrame`] travels from the browser to the server and
+//! [`ServerFrame`] the other way. [`decode_client_frame`] and [`decode_server_frame`] refuse
+//! oversized input, unknown frame types and malformed JSON with a typed [`ProtocolError`],
+//! never a panic. The checked-in JSON Schema (`protocol.schema.json`) describes the same
+//! frames and changes only together with [`PROTOCOL_VERSION`].
+//!
+//! The protocol is documented for humans in `docs/protocol.md` at the repository root.
+
+mod codec;
+mod frames;
+
+pub use codec::{ProtocolError, decode_client_frame, decode_server_frame, encode_frame, protocol_schema};
+pub use frames::*;
+
+/// The version of the wire format. Bump it whenever a frame changes shape.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Default largest frame, in bytes, that either side accepts.
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 256 * 1024;
+
+/// Default cap on the number of tools a session may have active at once.
+pub const DEFAULT_MAX_ACTIVE_TOOLS: u32 = 30;

@@ -1,0 +1,437 @@
+//! Round-trip, schema and version tests for every frame of the protocol.
+
+use std::path::PathBuf;
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use tether_protocol::*;
+
+fn schema_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("protocol.schema.json")
+}
+
+fn checked_in_schema() -> Value {
+    let text = std::fs::read_to_string(schema_path())
+        .expect("protocol.schema.json is missing: run `cargo xtask protocol-schema`");
+    serde_json::from_str(&text).expect("protocol.schema.json is valid JSON")
+}
+
+fn tool(name: &str, risk: Risk, global: bool) -> ToolSpec {
+    ToolSpec {
+        name: name.into(),
+        description: format!("{name} does something"),
+        parameters: json!({"type": "object", "properties": {"id": {"type": "string"}}}),
+        risk,
+        global,
+    }
+}
+
+/// At least one frame of every type, with optional fields both present and absent.
+fn sample_frames() -> (Vec<ClientFrame>, Vec<ServerFrame>) {
+    let client = vec![
+        ClientFrame::Hello(Hello { id: "c1".into(), protocol_version: PROTOCOL_VERSION, resume: None, client: None }),
+        ClientFrame::Hello(Hello {
+            id: "c2".into(),
+            protocol_version: PROTOCOL_VERSION,
+            resume: Some(Resume { session_id: "s-1".into(), token: "secret".into() }),
+            client: Some("tether-web/0.1.0".into()),
+        }),
+        ClientFrame::ContextUpdate(ContextUpdate {
+            id: "c3".into(),
+            revision: 7,
+            tools: vec![tool("cart_add", Risk::None, false), tool("navigate", Risk::Low, true)],
+            page: Some(PageInfo { url: "/product/mug-red".into(), title: "Red mug".into() }),
+        }),
+        ClientFrame::ContextUpdate(ContextUpdate { id: "c4".into(), revision: 8, tools: vec![], page: None }),
+        ClientFrame::UserMessage(UserMessage { id: "c5".into(), text: "add the red mug".into() }),
+        ClientFrame::ToolResult(ToolResult {
+            id: "c6".into(),
+            call_id: "call-1".into(),
+            status: ResultStatus::Ok,
+            content: json!({"cart": ["mug-red"]}),
+        }),
+        ClientFrame::ToolResult(ToolResult {
+            id: "c7".into(),
+            call_id: "call-2".into(),
+            status: ResultStatus::InvalidArgs,
+            content: json!("Validation args \"cart_add\": /quantity: 0 is less than the minimum of 1"),
+        }),
+        ClientFrame::ToolProgress(ToolProgress {
+            id: "c8".into(),
+            call_id: "call-3".into(),
+            message: "half way".into(),
+        }),
+    ];
+    let server = vec![
+        ServerFrame::Welcome(Welcome {
+            id: "s1".into(),
+            protocol_version: PROTOCOL_VERSION,
+            session_id: "s-1".into(),
+            resume_token: "secret".into(),
+            resumed: false,
+            max_active_tools: DEFAULT_MAX_ACTIVE_TOOLS,
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES as u64,
+            capabilities: vec!["tool_result_ack".into()],
+        }),
+        ServerFrame::ToolCall(ToolCall {
+            id: "s2".into(),
+            call_id: "call-1".into(),
+            run_id: "run-1".into(),
+            name: "cart_add".into(),
+            args: json!({"productId": "mug-red"}),
+            risk: Risk::Critical,
+        }),
+        ServerFrame::ToolCancel(ToolCancel { id: "s3".into(), call_id: "call-1".into(), reason: "run aborted".into() }),
+        ServerFrame::ToolResultAck(ToolResultAck { id: "s4".into(), call_id: "call-1".into() }),
+        ServerFrame::AgentMessage(AgentMessage {
+            id: "s5".into(),
+            run_id: "run-1".into(),
+            delta: "Done".into(),
+            done: false,
+            status: None,
+        }),
+        ServerFrame::AgentMessage(AgentMessage {
+            id: "s6".into(),
+            run_id: "run-1".into(),
+            delta: String::new(),
+            done: true,
+            status: Some(RunStatus::Capped),
+        }),
+        ServerFrame::Error(ErrorFrame {
+            id: "s7".into(),
+            code: ErrorCode::ToolCapExceeded,
+            message: "31 tools".into(),
+            reply_to: Some("c3".into()),
+        }),
+        ServerFrame::Error(ErrorFrame {
+            id: "s8".into(),
+            code: ErrorCode::Internal,
+            message: "x".into(),
+            reply_to: None,
+        }),
+    ];
+    let events = vec![
+        RunEvent::RunStart { text: "hi".into() },
+        RunEvent::TurnStart { turn: 1 },
+        RunEvent::ToolExecutionStart { call_id: "call-1".into(), tool: "cart_add".into(), args: json!({}) },
+        RunEvent::ToolExecutionEnd {
+            call_id: "call-1".into(),
+            tool: "cart_add".into(),
+            status: ResultStatus::Denied,
+            output: "The user refused".into(),
+        },
+        RunEvent::TurnEnd { turn: 1, reply: "ok".into() },
+        RunEvent::RunEnd { status: RunStatus::Failed, turns: 2, error: Some("provider down".into()) },
+        RunEvent::RunEnd { status: RunStatus::Completed, turns: 1, error: None },
+        RunEvent::ToolCollision { tool: "navigate".into() },
+        RunEvent::ToolProgress { call_id: "call-1".into(), message: "50%".into() },
+        RunEvent::Hook(HookAudit {
+            hook_id: "Stop[0]".into(),
+            level: "agent".into(),
+            hook_event: "Stop".into(),
+            decision: "block".into(),
+            reason: Some("missing marker".into()),
+            duration_ms: 3.5,
+            exit_code: Some(2),
+            decided_by: HookDecidedBy::Hook,
+        }),
+    ];
+    let mut server = server;
+    for (n, event) in events.into_iter().enumerate() {
+        server.push(ServerFrame::Event(EventFrame {
+            id: format!("e{n}"),
+            run_id: (n % 2 == 0).then(|| "run-1".to_string()),
+            event,
+        }));
+    }
+    (client, server)
+}
+
+#[test]
+fn samples_cover_every_frame_type() {
+    let (client, server) = sample_frames();
+    for type_name in ClientFrame::TYPES {
+        assert!(client.iter().any(|f| f.type_name() == type_name), "no sample for {type_name}");
+    }
+    for type_name in ServerFrame::TYPES {
+        assert!(server.iter().any(|f| f.type_name() == type_name), "no sample for {type_name}");
+    }
+}
+
+#[test]
+fn type_tags_on_the_wire_match_type_name() {
+    let (client, server) = sample_frames();
+    for frame in &client {
+        let value: Value = serde_json::from_str(&encode_frame(frame)).unwrap();
+        assert_eq!(value["type"], frame.type_name());
+        assert_eq!(value["id"], frame.id());
+    }
+    for frame in &server {
+        let value: Value = serde_json::from_str(&encode_frame(frame)).unwrap();
+        assert_eq!(value["type"], frame.type_name());
+        assert_eq!(value["id"], frame.id());
+    }
+}
+
+#[test]
+fn every_sample_round_trips() {
+    let (client, server) = sample_frames();
+    for frame in client {
+        let text = encode_frame(&frame);
+        assert_eq!(decode_client_frame(&text, DEFAULT_MAX_FRAME_BYTES).unwrap(), frame, "{text}");
+    }
+    for frame in server {
+        let text = encode_frame(&frame);
+        assert_eq!(decode_server_frame(&text, DEFAULT_MAX_FRAME_BYTES).unwrap(), frame, "{text}");
+    }
+}
+
+#[test]
+fn wire_names_are_the_documented_ones() {
+    let frame = ClientFrame::ContextUpdate(ContextUpdate {
+        id: "c1".into(),
+        revision: 1,
+        tools: vec![tool("t", Risk::High, true)],
+        page: None,
+    });
+    let value: Value = serde_json::from_str(&encode_frame(&frame)).unwrap();
+    assert_eq!(value["type"], "CONTEXT_UPDATE");
+    assert_eq!(value["tools"][0]["risk"], "high");
+    assert_eq!(value["tools"][0]["global"], true);
+    let welcome = sample_frames().1.remove(0);
+    let value: Value = serde_json::from_str(&encode_frame(&welcome)).unwrap();
+    assert_eq!(value["maxActiveTools"], 30);
+    assert_eq!(value["resumeToken"], "secret");
+}
+
+/// The checked-in schema must describe exactly what the code produces, and may only change
+/// together with `PROTOCOL_VERSION`.
+#[test]
+fn wire_format_changes_only_with_a_version_bump() {
+    let generated = protocol_schema();
+    if std::env::var_os("UPDATE_PROTOCOL_SCHEMA").is_some() {
+        let text = serde_json::to_string_pretty(&generated).unwrap() + "\n";
+        std::fs::write(schema_path(), text).unwrap();
+        return;
+    }
+    let checked_in = checked_in_schema();
+    if generated == checked_in {
+        return;
+    }
+    let recorded = checked_in["x-protocol-version"].as_u64();
+    if recorded == Some(u64::from(PROTOCOL_VERSION)) {
+        panic!(
+            "the wire format changed but PROTOCOL_VERSION is still {PROTOCOL_VERSION}: bump it in \
+             crates/tether-protocol/src/lib.rs, then run `cargo xtask protocol-schema` and describe \
+             the change in docs/protocol.md"
+        );
+    }
+    panic!(
+        "PROTOCOL_VERSION is {PROTOCOL_VERSION} but protocol.schema.json records {recorded:?}: run \
+         `cargo xtask protocol-schema` to regenerate it"
+    );
+}
+
+fn validator() -> jsonschema::Validator {
+    jsonschema::draft202012::new(&checked_in_schema()).expect("the protocol schema compiles")
+}
+
+fn assert_valid(validator: &jsonschema::Validator, text: &str) {
+    let value: Value = serde_json::from_str(text).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&value).map(|e| format!("{}: {e}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "{text} does not match protocol.schema.json: {errors:?}");
+}
+
+#[test]
+fn every_sample_validates_against_the_checked_in_schema() {
+    let validator = validator();
+    let (client, server) = sample_frames();
+    for frame in client {
+        assert_valid(&validator, &encode_frame(&frame));
+    }
+    for frame in server {
+        assert_valid(&validator, &encode_frame(&frame));
+    }
+}
+
+#[test]
+fn the_schema_refuses_what_the_decoder_refuses() {
+    let validator = validator();
+    for text in [
+        r#"{"type":"NOPE","id":"x"}"#,
+        r#"{"type":"USER_MESSAGE","id":"x"}"#,
+        r#"{"type":"TOOL_RESULT","id":"x","callId":"c","status":"great","content":1}"#,
+        r#"{"id":"x","text":"hi"}"#,
+    ] {
+        let value: Value = serde_json::from_str(text).unwrap();
+        assert!(!validator.is_valid(&value), "schema accepted {text}");
+        assert!(decode_client_frame(text, DEFAULT_MAX_FRAME_BYTES).is_err(), "decoder accepted {text}");
+    }
+}
+
+#[test]
+fn oversized_frames_are_refused_before_parsing() {
+    let text = format!(r#"{{"type":"USER_MESSAGE","id":"c1","text":"{}"}}"#, "a".repeat(100));
+    let error = decode_client_frame(&text, 50).unwrap_err();
+    assert_eq!(error, ProtocolError::TooLarge { len: text.len(), max: 50 });
+    assert_eq!(error.code(), ErrorCode::FrameTooLarge);
+    assert!(decode_client_frame(&text, text.len()).is_ok(), "a frame exactly at the limit is accepted");
+}
+
+#[test]
+fn unknown_types_are_typed_errors_with_the_frame_id() {
+    let error = decode_client_frame(r#"{"type":"SELF_DESTRUCT","id":"c9"}"#, 1024).unwrap_err();
+    assert_eq!(error.code(), ErrorCode::UnknownFrameType);
+    assert_eq!(error.frame_id(), Some("c9"));
+    // A server frame type sent by a client is unknown in that direction.
+    let error = decode_client_frame(r#"{"type":"WELCOME","id":"c9"}"#, 1024).unwrap_err();
+    assert!(matches!(error, ProtocolError::UnknownType { .. }));
+    let error = decode_server_frame(r#"{"type":"HELLO","id":"s1","protocolVersion":1}"#, 1024).unwrap_err();
+    assert!(matches!(error, ProtocolError::UnknownType { .. }));
+}
+
+#[test]
+fn malformed_input_is_a_typed_error() {
+    let cases = [
+        ("", ErrorCode::MalformedFrame),
+        ("not json", ErrorCode::MalformedFrame),
+        ("[1,2,3]", ErrorCode::MalformedFrame),
+        ("42", ErrorCode::MalformedFrame),
+        (r#"{"id":"c1"}"#, ErrorCode::MalformedFrame),
+        (r#"{"type":7,"id":"c1"}"#, ErrorCode::MalformedFrame),
+        (r#"{"type":"HELLO","id":"c1"}"#, ErrorCode::MalformedFrame),
+        (r#"{"type":"CONTEXT_UPDATE","id":"c1","revision":-1,"tools":[]}"#, ErrorCode::MalformedFrame),
+        (r#"{"type":"TOOL_RESULT","id":"c1","callId":"x","status":"ok"}"#, ErrorCode::MalformedFrame),
+    ];
+    for (text, code) in cases {
+        let error = decode_client_frame(text, 1024).unwrap_err();
+        assert_eq!(error.code(), code, "{text}: {error}");
+    }
+    let deep = "[".repeat(10_000) + &"]".repeat(10_000);
+    let error = decode_client_frame(&deep, 1 << 20).unwrap_err();
+    assert_eq!(error.code(), ErrorCode::MalformedFrame);
+    let deep_field = format!(
+        r#"{{"type":"TOOL_RESULT","id":"c","callId":"x","status":"ok","content":{}1{}}}"#,
+        "[".repeat(5000),
+        "]".repeat(5000)
+    );
+    assert!(decode_client_frame(&deep_field, 1 << 20).is_err());
+}
+
+#[test]
+fn missing_type_keeps_the_frame_id() {
+    let error = decode_client_frame(r#"{"id":"c42","text":"hi"}"#, 1024).unwrap_err();
+    assert_eq!(error, ProtocolError::MissingType { frame_id: Some("c42".into()) });
+}
+
+#[test]
+fn unknown_fields_are_ignored_for_forward_compatibility() {
+    let frame = decode_client_frame(r#"{"type":"USER_MESSAGE","id":"c1","text":"hi","future":true}"#, 1024).unwrap();
+    assert_eq!(frame, ClientFrame::UserMessage(UserMessage { id: "c1".into(), text: "hi".into() }));
+}
+
+#[test]
+fn risk_is_ordered_by_strictness() {
+    assert!(Risk::None < Risk::Low && Risk::Low < Risk::High && Risk::High < Risk::Critical);
+    assert!(Risk::Critical < Risk::Blocked);
+    assert_eq!(Risk::None.stricter(Risk::Critical), Risk::Critical);
+    assert_eq!(Risk::Blocked.stricter(Risk::Low), Risk::Blocked);
+    for risk in Risk::ALL {
+        assert_eq!(Risk::parse(risk.as_str()), Some(risk));
+    }
+    assert_eq!(Risk::parse("medium"), None);
+}
+
+fn json_leaf() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        (-1e9f64..1e9).prop_map(Value::from),
+        ".{0,12}".prop_map(Value::String),
+    ]
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
+    json_leaf().prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map("[a-z]{1,6}", inner, 0..4)
+                .prop_map(|map| Value::Object(map.into_iter().collect())),
+        ]
+    })
+}
+
+fn risk() -> impl Strategy<Value = Risk> {
+    prop::sample::select(Risk::ALL.to_vec())
+}
+
+fn result_status() -> impl Strategy<Value = ResultStatus> {
+    prop::sample::select(vec![
+        ResultStatus::Ok,
+        ResultStatus::Error,
+        ResultStatus::InvalidArgs,
+        ResultStatus::UnknownTool,
+        ResultStatus::Denied,
+        ResultStatus::Blocked,
+        ResultStatus::Cancelled,
+        ResultStatus::Timeout,
+    ])
+}
+
+fn tool_spec() -> impl Strategy<Value = ToolSpec> {
+    ("[a-z_]{1,12}", ".{0,20}", json_value(), risk(), any::<bool>()).prop_map(
+        |(name, description, parameters, risk, global)| ToolSpec { name, description, parameters, risk, global },
+    )
+}
+
+fn client_frame() -> impl Strategy<Value = ClientFrame> {
+    let id = "[a-z0-9]{1,8}";
+    prop_oneof![
+        (id, any::<u32>(), prop::option::of(("[a-z0-9-]{1,8}", ".{0,8}")), prop::option::of(".{0,8}")).prop_map(
+            |(id, protocol_version, resume, client)| ClientFrame::Hello(Hello {
+                id,
+                protocol_version,
+                resume: resume.map(|(session_id, token)| Resume { session_id, token }),
+                client,
+            })
+        ),
+        (id, any::<u64>(), prop::collection::vec(tool_spec(), 0..4), prop::option::of(("/[a-z]{0,8}", ".{0,8}")))
+            .prop_map(|(id, revision, tools, page)| ClientFrame::ContextUpdate(ContextUpdate {
+                id,
+                revision,
+                tools,
+                page: page.map(|(url, title)| PageInfo { url, title }),
+            })),
+        (id, ".{0,40}").prop_map(|(id, text)| ClientFrame::UserMessage(UserMessage { id, text })),
+        (id, "[a-z0-9-]{1,8}", result_status(), json_value()).prop_map(|(id, call_id, status, content)| {
+            ClientFrame::ToolResult(ToolResult { id, call_id, status, content })
+        }),
+        (id, "[a-z0-9-]{1,8}", ".{0,20}").prop_map(|(id, call_id, message)| ClientFrame::ToolProgress(ToolProgress {
+            id,
+            call_id,
+            message
+        })),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn generated_client_frames_round_trip_and_match_the_schema(frame in client_frame()) {
+        let text = encode_frame(&frame);
+        let decoded = decode_client_frame(&text, usize::MAX).unwrap();
+        prop_assert_eq!(&decoded, &frame);
+        let value: Value = serde_json::from_str(&text).unwrap();
+        prop_assert!(SCHEMA.is_valid(&value), "{} does not match the schema", text);
+    }
+
+    #[test]
+    fn arbitrary_text_never_panics_the_decoders(text in ".{0,200}") {
+        let _ = decode_client_frame(&text, 1024);
+        let _ = decode_server_frame(&text, 1024);
+    }
+}
+
+static SCHEMA: std::sync::LazyLock<jsonschema::Validator> = std::sync::LazyLock::new(validator);
