@@ -1,0 +1,5 @@
+//! The Tether browser runtime, compiled to WebAssembly.
+
+mod regex;
+
+pub use regex::{BrowserRegex, JsRegex};

@@ -1,0 +1,70 @@
+//! Running commands: each one is echoed before it runs and a failure names the command.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+/// The repository root (the parent of `xtask/`).
+pub(crate) fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the repository").to_path_buf()
+}
+
+/// Prints a progress line, prefixed so it stands out in CI logs.
+pub(crate) fn step(message: impl AsRef<str>) {
+    eprintln!("\n[xtask] {}", message.as_ref());
+}
+
+fn describe(command: &Command) -> String {
+    let mut text = command.get_program().to_string_lossy().to_string();
+    for arg in command.get_args() {
+        text.push(' ');
+        text.push_str(&arg.to_string_lossy());
+    }
+    text
+}
+
+/// Runs a command to completion, failing when it fails. Prints how long it took.
+pub(crate) fn run(command: &mut Command) -> Result<()> {
+    let text = describe(command);
+    eprintln!("[xtask] $ {text}");
+    let started = Instant::now();
+    let status = command.status().with_context(|| format!("could not start `{text}`"))?;
+    eprintln!("[xtask]   ({:.1} s)", started.elapsed().as_secs_f64());
+    if !status.success() {
+        bail!("`{text}` failed with {status}");
+    }
+    Ok(())
+}
+
+/// Runs a command and returns its standard output, failing when it fails.
+pub(crate) fn output(command: &mut Command) -> Result<String> {
+    let text = describe(command);
+    let output = command.stderr(Stdio::inherit()).output().with_context(|| format!("could not start `{text}`"))?;
+    if !output.status.success() {
+        bail!("`{text}` failed with {}", output.status);
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Standard output of a command, or `None` if it cannot run or fails. For probing.
+pub(crate) fn probe(program: impl AsRef<OsStr>, args: &[&str]) -> Option<String> {
+    let output = Command::new(program).args(args).stderr(Stdio::null()).output().ok()?;
+    output.status.success().then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Whether a program is on the `PATH`.
+pub(crate) fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+        .unwrap_or(false)
+}
+
+/// A command that runs in the repository root.
+pub(crate) fn in_repo(program: impl AsRef<OsStr>) -> Command {
+    let mut command = Command::new(program);
+    command.current_dir(repo_root());
+    command
+}

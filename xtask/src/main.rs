@@ -1,0 +1,40 @@
+//! `cargo xtask`: every piece of Tether's automation, in one place.
+//!
+//! Run `cargo xtask help` for the list of tasks.
+
+mod cmd;
+mod tasks;
+mod toolchain;
+mod wasm;
+
+use anyhow::{bail, Result};
+
+const HELP: &str = "\
+cargo xtask <task>
+
+  setup            install what tests and the demo need (idempotent; apt, cargo, npm)
+  test             everything CI runs: setup, lints, native, wasm and browser tests, size budget
+  demo             build the Leptos storefront and serve it with the built-in model
+  size             size report of the browser modules (raw, wasm-bindgen, wasm-opt -Oz, gzip, twiggy)
+  bench            criterion benchmarks (core) and the browser latency benchmark
+  protocol-schema  regenerate crates/tether-protocol/protocol.schema.json after a version bump
+";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let task = args.first().map(String::as_str).unwrap_or("help");
+    let rest = &args[args.len().min(1)..];
+    match task {
+        "setup" => tasks::setup(),
+        "test" => tasks::test(rest),
+        "demo" => tasks::demo(rest),
+        "size" => tasks::size(),
+        "bench" => tasks::bench(),
+        "protocol-schema" => tasks::protocol_schema(),
+        "help" | "--help" | "-h" => {
+            eprint!("{HELP}");
+            Ok(())
+        }
+        other => bail!("unknown task {other:?}\n\n{HELP}"),
+    }
+}

@@ -1,0 +1,217 @@
+//! Installs what the tests and the demo need, idempotently, without rustup downloads.
+//!
+//! The wasm32 toolchain comes from one of two places:
+//! - an installed rustup target `wasm32-unknown-unknown` (an ordinary developer machine), or
+//! - Debian's `rustc-web` + `cargo-web` + `rust-web-src` (std built from source with
+//!   `-Zbuild-std`), an `lld` of the same LLVM major linked as `rust-lld`, and a rustup toolchain
+//!   `deb-web` pointing at `/usr` (machines where rustup cannot download targets).
+//!
+//! Then: `wasm-bindgen-cli` at exactly the version of the `wasm-bindgen` crate, Debian's
+//! `chromium` + `chromium-driver` for browser tests, and the npm packages of `package.json`
+//! (among them `binaryen` for a working `wasm-opt` and `playwright-core`).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+use crate::cmd::{in_repo, on_path, probe, repo_root, run, step};
+
+/// Must equal the `wasm-bindgen` version pinned in the root `Cargo.toml`.
+pub(crate) const WASM_BINDGEN_VERSION: &str = "0.2.130";
+/// The rustup name given to Debian's toolchain.
+const DEBIAN_TOOLCHAIN: &str = "deb-web";
+
+/// How wasm32 code is compiled on this machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WasmToolchain {
+    /// `rustup target add wasm32-unknown-unknown` is installed: plain `cargo --target`.
+    Rustup,
+    /// Debian's Rust with `-Zbuild-std`.
+    Debian,
+}
+
+impl WasmToolchain {
+    /// Finds the toolchain already installed, without installing anything.
+    pub(crate) fn detect() -> Option<WasmToolchain> {
+        if rustup_has_wasm_target() {
+            return Some(WasmToolchain::Rustup);
+        }
+        let debian_ready = std::path::Path::new("/usr/lib/rustlib/src/rust/library/Cargo.lock").is_file()
+            && std::path::Path::new("/usr/lib/rustlib/x86_64-unknown-linux-gnu/bin/rust-lld").exists()
+            && (!on_path("rustup") || probe("rustc", &[&format!("+{DEBIAN_TOOLCHAIN}"), "--version"]).is_some());
+        debian_ready.then_some(WasmToolchain::Debian)
+    }
+
+    /// A `cargo` command for the wasm32 target with its own target directory (so host and
+    /// wasm builds never invalidate each other).
+    pub(crate) fn cargo(self, subcommand: &str) -> Command {
+        let mut command;
+        match self {
+            WasmToolchain::Rustup => {
+                command = in_repo("cargo");
+                command.arg(subcommand).args(["--target", "wasm32-unknown-unknown"]);
+            }
+            WasmToolchain::Debian => {
+                if on_path("rustup") {
+                    command = in_repo("cargo");
+                    command.arg(format!("+{DEBIAN_TOOLCHAIN}"));
+                } else {
+                    command = in_repo("/usr/bin/cargo");
+                    command.env("RUSTC", "/usr/bin/rustc");
+                }
+                command.arg(subcommand).args(["--target", "wasm32-unknown-unknown", "-Zbuild-std=std,panic_abort"]);
+                // Lets Debian's stable compiler accept -Z flags. Always set, so fingerprints stay stable.
+                command.env("RUSTC_BOOTSTRAP", "1").env_remove("RUSTUP_TOOLCHAIN").env_remove("RUSTC");
+            }
+        }
+        command.env("CARGO_TARGET_DIR", repo_root().join("target/wasm"));
+        command.env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", "wasm-bindgen-test-runner");
+        command.env("WASM_BINDGEN_TEST_WEBDRIVER_JSON", repo_root().join("webdriver.json"));
+        if std::path::Path::new("/usr/bin/chromedriver").exists() {
+            command.env("CHROMEDRIVER", "/usr/bin/chromedriver");
+        }
+        command.env("WASM_BINDGEN_TEST_TIMEOUT", "120");
+        command
+    }
+}
+
+fn rustup_has_wasm_target() -> bool {
+    probe("rustup", &["target", "list", "--installed"])
+        .is_some_and(|targets| targets.lines().any(|line| line.trim() == "wasm32-unknown-unknown"))
+}
+
+fn is_root() -> bool {
+    probe("id", &["-u"]).is_some_and(|uid| uid.trim() == "0")
+}
+
+fn deb_installed(package: &str) -> bool {
+    probe("dpkg-query", &["-W", "-f=${Status}", package]).is_some_and(|status| status.contains("install ok installed"))
+}
+
+/// A command run as root: directly when we are root, through sudo otherwise.
+fn privileged(program: &str) -> Command {
+    if is_root() {
+        Command::new(program)
+    } else {
+        let mut command = Command::new("sudo");
+        command.arg(program);
+        command
+    }
+}
+
+/// Installs Debian packages that are missing.
+fn apt_install(packages: &[&str]) -> Result<()> {
+    let missing: Vec<&str> = packages.iter().copied().filter(|p| !deb_installed(p)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !on_path("apt-get") {
+        bail!("these packages are needed but this is not a Debian-like system: {}", missing.join(", "));
+    }
+    step(format!("apt: installing {}", missing.join(" ")));
+    run(privileged("apt-get").args(["update", "-qq"]))?;
+    run(privileged("apt-get")
+        .args(["install", "-y", "-qq", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+/// Debian's Rust with its own std source, `rust-lld`, and the `deb-web` rustup toolchain.
+fn install_debian_wasm_toolchain() -> Result<()> {
+    step("wasm32 target not installed in rustup: using Debian's rustc-web with -Zbuild-std");
+    apt_install(&["rustc-web", "cargo-web", "rust-web-src"])?;
+    let version = probe("/usr/bin/rustc", &["-vV"]).context("Debian's /usr/bin/rustc does not run")?;
+    let llvm_major = version
+        .lines()
+        .find_map(|line| line.strip_prefix("LLVM version: "))
+        .and_then(|v| v.split('.').next())
+        .context("cannot read the LLVM version of /usr/bin/rustc")?
+        .to_string();
+    apt_install(&[&format!("lld-{llvm_major}")])?;
+    let lld = PathBuf::from(format!("/usr/lib/llvm-{llvm_major}/bin/lld"));
+    let link_dir = PathBuf::from("/usr/lib/rustlib/x86_64-unknown-linux-gnu/bin");
+    let link = link_dir.join("rust-lld");
+    if std::fs::read_link(&link).ok().as_deref() != Some(lld.as_path()) {
+        // rustc links wasm32 with `rust-lld`, which Debian does not ship: point it at lld.
+        run(privileged("mkdir").arg("-p").arg(&link_dir))?;
+        run(privileged("ln").arg("-sfn").arg(&lld).arg(&link))?;
+    }
+    if on_path("rustup") && probe("rustc", &[&format!("+{DEBIAN_TOOLCHAIN}"), "--version"]).is_none() {
+        run(Command::new("rustup").args(["toolchain", "link", DEBIAN_TOOLCHAIN, "/usr"]))?;
+    }
+    Ok(())
+}
+
+/// `wasm-bindgen` and `wasm-bindgen-test-runner` at the pinned version.
+fn install_wasm_bindgen_cli() -> Result<()> {
+    let installed = probe("wasm-bindgen", &["--version"]).unwrap_or_default();
+    if installed.trim() == format!("wasm-bindgen {WASM_BINDGEN_VERSION}") && on_path("wasm-bindgen-test-runner") {
+        return Ok(());
+    }
+    step(format!("installing wasm-bindgen-cli {WASM_BINDGEN_VERSION} (a few minutes on 2 cores)"));
+    let install = |locked: bool| {
+        let mut command = Command::new("cargo");
+        // Outside the repository, so its config and toolchain files do not apply.
+        command.current_dir(std::env::temp_dir()).env_remove("RUSTUP_TOOLCHAIN");
+        command.args(["install", "wasm-bindgen-cli", "--version", &format!("={WASM_BINDGEN_VERSION}"), "--force"]);
+        if locked {
+            command.arg("--locked");
+        }
+        run(&mut command)
+    };
+    // The crate's own lock file names a webpki-roots release some registries lack; then resolve afresh.
+    install(true).or_else(|_| install(false))
+}
+
+/// The npm packages of the repository (`package-lock.json`), installed once per lock change.
+fn install_npm_packages() -> Result<()> {
+    if !on_path("npm") {
+        apt_install(&["nodejs", "npm"])?;
+    }
+    let root = repo_root();
+    let stamp = root.join("node_modules/.package-lock.json");
+    let lock = root.join("package-lock.json");
+    let fresh = match (std::fs::metadata(&stamp), std::fs::metadata(&lock)) {
+        (Ok(stamp), Ok(lock)) => stamp.modified()? >= lock.modified()?,
+        _ => false,
+    };
+    if fresh {
+        return Ok(());
+    }
+    step("npm ci (binaryen, playwright-core, …)");
+    run(in_repo("npm").args(["ci", "--no-audit", "--no-fund"]))
+}
+
+/// What a task needs installed.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Needs {
+    /// A headless Chromium and its driver.
+    pub(crate) browser: bool,
+}
+
+/// Installs everything, skipping what is already there. Returns the wasm toolchain to use.
+pub(crate) fn setup(needs: Needs) -> Result<WasmToolchain> {
+    step("checking the toolchain (installs only what is missing)");
+    let toolchain = match WasmToolchain::detect() {
+        Some(toolchain) => toolchain,
+        None => {
+            install_debian_wasm_toolchain()?;
+            WasmToolchain::detect().context("the Debian wasm toolchain is still not usable after installing it")?
+        }
+    };
+    install_wasm_bindgen_cli()?;
+    if needs.browser {
+        if !std::path::Path::new("/usr/bin/chromium").exists() || !std::path::Path::new("/usr/bin/chromedriver").exists() {
+            apt_install(&["chromium", "chromium-driver"])?;
+        }
+    }
+    install_npm_packages()?;
+    eprintln!("[xtask] wasm toolchain: {toolchain:?}");
+    Ok(toolchain)
+}
+
+/// The path of npm's `wasm-opt` (binaryen 132: Debian's binaryen 108 breaks wasm-bindgen output).
+pub(crate) fn wasm_opt() -> PathBuf {
+    repo_root().join("node_modules/.bin/wasm-opt")
+}

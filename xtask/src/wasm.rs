@@ -1,0 +1,99 @@
+//! Builds the browser-facing wasm modules: cargo (wasm32, `wasm-release` profile), then
+//! `wasm-bindgen --target web`, then `wasm-opt -Oz`, measuring the size after each step.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::cmd::{in_repo, run, step};
+use crate::toolchain::{wasm_opt, WasmToolchain};
+
+/// Sizes of one module after each build step, in bytes.
+#[derive(Debug, Clone)]
+pub(crate) struct ModuleSizes {
+    /// What the module is.
+    pub(crate) label: String,
+    /// The `.wasm` cargo produced.
+    pub(crate) raw: u64,
+    /// The `.wasm` after wasm-bindgen.
+    pub(crate) bindgen: u64,
+    /// The `.wasm` after `wasm-opt -Oz`.
+    pub(crate) optimized: u64,
+    /// gzip -9 of the optimised `.wasm`.
+    pub(crate) wasm_gzip: u64,
+    /// gzip -9 of the generated JS glue.
+    pub(crate) js_gzip: u64,
+    /// The optimised `.wasm`, for twiggy.
+    pub(crate) wasm_path: PathBuf,
+}
+
+impl ModuleSizes {
+    /// What a page downloads: wasm and JS glue, both gzipped.
+    pub(crate) fn total_gzip(&self) -> u64 {
+        self.wasm_gzip + self.js_gzip
+    }
+}
+
+/// gzip -9 size of a file.
+pub(crate) fn gzip_size(path: &Path) -> Result<u64> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(&bytes)?;
+    Ok(encoder.finish()?.len() as u64)
+}
+
+fn size(path: &Path) -> Result<u64> {
+    Ok(std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?.len())
+}
+
+/// Builds `package`'s library as a cdylib for the browser into `out_dir`, returning its sizes.
+pub(crate) fn build_module(
+    toolchain: WasmToolchain,
+    package: &str,
+    features: &[&str],
+    out_dir: &Path,
+    label: &str,
+) -> Result<ModuleSizes> {
+    step(format!("building {package} for the browser"));
+    let mut cargo = toolchain.cargo("rustc");
+    cargo.args(["--profile", "wasm-release", "--lib", "-p", package, "--crate-type", "cdylib"]);
+    if !features.is_empty() {
+        cargo.arg("--features").arg(features.join(","));
+    }
+    run(&mut cargo)?;
+    let crate_name = package.replace('-', "_");
+    let raw_path = crate::cmd::repo_root().join(format!("target/wasm/wasm32-unknown-unknown/wasm-release/{crate_name}.wasm"));
+    std::fs::create_dir_all(out_dir)?;
+    run(in_repo("wasm-bindgen").args(["--target", "web", "--out-dir"]).arg(out_dir).arg(&raw_path))?;
+    let bindgen_path = out_dir.join(format!("{crate_name}_bg.wasm"));
+    let bindgen = size(&bindgen_path)?;
+    run(in_repo(wasm_opt()).arg("-Oz").arg(&bindgen_path).arg("-o").arg(&bindgen_path))?;
+    Ok(ModuleSizes {
+        label: label.to_string(),
+        raw: size(&raw_path)?,
+        bindgen,
+        optimized: size(&bindgen_path)?,
+        wasm_gzip: gzip_size(&bindgen_path)?,
+        js_gzip: gzip_size(&out_dir.join(format!("{crate_name}.js")))?,
+        wasm_path: bindgen_path,
+    })
+}
+
+/// Prints the size table.
+pub(crate) fn print_sizes(modules: &[ModuleSizes]) {
+    println!("| module | raw .wasm | after wasm-bindgen | after wasm-opt -Oz | .wasm gzip | JS glue gzip | total gzip |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for m in modules {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | **{}** |",
+            m.label,
+            m.raw,
+            m.bindgen,
+            m.optimized,
+            m.wasm_gzip,
+            m.js_gzip,
+            m.total_gzip()
+        );
+    }
+}
