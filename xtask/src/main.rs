@@ -7,7 +7,7 @@ mod tasks;
 mod toolchain;
 mod wasm;
 
-use anyhow::{bail, Result};
+use anyhow::{Result, bail};
 
 const HELP: &str = "\
 cargo xtask <task>

@@ -1,10 +1,10 @@
 //! The tasks `cargo xtask` runs.
 
-use anyhow::{bail, Result};
+use anyhow::{Result, bail};
 
 use crate::cmd::{in_repo, repo_root, run, step};
 use crate::toolchain::{self, Needs, WasmToolchain};
-use crate::wasm::{build_module, print_sizes, ModuleSizes};
+use crate::wasm::{ModuleSizes, build_module, print_sizes};
 
 /// The size budget of the browser runtime (wasm + JS glue, gzip).
 const RUNTIME_BUDGET_GZIP: u64 = 60 * 1024;

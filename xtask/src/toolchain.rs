@@ -13,7 +13,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 
 use crate::cmd::{in_repo, on_path, probe, repo_root, run, step};
 
@@ -202,7 +202,9 @@ pub(crate) fn setup(needs: Needs) -> Result<WasmToolchain> {
     };
     install_wasm_bindgen_cli()?;
     if needs.browser {
-        if !std::path::Path::new("/usr/bin/chromium").exists() || !std::path::Path::new("/usr/bin/chromedriver").exists() {
+        if !std::path::Path::new("/usr/bin/chromium").exists()
+            || !std::path::Path::new("/usr/bin/chromedriver").exists()
+        {
             apt_install(&["chromium", "chromium-driver"])?;
         }
     }

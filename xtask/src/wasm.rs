@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::cmd::{in_repo, run, step};
-use crate::toolchain::{wasm_opt, WasmToolchain};
+use crate::toolchain::{WasmToolchain, wasm_opt};
 
 /// Sizes of one module after each build step, in bytes.
 #[derive(Debug, Clone)]
@@ -63,7 +63,8 @@ pub(crate) fn build_module(
     }
     run(&mut cargo)?;
     let crate_name = package.replace('-', "_");
-    let raw_path = crate::cmd::repo_root().join(format!("target/wasm/wasm32-unknown-unknown/wasm-release/{crate_name}.wasm"));
+    let raw_path =
+        crate::cmd::repo_root().join(format!("target/wasm/wasm32-unknown-unknown/wasm-release/{crate_name}.wasm"));
     std::fs::create_dir_all(out_dir)?;
     run(in_repo("wasm-bindgen").args(["--target", "web", "--out-dir"]).arg(out_dir).arg(&raw_path))?;
     let bindgen_path = out_dir.join(format!("{crate_name}_bg.wasm"));
@@ -82,7 +83,9 @@ pub(crate) fn build_module(
 
 /// Prints the size table.
 pub(crate) fn print_sizes(modules: &[ModuleSizes]) {
-    println!("| module | raw .wasm | after wasm-bindgen | after wasm-opt -Oz | .wasm gzip | JS glue gzip | total gzip |");
+    println!(
+        "| module | raw .wasm | after wasm-bindgen | after wasm-opt -Oz | .wasm gzip | JS glue gzip | total gzip |"
+    );
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     for m in modules {
         println!(

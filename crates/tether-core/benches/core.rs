@@ -3,8 +3,8 @@
 
 use std::hint::black_box;
 
-use criterion::{criterion_group, criterion_main, Criterion};
-use serde_json::{json, Value};
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::{Value, json};
 use tether_core::validate::{CompactValidator, FullValidator, NativeRegex, Validator};
 use tether_core::{CallRequest, Executor, OwnerId, Risk, Step, ToolDef, ToolRegistry};
 
@@ -52,8 +52,12 @@ fn call_path<V: Validator>(c: &mut Criterion, label: &str, validator: V) {
     c.bench_function(&format!("call: lookup + validate + defaults + policy, 30 tools ({label})"), |b| {
         b.iter(|| {
             n += 1;
-            let request =
-                CallRequest { call_id: n.to_string(), tool: "tool_29".into(), args: args.clone(), server_risk: Risk::None };
+            let request = CallRequest {
+                call_id: n.to_string(),
+                tool: "tool_29".into(),
+                args: args.clone(),
+                server_risk: Risk::None,
+            };
             let step = executor.start(request, &registry, 0);
             assert!(matches!(step, Some(Step::Run { .. })));
             black_box(executor.handler_done(&n.to_string(), Ok(Value::Null)));

@@ -7,9 +7,9 @@
 use std::path::PathBuf;
 
 use proptest::prelude::*;
-use serde_json::{json, Value};
-use tether_core::validate::{CompactValidator, CompiledSchema, FullValidator, NativeRegex, Validator};
+use serde_json::{Value, json};
 use tether_core::CoreError;
+use tether_core::validate::{CompactValidator, CompiledSchema, FullValidator, NativeRegex, Validator};
 
 fn suite_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/json-schema-test-suite/draft2020-12")
@@ -37,9 +37,9 @@ fn compact_and_full_agree_with_the_official_suite() {
                 }
                 Err(other) => panic!("{file_name}: {description}: unexpected error {other}"),
             };
-            let full = FullValidator
-                .compile(schema)
-                .unwrap_or_else(|e| panic!("{file_name}: {description}: jsonschema refused a schema compact accepts: {e}"));
+            let full = FullValidator.compile(schema).unwrap_or_else(|e| {
+                panic!("{file_name}: {description}: jsonschema refused a schema compact accepts: {e}")
+            });
             groups_checked += 1;
             for case in group["tests"].as_array().unwrap() {
                 let data = &case["data"];
@@ -77,9 +77,31 @@ fn keyword_files_of_the_subset_are_accepted() {
     // A refusal in these files would hide a gap in the compact validator behind "skipped".
     let compact = CompactValidator::new(NativeRegex);
     for file in [
-        "type", "enum", "const", "required", "properties", "additionalProperties", "items", "prefixItems", "minimum",
-        "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "pattern",
-        "minItems", "maxItems", "uniqueItems", "allOf", "anyOf", "oneOf", "not", "default", "ref",
+        "type",
+        "enum",
+        "const",
+        "required",
+        "properties",
+        "additionalProperties",
+        "items",
+        "prefixItems",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "default",
+        "ref",
     ] {
         let groups: Vec<Value> =
             serde_json::from_str(&std::fs::read_to_string(suite_dir().join(format!("{file}.json"))).unwrap()).unwrap();

@@ -3,7 +3,7 @@
 //! without an explicit approval.
 
 use proptest::prelude::*;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tether_core::validate::{CompactValidator, NativeRegex};
 use tether_core::*;
 
@@ -54,7 +54,8 @@ fn an_unknown_tool_is_an_error_result_naming_the_available_ones() {
 fn invalid_arguments_are_refused_before_approval_with_every_problem() {
     let registry = registry_with(vec![cart_add().risk(Risk::Critical)]);
     let mut executor = Executor::default();
-    let outcome = finished(executor.start(call("c1", "cart_add", json!({"quantity": 0, "color": "red"})), &registry, 0));
+    let outcome =
+        finished(executor.start(call("c1", "cart_add", json!({"quantity": 0, "color": "red"})), &registry, 0));
     assert_eq!(outcome.status, ResultStatus::InvalidArgs);
     let text = outcome.content.as_str().unwrap();
     assert!(text.starts_with("Validation args \"cart_add\": "), "{text}");
@@ -96,7 +97,10 @@ fn each_risk_level_does_what_the_policy_says() {
         ToolDef::new("blocked", "").risk(Risk::Blocked),
     ]);
     let mut executor = Executor::default();
-    assert!(matches!(executor.start(call("1", "none", json!({})), &registry, 0), Some(Step::Run { notify: false, .. })));
+    assert!(matches!(
+        executor.start(call("1", "none", json!({})), &registry, 0),
+        Some(Step::Run { notify: false, .. })
+    ));
     assert!(matches!(executor.start(call("2", "low", json!({})), &registry, 0), Some(Step::Run { notify: true, .. })));
     assert!(matches!(executor.start(call("3", "high", json!({})), &registry, 0), Some(Step::AskApproval(_))));
     assert!(matches!(executor.start(call("4", "critical", json!({})), &registry, 0), Some(Step::AskApproval(_))));
@@ -148,7 +152,10 @@ fn a_refusal_dismissal_or_timeout_is_denied_with_a_reason_and_the_handler_never_
 fn a_slow_handler_times_out_with_the_tools_own_timeout() {
     let registry = registry_with(vec![ToolDef::new("slow", "").timeout_ms(250)]);
     let mut executor = Executor::default();
-    assert!(matches!(executor.start(call("c1", "slow", json!({})), &registry, 1000), Some(Step::Run { deadline_ms: 1250, .. })));
+    assert!(matches!(
+        executor.start(call("c1", "slow", json!({})), &registry, 1000),
+        Some(Step::Run { deadline_ms: 1250, .. })
+    ));
     assert_eq!(executor.next_deadline(), Some(1250));
     let outcome = finished(executor.poll_timeouts(1250).into_iter().next());
     assert_eq!(outcome.status, ResultStatus::Timeout);
@@ -208,9 +215,14 @@ fn resolver_hooks_run_after_approval_around_the_handler() {
     assert_eq!(outcome.status, ResultStatus::InvalidArgs);
 
     // Approval first, then before-hook, handler, after-hook, result.
-    assert!(matches!(executor.start(call("c1", "cart_remove", json!({"id": "x"})), &registry, 0), Some(Step::AskApproval(_))));
+    assert!(matches!(
+        executor.start(call("c1", "cart_remove", json!({"id": "x"})), &registry, 0),
+        Some(Step::AskApproval(_))
+    ));
     match executor.approval_decided("c1", ApprovalDecision::Approved, 0) {
-        Some(Step::BeforeHook { resolver, tool, .. }) => assert_eq!((resolver.as_str(), tool.as_str()), ("cart", "cart_remove")),
+        Some(Step::BeforeHook { resolver, tool, .. }) => {
+            assert_eq!((resolver.as_str(), tool.as_str()), ("cart", "cart_remove"))
+        }
         other => panic!("{other:?}"),
     }
     assert_eq!(executor.handler_done("c1", Ok(json!(1))), None, "the handler cannot finish before it was started");

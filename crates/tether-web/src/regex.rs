@@ -23,7 +23,10 @@ impl RegexEngine for BrowserRegex {
 
     fn compile(&self, pattern: &str) -> Result<JsRegex, String> {
         new_regexp(pattern, "u").map(JsRegex).map_err(|error| {
-            error.dyn_ref::<js_sys::Error>().map(|e| String::from(e.message())).unwrap_or_else(|| "invalid pattern".into())
+            error
+                .dyn_ref::<js_sys::Error>()
+                .map(|e| String::from(e.message()))
+                .unwrap_or_else(|| "invalid pattern".into())
         })
     }
 }

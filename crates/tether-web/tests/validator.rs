@@ -1,9 +1,9 @@
 //! The compact validator in the wasm build, where `pattern` goes through JavaScript's `RegExp`:
 //! every suite case it accepts must give the suite's answer (runs under Node).
 
-use serde_json::{json, Value};
-use tether_core::validate::{CompactValidator, CompiledSchema, Validator};
+use serde_json::{Value, json};
 use tether_core::CoreError;
+use tether_core::validate::{CompactValidator, CompiledSchema, Validator};
 use tether_web::BrowserRegex;
 use wasm_bindgen_test::wasm_bindgen_test;
 
@@ -14,9 +14,32 @@ macro_rules! suite {
 }
 
 const FILES: [(&str, &str); 27] = suite![
-    "type", "enum", "const", "required", "properties", "additionalProperties", "items", "prefixItems", "minimum",
-    "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "pattern", "minItems",
-    "maxItems", "uniqueItems", "allOf", "anyOf", "oneOf", "not", "ref", "default", "boolean_schema",
+    "type",
+    "enum",
+    "const",
+    "required",
+    "properties",
+    "additionalProperties",
+    "items",
+    "prefixItems",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "ref",
+    "default",
+    "boolean_schema",
     "infinite-loop-detection",
 ];
 

@@ -1,0 +1,261 @@
+//! In-process hooks: code the agent loop calls at fixed points and whose answer it obeys.
+//!
+//! Every hook is optional; an unset hook is a `None` the loop skips, so it costs nothing. A
+//! hook that returns an error or panics ends the run with a clear error; the server and the
+//! other sessions go on.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tether_protocol::{ResultStatus, ToolSpec};
+
+use crate::model::{BoxFuture, ChatMessage};
+
+/// An error a hook returns: it ends the run, and the client reads the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookError(pub String);
+
+impl<T: Into<String>> From<T> for HookError {
+    fn from(message: T) -> Self {
+        HookError(message.into())
+    }
+}
+
+/// What a hook returns.
+pub type HookResult<T> = Result<T, HookError>;
+
+/// Where in the run a hook is called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunInfo {
+    /// The run's id.
+    pub run_id: String,
+    /// The agent's name (for declarative hooks' context).
+    pub agent_name: String,
+    /// The current turn, from 1.
+    pub turn: u32,
+    /// The most turns the run may take.
+    pub max_turns: u32,
+}
+
+/// Input of `before_turn`.
+#[derive(Debug, Clone)]
+pub struct TurnStart {
+    /// Where the run is.
+    pub run: RunInfo,
+    /// The conversation so far.
+    pub messages: Arc<[ChatMessage]>,
+}
+
+/// Input and output of `before_provider_call`: change the messages or the tools for this turn.
+#[derive(Debug, Clone)]
+pub struct ProviderCall {
+    /// Where the run is.
+    pub run: RunInfo,
+    /// What the model will read, system prompt first.
+    pub messages: Vec<ChatMessage>,
+    /// The tools the model may call this turn (remove one to hide it).
+    pub tools: Vec<ToolSpec>,
+}
+
+/// A tool call the model asked for (input of the tool hooks).
+#[derive(Debug, Clone)]
+pub struct ToolUse {
+    /// Where the run is.
+    pub run: RunInfo,
+    /// The call's id.
+    pub call_id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments.
+    pub args: Value,
+}
+
+/// What `before_tool_execution` decides.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolDecision {
+    /// Run the tool.
+    Allow,
+    /// Do not run it; the model reads the reason as an error result.
+    Deny {
+        /// What the model reads.
+        reason: String,
+    },
+    /// Do not run it; the model reads this result as if the tool had returned it.
+    Mock {
+        /// The result.
+        result: Value,
+    },
+}
+
+/// A tool's result as the model will read it (input and output of `after_tool_execution`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// How the call ended.
+    pub status: ResultStatus,
+    /// The result's text.
+    pub content: String,
+    /// Extra context to add to the conversation after the tool results, each as its own
+    /// labelled message (declarative `PostToolUse` hooks' `additionalContext`).
+    pub extra_context: Vec<String>,
+}
+
+impl ToolOutput {
+    /// A result with no extra context.
+    pub fn new(status: ResultStatus, content: impl Into<String>) -> Self {
+        ToolOutput { status, content: content.into(), extra_context: Vec::new() }
+    }
+
+    /// What the model reads: the content, prefixed with `[status]` when the call did not succeed.
+    pub fn for_model(&self) -> String {
+        if self.status.is_ok() { self.content.clone() } else { format!("[{}] {}", self.status.as_str(), self.content) }
+    }
+}
+
+/// Input of `after_turn`.
+#[derive(Debug, Clone)]
+pub struct TurnEnd {
+    /// Where the run is.
+    pub run: RunInfo,
+    /// The model's text this turn.
+    pub reply: String,
+    /// How many tools it called this turn.
+    pub tool_calls: usize,
+}
+
+/// Input of the stop gate (declarative `Stop` hooks): the answer about to leave.
+#[derive(Debug, Clone)]
+pub struct StopCheck {
+    /// Where the run is.
+    pub run: RunInfo,
+    /// The final answer.
+    pub final_output: String,
+    /// How many times the answer was rejected in this run.
+    pub rejection_count: u32,
+    /// The conversation so far.
+    pub messages: Arc<[ChatMessage]>,
+}
+
+/// What the stop gate decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopDecision {
+    /// Deliver the answer.
+    Accept,
+    /// Send the reason back to the model and go on with the run.
+    Reject {
+        /// What the model reads.
+        reason: String,
+        /// Which hook rejected (for the label).
+        hook: String,
+    },
+    /// Too many rejections: deliver the answer and end the run as `capped`.
+    Capped,
+}
+
+type Hook<I, O> = Arc<dyn Fn(I) -> BoxFuture<'static, HookResult<O>> + Send + Sync>;
+
+/// A set of hooks. Build it with the `on_*` methods; the loop runs several sets in order.
+#[derive(Clone, Default)]
+pub struct Hooks {
+    pub(crate) before_turn: Option<Hook<TurnStart, ()>>,
+    pub(crate) before_provider_call: Option<Hook<ProviderCall, ProviderCall>>,
+    pub(crate) before_tool_execution: Option<Hook<ToolUse, ToolDecision>>,
+    pub(crate) after_tool_execution: Option<Hook<(ToolUse, ToolOutput), ToolOutput>>,
+    pub(crate) after_turn: Option<Hook<TurnEnd, ()>>,
+    pub(crate) stop: Option<Hook<StopCheck, StopDecision>>,
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks")
+            .field("before_turn", &self.before_turn.is_some())
+            .field("before_provider_call", &self.before_provider_call.is_some())
+            .field("before_tool_execution", &self.before_tool_execution.is_some())
+            .field("after_tool_execution", &self.after_tool_execution.is_some())
+            .field("after_turn", &self.after_turn.is_some())
+            .field("stop", &self.stop.is_some())
+            .finish()
+    }
+}
+
+fn boxed<I, O, F, Fut>(hook: F) -> Hook<I, O>
+where
+    F: Fn(I) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = HookResult<O>> + Send + 'static,
+{
+    Arc::new(move |input| Box::pin(hook(input)))
+}
+
+impl Hooks {
+    /// A set with no hooks.
+    pub fn new() -> Self {
+        Hooks::default()
+    }
+
+    /// Called before each turn with the conversation so far.
+    #[must_use]
+    pub fn on_before_turn<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(TurnStart) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<()>> + Send + 'static,
+    {
+        self.before_turn = Some(boxed(hook));
+        self
+    }
+
+    /// Called before each model call; returns the messages and tools the model gets.
+    #[must_use]
+    pub fn on_before_provider_call<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(ProviderCall) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<ProviderCall>> + Send + 'static,
+    {
+        self.before_provider_call = Some(boxed(hook));
+        self
+    }
+
+    /// Called before each tool call the model asks for: allow, deny with a reason, or mock.
+    #[must_use]
+    pub fn on_before_tool_execution<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(ToolUse) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<ToolDecision>> + Send + 'static,
+    {
+        self.before_tool_execution = Some(boxed(hook));
+        self
+    }
+
+    /// Called after each tool call; returns what the model reads.
+    #[must_use]
+    pub fn on_after_tool_execution<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(ToolUse, ToolOutput) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<ToolOutput>> + Send + 'static,
+    {
+        self.after_tool_execution = Some(Arc::new(move |(call, output)| Box::pin(hook(call, output))));
+        self
+    }
+
+    /// Called after each turn with the model's text.
+    #[must_use]
+    pub fn on_after_turn<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(TurnEnd) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<()>> + Send + 'static,
+    {
+        self.after_turn = Some(boxed(hook));
+        self
+    }
+
+    /// Called with the final answer before it leaves: accept it, or reject it with a reason
+    /// the model reads (the run goes on). Declarative `Stop` hooks use this.
+    #[must_use]
+    pub fn on_stop<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(StopCheck) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<StopDecision>> + Send + 'static,
+    {
+        self.stop = Some(boxed(hook));
+        self
+    }
+}

@@ -1,0 +1,26 @@
+//! The Tether agent server: sessions over WebSocket, the agent loop with hooks, model
+//! providers, and the `tether` CLI (in `main.rs`).
+//!
+//! The agent loop ([`AgentLoop`]) is a library API first: give it a [`ChatModel`], optional
+//! [`Hooks`], and a [`ToolHost`] that runs tools, and it runs a conversation. [`TetherServer`]
+//! uses it for every browser session.
+
+pub mod agent;
+mod config;
+mod error;
+pub mod model;
+mod server;
+mod session;
+
+pub use agent::hooks::{
+    HookError, HookResult, Hooks, ProviderCall, RunInfo, StopCheck, StopDecision, ToolDecision, ToolOutput, ToolUse,
+    TurnEnd, TurnStart,
+};
+pub use agent::{AgentLoop, DEFAULT_MAX_TURNS, DEFAULT_SYSTEM_PROMPT, RunOutcome, RunSink, ToolHost};
+pub use config::ServerConfig;
+pub use error::ServerError;
+pub use model::{
+    ChatMessage, ChatModel, ChatRequest, ModelReply, ModelToolCall, OpenAiConfig, OpenAiProvider, ScriptedModel,
+};
+pub use server::{ServerTool, ServerToolResult, TetherServer};
+pub use session::Session;

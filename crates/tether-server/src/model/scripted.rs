@@ -1,0 +1,657 @@
+//! The built-in model: deterministic rules, clearly not an LLM.
+//!
+//! It reads the user's last request and the tools the session has *now* (names, descriptions
+//! and argument schemas — it never assumes a tool exists), picks the tool that fits, fills the
+//! arguments from the request (enum values by word overlap, quantities, destinations, days) and
+//! from earlier tool results, and answers once the goal tool has run. When the goal tool is not
+//! on screen it uses a navigation tool first. It understands the storefront ("add the red mug to
+//! my cart", "show my cart", "remove the mug", "check out", "go to the product page for …") and
+//! the travel example ("book me the most comfortable seat to Mar del Plata on Friday").
+
+use serde_json::{Map, Value};
+use tether_protocol::ToolSpec;
+
+use super::{BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall};
+use crate::ServerError;
+
+/// Every answer of the built-in model starts with this, so nobody mistakes it for an LLM.
+pub const SCRIPTED_PREFIX: &str = "(scripted model) ";
+
+/// Messages the server adds to the conversation for hooks start with this label.
+pub const HOOK_LABEL: &str = "[hook ";
+
+/// The deterministic built-in model (`--model scripted`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ScriptedModel;
+
+impl ChatModel for ScriptedModel {
+    fn name(&self) -> &str {
+        "scripted (deterministic rules, not an LLM)"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        on_delta: DeltaSink<'a>,
+    ) -> BoxFuture<'a, Result<ModelReply, ServerError>> {
+        Box::pin(async move {
+            let reply = respond(request);
+            // Stream the answer a few words at a time, as a real model would.
+            let words: Vec<&str> = reply.text.split_inclusive(' ').collect();
+            for chunk in words.chunks(4) {
+                on_delta(&chunk.concat());
+            }
+            Ok(reply)
+        })
+    }
+}
+
+/// One tool call made since the request, with what the model read back.
+struct Step<'a> {
+    call: &'a ModelToolCall,
+    result: Option<&'a str>,
+}
+
+impl Step<'_> {
+    fn failed(&self) -> bool {
+        self.result.is_some_and(|r| r.starts_with('['))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Intent {
+    Checkout,
+    ClearCart,
+    RemoveFromCart,
+    AddToCart,
+    ShowCart,
+    ProductPage,
+    GoHome,
+    BookTrip,
+    FindTrains,
+    Unknown,
+}
+
+fn has(text: &str, words: &[&str]) -> bool {
+    words.iter().any(|w| text.contains(w))
+}
+
+fn intent_of(text: &str) -> Intent {
+    let t = text.to_lowercase();
+    if has(&t, &["check out", "checkout", "place the order", "place my order", "pay for"]) {
+        Intent::Checkout
+    } else if has(&t, &["clear", "empty"]) && t.contains("cart") {
+        Intent::ClearCart
+    } else if has(&t, &["remove", "delete", "take out", "take the"]) {
+        Intent::RemoveFromCart
+    } else if has(&t, &["add ", "put "]) {
+        Intent::AddToCart
+    } else if t.contains("book") && has(&t, &["seat", "ticket", "train", " to "]) {
+        Intent::BookTrip
+    } else if has(&t, &["train", "trains"]) {
+        Intent::FindTrains
+    } else if t.contains("cart") {
+        Intent::ShowCart
+    } else if has(&t, &["product page", "go to", "open", "show me", "look at"]) && !has(&t, &["home"]) {
+        Intent::ProductPage
+    } else if t.contains("home") {
+        Intent::GoHome
+    } else {
+        Intent::Unknown
+    }
+}
+
+fn words(text: &str) -> Vec<String> {
+    text.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(String::from).collect()
+}
+
+/// How well a tool fits: every group in `must` needs one match in the name or description;
+/// a tool whose name has a word of `avoid` is out.
+fn tool_score(tool: &ToolSpec, must: &[&[&str]], prefer: &[&str], avoid: &[&str]) -> Option<usize> {
+    let name = words(&tool.name.replace(['_', '-'], " "));
+    let description = words(&tool.description);
+    let in_name = |w: &str| name.iter().any(|n| n.starts_with(w));
+    let in_description = |w: &str| description.iter().any(|d| d.starts_with(w));
+    if avoid.iter().any(|w| in_name(w)) {
+        return None;
+    }
+    let mut score = 0;
+    for group in must {
+        let best = group
+            .iter()
+            .map(|w| {
+                if in_name(w) {
+                    3
+                } else if in_description(w) {
+                    1
+                } else {
+                    0
+                }
+            })
+            .max()
+            .unwrap_or(0);
+        if best == 0 {
+            return None;
+        }
+        score += best;
+    }
+    score += prefer.iter().filter(|w| in_name(w) || in_description(w)).count();
+    Some(score)
+}
+
+fn best_tool<'a>(tools: &'a [ToolSpec], must: &[&[&str]], prefer: &[&str], avoid: &[&str]) -> Option<&'a ToolSpec> {
+    let mut best: Option<(&ToolSpec, usize)> = None;
+    for tool in tools {
+        if let Some(score) = tool_score(tool, must, prefer, avoid) {
+            if best.is_none_or(|(_, s)| score > s) {
+                best = Some((tool, score));
+            }
+        }
+    }
+    best.map(|(tool, _)| tool)
+}
+
+/// The tool that achieves `intent`, if the session has one now.
+fn goal_tool(intent: Intent, tools: &[ToolSpec]) -> Option<&ToolSpec> {
+    match intent {
+        Intent::Checkout => best_tool(tools, &[&["checkout", "order", "purchase"]], &["cart"], &["open", "navigate"]),
+        Intent::ClearCart => best_tool(tools, &[&["clear", "empty"]], &["cart"], &[]),
+        Intent::RemoveFromCart => best_tool(tools, &[&["remove", "delete"]], &["cart"], &[]),
+        Intent::AddToCart => best_tool(tools, &[&["add"]], &["cart"], &[]),
+        Intent::ShowCart => best_tool(
+            tools,
+            &[&["cart"], &["view", "show", "list", "contents", "see"]],
+            &[],
+            &["add", "remove", "clear", "open", "navigate", "checkout"],
+        ),
+        Intent::ProductPage => {
+            best_tool(tools, &[&["product"], &["view", "open", "show", "page", "details"]], &[], &["add", "cart"])
+        }
+        Intent::GoHome => best_tool(tools, &[&["home"]], &["go", "open", "navigate"], &[]),
+        Intent::BookTrip => best_tool(tools, &[&["book"]], &["ticket", "seat", "train"], &[]),
+        Intent::FindTrains => best_tool(tools, &[&["train"], &["find", "list", "search"]], &[], &["book"]),
+        Intent::Unknown => None,
+    }
+}
+
+/// A tool that navigates to where the goal tool lives (the cart, for cart actions).
+fn navigation_tool(intent: Intent, tools: &[ToolSpec]) -> Option<(&ToolSpec, Option<Value>)> {
+    let target = match intent {
+        Intent::Checkout | Intent::ClearCart | Intent::RemoveFromCart | Intent::ShowCart => "cart",
+        Intent::ProductPage | Intent::AddToCart => "product",
+        Intent::GoHome => "home",
+        _ => return None,
+    };
+    if let Some(tool) = best_tool(tools, &[&["open", "go", "navigate"], &[target]], &[], &["add", "remove", "clear"]) {
+        return Some((tool, None));
+    }
+    // A generic `navigate` tool: pick the enum value that names the target.
+    let navigate = best_tool(tools, &[&["navigate", "go"]], &[], &[])?;
+    let properties = navigate.parameters.get("properties")?.as_object()?;
+    for (name, schema) in properties {
+        if let Some(value) = options(schema).into_iter().find(|v| v.to_lowercase().contains(target)) {
+            let mut args = Map::new();
+            args.insert(name.clone(), Value::String(value));
+            return Some((navigate, Some(Value::Object(args))));
+        }
+    }
+    None
+}
+
+/// The string values a property allows: `enum`, or `oneOf`/`anyOf` of `const`s.
+fn options(schema: &Value) -> Vec<String> {
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        return values.iter().filter_map(Value::as_str).map(String::from).collect();
+    }
+    ["oneOf", "anyOf"]
+        .iter()
+        .filter_map(|k| schema.get(*k).and_then(Value::as_array))
+        .flatten()
+        .filter_map(|s| s.get("const").and_then(Value::as_str).map(String::from))
+        .collect()
+}
+
+/// The option sharing the most words with the request (ties go to the first); `None` if none shares any.
+fn best_option(options: &[String], request: &[String]) -> Option<String> {
+    let mut best: Option<(&String, usize)> = None;
+    for option in options {
+        let overlap =
+            words(option).iter().filter(|w| request.iter().any(|r| r == *w || r.trim_end_matches('s') == *w)).count();
+        if overlap > 0 && best.is_none_or(|(_, b)| overlap > b) {
+            best = Some((option, overlap));
+        }
+    }
+    best.map(|(option, _)| option.clone())
+}
+
+fn quantity_in(request: &[String]) -> Option<u64> {
+    const NUMBERS: [&str; 10] = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"];
+    request.iter().find_map(|w| {
+        w.parse::<u64>()
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+            .or_else(|| NUMBERS.iter().position(|n| n == w).map(|n| n as u64 + 1))
+    })
+}
+
+/// The words after `marker` up to " on ", a comma or the end: "to Mar del Plata on Friday" → "Mar del Plata".
+fn phrase_after(text: &str, marker: &str) -> Option<String> {
+    let lower = text.to_lowercase();
+    let start = lower.find(marker)? + marker.len();
+    let rest = &text[start..];
+    let end =
+        [" on ", ",", ".", "?", "!", " for "].iter().filter_map(|stop| rest.find(stop)).min().unwrap_or(rest.len());
+    let phrase = rest[..end].trim();
+    (!phrase.is_empty()).then(|| phrase.to_string())
+}
+
+fn day_in(text: &str) -> Option<String> {
+    const DAYS: [&str; 9] =
+        ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "today", "tomorrow"];
+    let request = words(text);
+    if let Some(day) = request.iter().find(|w| DAYS.contains(&w.as_str())) {
+        let mut chars = day.chars();
+        return chars.next().map(|c| c.to_uppercase().collect::<String>() + chars.as_str());
+    }
+    text.split_whitespace().find(|w| w.len() == 10 && w.chars().filter(|c| *c == '-').count() == 2).map(String::from)
+}
+
+/// A number that earlier results give for a property: "Train 412" for `train`.
+fn number_from_results(property: &str, steps: &[Step<'_>]) -> Option<u64> {
+    let needle = property.to_lowercase();
+    for step in steps {
+        let Some(result) = step.result else { continue };
+        let lower = result.to_lowercase();
+        if let Some(at) = lower.find(&needle) {
+            let digits: String =
+                lower[at + needle.len()..].trim_start().chars().take_while(char::is_ascii_digit).collect();
+            if let Ok(n) = digits.parse() {
+                return Some(n);
+            }
+        }
+    }
+    None
+}
+
+/// Fills a tool's arguments from the request and earlier results. `Err` names a required
+/// argument that cannot be filled.
+fn fill_args(tool: &ToolSpec, intent: Intent, request_text: &str, steps: &[Step<'_>]) -> Result<Value, String> {
+    let request = words(request_text);
+    let mut args = Map::new();
+    let properties = tool.parameters.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+    let required: Vec<String> = tool
+        .parameters
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).map(String::from).collect())
+        .unwrap_or_default();
+    for (name, schema) in &properties {
+        let lower = name.to_lowercase();
+        let kind = schema.get("type").and_then(Value::as_str).unwrap_or("");
+        let choices = options(schema);
+        let value = if !choices.is_empty() {
+            let comfortable = has(&request_text.to_lowercase(), &["comfortable", "best", "first class", "luxury"]);
+            let wanted = if intent == Intent::BookTrip && comfortable && choices.iter().any(|c| c == "first") {
+                Some("first".to_string())
+            } else {
+                best_option(&choices, &request)
+            };
+            wanted.or_else(|| (choices.len() == 1).then(|| choices[0].clone())).map(Value::String)
+        } else if kind == "integer" || kind == "number" {
+            if has(&lower, &["quantity", "qty", "count", "amount"]) {
+                quantity_in(&request).map(Value::from)
+            } else {
+                number_from_results(name, steps).map(Value::from)
+            }
+        } else if kind == "string" {
+            if has(&lower, &["destination", "city"]) || lower == "to" {
+                phrase_after(request_text, " to ").map(Value::String)
+            } else if has(&lower, &["date", "day", "when"]) {
+                day_in(request_text).map(Value::String)
+            } else if has(&lower, &["query", "search", "text"]) {
+                Some(Value::String(request_text.to_string()))
+            } else {
+                None
+            }
+        } else {
+            None
+        };
+        match value {
+            Some(value) => {
+                args.insert(name.clone(), value);
+            }
+            None if required.contains(name) => return Err(name.clone()),
+            None => {}
+        }
+    }
+    Ok(Value::Object(args))
+}
+
+/// After a refusal like "Book tourist instead.", the same call with that enum value.
+fn retry_with_alternative(tool: &ToolSpec, call: &ModelToolCall, result: &str) -> Option<Value> {
+    let lower = result.to_lowercase();
+    let properties = tool.parameters.get("properties")?.as_object()?;
+    for (name, schema) in properties {
+        let current = call.arguments.get(name).and_then(Value::as_str);
+        for option in options(schema) {
+            if Some(option.as_str()) != current && lower.contains(&format!("{} instead", option.to_lowercase())) {
+                let mut args = call.arguments.as_object().cloned().unwrap_or_default();
+                args.insert(name.clone(), Value::String(option));
+                return Some(Value::Object(args));
+            }
+        }
+    }
+    None
+}
+
+fn call(name: &str, arguments: Value, n: usize) -> ModelReply {
+    ModelReply {
+        text: String::new(),
+        tool_calls: vec![ModelToolCall { id: format!("scripted_{n}"), name: name.to_string(), arguments }],
+        malformed_tool_call: None,
+    }
+}
+
+fn answer(text: impl Into<String>) -> ModelReply {
+    ModelReply { text: format!("{SCRIPTED_PREFIX}{}", text.into()), tool_calls: Vec::new(), malformed_tool_call: None }
+}
+
+fn summary(result: &str) -> String {
+    let text: String = result.chars().take(240).collect();
+    if result.chars().count() > 240 { format!("{text}…") } else { text }
+}
+
+/// What a Stop hook asked for, if its feedback says the answer must end with a marker.
+fn required_ending(feedback: &str) -> Option<String> {
+    let lower = feedback.to_lowercase();
+    let at = ["ends with", "end with", "ending with"]
+        .iter()
+        .filter_map(|phrase| lower.find(phrase).map(|at| at + phrase.len()))
+        .min()?;
+    let rest = feedback[at..].trim_start();
+    let marker = if let Some(quoted) = rest.strip_prefix('"') {
+        quoted.split('"').next()?.to_string()
+    } else if let Some(quoted) = rest.strip_prefix('`') {
+        quoted.split('`').next()?.to_string()
+    } else {
+        rest.split_whitespace().next()?.trim_end_matches(['.', ',']).to_string()
+    };
+    (!marker.is_empty()).then_some(marker)
+}
+
+/// A judge's verdict when the built-in model serves a prompt hook (`$ARGUMENTS` holds the context).
+fn judge(prompt: &str) -> Option<ModelReply> {
+    if !prompt.contains("\"hook_event_name\"") {
+        return None;
+    }
+    let context_start = prompt.find('{')?;
+    let context: Value = serde_json::from_str(prompt[context_start..].trim()).ok().or_else(|| {
+        let end = prompt.rfind('}')?;
+        serde_json::from_str(&prompt[context_start..=end]).ok()
+    })?;
+    let instructions = &prompt[..context_start];
+    let verdict = match (required_ending(instructions), context.get("final_output").and_then(Value::as_str)) {
+        (Some(marker), Some(output)) if !output.trim_end().ends_with(&marker) => {
+            serde_json::json!({"ok": false, "reason": format!("The answer must end with \"{marker}\".")})
+        }
+        _ => serde_json::json!({"ok": true}),
+    };
+    Some(ModelReply { text: verdict.to_string(), tool_calls: Vec::new(), malformed_tool_call: None })
+}
+
+fn respond(request: &ChatRequest) -> ModelReply {
+    let messages = &request.messages;
+    let Some(request_at) =
+        messages.iter().rposition(|m| matches!(m, ChatMessage::User { content } if !content.starts_with(HOOK_LABEL)))
+    else {
+        return answer("Hello! Ask me to do something with the tools on this page.");
+    };
+    let ChatMessage::User { content: request_text } = &messages[request_at] else { unreachable!() };
+    if let Some(verdict) = judge(request_text) {
+        return verdict;
+    }
+
+    // A Stop hook rejected the last answer: fix it as asked.
+    if let Some(ChatMessage::User { content: feedback }) = messages.last().filter(|_| messages.len() > request_at + 1) {
+        if feedback.starts_with(HOOK_LABEL) {
+            let last_answer = messages[..messages.len() - 1].iter().rev().find_map(|m| match m {
+                ChatMessage::Assistant { content, tool_calls } if tool_calls.is_empty() => Some(content.as_str()),
+                _ => None,
+            });
+            if let (Some(marker), Some(previous)) = (required_ending(feedback), last_answer) {
+                let text = previous.strip_prefix(SCRIPTED_PREFIX).unwrap_or(previous);
+                return answer(format!("{} {marker}", text.trim_end()));
+            }
+        }
+    }
+
+    let mut steps = Vec::new();
+    for message in &messages[request_at + 1..] {
+        match message {
+            ChatMessage::Assistant { tool_calls, .. } => {
+                steps.extend(tool_calls.iter().map(|call| Step { call, result: None }))
+            }
+            ChatMessage::Tool { call_id, content, .. } => {
+                if let Some(step) = steps.iter_mut().rev().find(|s| &s.call.id == call_id) {
+                    step.result = Some(content.as_str());
+                }
+            }
+            _ => {}
+        }
+    }
+    let n = steps.len();
+    let tools = &request.tools;
+    let intent = intent_of(request_text);
+
+    // Travel: find the trains first when booking needs a train number nobody gave.
+    if intent == Intent::BookTrip {
+        let book = goal_tool(Intent::BookTrip, tools);
+        let find = goal_tool(Intent::FindTrains, tools);
+        let searched = steps.iter().any(|s| find.is_some_and(|f| f.name == s.call.name));
+        if let (Some(book), Some(find), false) = (book, find, searched) {
+            if fill_args(book, intent, request_text, &steps).is_err() {
+                return match fill_args(find, Intent::FindTrains, request_text, &steps) {
+                    Ok(args) => call(&find.name, args, n),
+                    Err(missing) => answer(format!("To look for trains I need the {missing}.")),
+                };
+            }
+        }
+    }
+
+    let goal = goal_tool(intent, tools);
+    if let Some(goal) = goal {
+        let goal_steps: Vec<&Step<'_>> = steps.iter().filter(|s| s.call.name == goal.name).collect();
+        if let Some(last) = goal_steps.last() {
+            let result = last.result.unwrap_or("");
+            if last.failed() && goal_steps.len() < 3 {
+                if let Some(args) = retry_with_alternative(goal, last.call, result) {
+                    return call(&goal.name, args, n);
+                }
+            }
+            return if last.failed() {
+                answer(format!("I could not complete {}: {}", goal.name, summary(result)))
+            } else {
+                answer(format!("Done: {} returned {}", goal.name, summary(result)))
+            };
+        }
+        return match fill_args(goal, intent, request_text, &steps) {
+            Ok(args) => call(&goal.name, args, n),
+            Err(missing) => answer(format!("I need to know the {missing} to use {}.", goal.name)),
+        };
+    }
+    if let Some((navigation, args)) = navigation_tool(intent, tools) {
+        let already = steps.iter().any(|s| s.call.name == navigation.name);
+        if !already {
+            let args = match args {
+                Some(args) => args,
+                None => {
+                    fill_args(navigation, intent, request_text, &steps).unwrap_or_else(|_| Value::Object(Map::new()))
+                }
+            };
+            return call(&navigation.name, args, n);
+        }
+    }
+    if intent == Intent::Unknown {
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        return answer(format!(
+            "I only understand simple requests about the tools on this page. Available now: {}.",
+            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+        ));
+    }
+    answer("There is no tool on this page for that. Try navigating first.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str, description: &str, parameters: Value) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+            risk: Default::default(),
+            global: false,
+        }
+    }
+
+    fn storefront_home() -> Vec<ToolSpec> {
+        let ids = json!({"type": "string", "enum": ["mug-red", "mug-blue", "tee-black"]});
+        vec![
+            tool(
+                "product_view",
+                "Open a product's page.",
+                json!({"type": "object", "properties": {"productId": ids}, "required": ["productId"]}),
+            ),
+            tool(
+                "cart_add",
+                "Add a product to the shopping cart.",
+                json!({"type": "object", "properties": {"productId": ids, "quantity": {"type": "integer", "minimum": 1, "default": 1}}, "required": ["productId"]}),
+            ),
+            tool("open_cart", "Open the cart page.", json!({"type": "object"})),
+        ]
+    }
+
+    fn user(text: &str) -> ChatMessage {
+        ChatMessage::User { content: text.into() }
+    }
+
+    fn first_call(reply: &ModelReply) -> (&str, &Value) {
+        let call = reply.tool_calls.first().unwrap_or_else(|| panic!("no call: {reply:?}"));
+        (call.name.as_str(), &call.arguments)
+    }
+
+    #[test]
+    fn adds_the_product_named_in_words() {
+        let reply =
+            respond(&ChatRequest { messages: vec![user("add the red mug to my cart")], tools: storefront_home() });
+        assert_eq!(first_call(&reply), ("cart_add", &json!({"productId": "mug-red"})));
+        let reply =
+            respond(&ChatRequest { messages: vec![user("Add two blue mugs to the cart")], tools: storefront_home() });
+        assert_eq!(first_call(&reply), ("cart_add", &json!({"productId": "mug-blue", "quantity": 2})));
+    }
+
+    #[test]
+    fn navigates_first_when_the_goal_tool_is_not_on_screen() {
+        let reply = respond(&ChatRequest { messages: vec![user("remove the mug")], tools: storefront_home() });
+        assert_eq!(first_call(&reply).0, "open_cart");
+        let reply = respond(&ChatRequest {
+            messages: vec![user("go to the product page for the black tee")],
+            tools: storefront_home(),
+        });
+        assert_eq!(first_call(&reply), ("product_view", &json!({"productId": "tee-black"})));
+    }
+
+    #[test]
+    fn never_calls_a_tool_the_session_does_not_have() {
+        for text in
+            ["check out", "show my cart", "remove the mug", "clear my cart", "book a train to Rosario on Monday"]
+        {
+            let reply = respond(&ChatRequest { messages: vec![user(text)], tools: vec![] });
+            assert!(reply.tool_calls.is_empty(), "{text}: {reply:?}");
+            assert!(reply.text.starts_with(SCRIPTED_PREFIX));
+        }
+    }
+
+    #[test]
+    fn answers_after_the_goal_tool_ran_and_reports_refusals() {
+        let tools = storefront_home();
+        let messages = vec![
+            user("add the red mug to my cart"),
+            ChatMessage::Assistant {
+                content: String::new(),
+                tool_calls: vec![ModelToolCall { id: "c1".into(), name: "cart_add".into(), arguments: json!({}) }],
+            },
+            ChatMessage::Tool { call_id: "c1".into(), name: "cart_add".into(), content: "{\"count\":1}".into() },
+        ];
+        let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone() });
+        assert!(reply.tool_calls.is_empty());
+        assert!(reply.text.contains("Done: cart_add"), "{}", reply.text);
+        let mut refused = messages;
+        refused[2] = ChatMessage::Tool {
+            call_id: "c1".into(),
+            name: "cart_add".into(),
+            content: "[denied] The user rejected the call".into(),
+        };
+        let reply = respond(&ChatRequest { messages: refused, tools });
+        assert!(reply.text.contains("could not complete cart_add"), "{}", reply.text);
+    }
+
+    #[test]
+    fn books_first_class_then_follows_the_policy_hint() {
+        let tools = vec![
+            tool(
+                "find_trains",
+                "List the trains to a destination on a date, with the fare for each class.",
+                json!({"type": "object", "properties": {"to": {"type": "string"}, "date": {"type": "string"}}, "required": ["to", "date"]}),
+            ),
+            tool(
+                "book_ticket",
+                "Book one seat on a train for the employee who is asking.",
+                json!({"type": "object", "properties": {"train": {"type": "integer"}, "seat_class": {"type": "string", "enum": ["first", "tourist"]}}, "required": ["train", "seat_class"]}),
+            ),
+        ];
+        let mut messages = vec![user("Book me the most comfortable seat to Mar del Plata on Friday.")];
+        let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone() });
+        assert_eq!(first_call(&reply), ("find_trains", &json!({"to": "Mar del Plata", "date": "Friday"})));
+        messages.push(ChatMessage::Assistant { content: String::new(), tool_calls: reply.tool_calls.clone() });
+        messages.push(ChatMessage::Tool {
+            call_id: reply.tool_calls[0].id.clone(),
+            name: "find_trains".into(),
+            content: "Train 412 dep 08:10, first 95000 ARS; Train 418 dep 17:30".into(),
+        });
+        let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone() });
+        assert_eq!(first_call(&reply), ("book_ticket", &json!({"train": 412, "seat_class": "first"})));
+        messages.push(ChatMessage::Assistant { content: String::new(), tool_calls: reply.tool_calls.clone() });
+        messages.push(ChatMessage::Tool {
+            call_id: reply.tool_calls[0].id.clone(),
+            name: "book_ticket".into(),
+            content: "[denied] Blocked by policy: first class needs a manager's approval. Book tourist instead.".into(),
+        });
+        let reply = respond(&ChatRequest { messages, tools });
+        assert_eq!(first_call(&reply), ("book_ticket", &json!({"train": 412, "seat_class": "tourist"})));
+    }
+
+    #[test]
+    fn fixes_its_answer_when_a_stop_hook_asks_for_a_marker() {
+        let messages = vec![
+            user("hello"),
+            ChatMessage::Assistant { content: format!("{SCRIPTED_PREFIX}Hi there."), tool_calls: vec![] },
+            user("[hook Stop agent[0] rejected the answer] The answer must end with \"[DONE]\"."),
+        ];
+        let reply = respond(&ChatRequest { messages, tools: vec![] });
+        assert_eq!(reply.text, format!("{SCRIPTED_PREFIX}Hi there. [DONE]"));
+    }
+
+    #[test]
+    fn judges_prompt_hooks_about_a_required_ending() {
+        let prompt = "Reject the answer unless it ends with \"[DONE]\".\n{\"hook_event_name\":\"Stop\",\"final_output\":\"All set\"}";
+        let reply = respond(&ChatRequest { messages: vec![user(prompt)], tools: vec![] });
+        let verdict: Value = serde_json::from_str(&reply.text).unwrap();
+        assert_eq!(verdict["ok"], false);
+        let prompt = prompt.replace("All set", "All set [DONE]");
+        let reply = respond(&ChatRequest { messages: vec![user(&prompt)], tools: vec![] });
+        assert_eq!(serde_json::from_str::<Value>(&reply.text).unwrap(), json!({"ok": true}));
+    }
+}

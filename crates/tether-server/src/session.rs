@@ -1,0 +1,407 @@
+//! Sessions: one per browser tab, surviving reconnects within a grace period.
+//!
+//! A session holds the client's live tool list (from `CONTEXT_UPDATE`), the tool calls waiting
+//! for a `TOOL_RESULT`, the ids of calls already answered (a result that arrives twice is
+//! applied once and acknowledged again), frames queued while the client is away, and the
+//! conversation. Sessions never share anything: a call id, a result or a tool of one session
+//! means nothing to another.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde_json::Value;
+use tether_core::check_tool_name;
+use tether_core::validate::{CompiledSchema, FullSchema, FullValidator, Validator, format_validation_errors};
+use tether_protocol::{
+    AgentMessage, ContextUpdate, ErrorCode, ErrorFrame, EventFrame, PageInfo, ResultStatus, RunEvent, RunStatus,
+    ServerFrame, ToolCall, ToolCancel, ToolResult, ToolResultAck, ToolSpec, encode_frame,
+};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::agent::hooks::ToolOutput;
+use crate::config::ServerConfig;
+use crate::model::ChatMessage;
+
+/// How many answered call ids a session remembers to recognise duplicates.
+const COMPLETED_IDS_KEPT: usize = 4096;
+
+/// What the connection's writer task sends.
+#[derive(Debug)]
+pub(crate) enum Outbound {
+    /// A text frame.
+    Text(String),
+    /// Close the socket with a code and reason.
+    Close(u16, String),
+}
+
+struct Pending {
+    frame: ToolCall,
+    reply: oneshot::Sender<ToolOutput>,
+}
+
+struct Connection {
+    id: u64,
+    tx: mpsc::UnboundedSender<Outbound>,
+}
+
+#[derive(Default)]
+struct State {
+    connection: Option<Connection>,
+    outbox: VecDeque<String>,
+    tools: Vec<ToolSpec>,
+    schemas: HashMap<String, Arc<FullSchema>>,
+    revision: u64,
+    page: Option<PageInfo>,
+    pending: HashMap<String, Pending>,
+    completed: HashSet<String>,
+    completed_order: VecDeque<String>,
+    run: Option<(String, tokio::task::AbortHandle)>,
+    history: Vec<ChatMessage>,
+    disconnected_at: Option<Instant>,
+}
+
+/// A client session.
+pub struct Session {
+    id: String,
+    resume_token: String,
+    config: Arc<ServerConfig>,
+    frame_counter: AtomicU64,
+    run_counter: AtomicU64,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+/// Why a `CONTEXT_UPDATE` was refused.
+pub(crate) struct Refusal {
+    pub(crate) code: ErrorCode,
+    pub(crate) message: String,
+}
+
+/// A hard-to-guess token: 128 random bits in hex.
+pub(crate) fn random_token() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the operating system provides randomness");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Compares secrets in time independent of where they differ.
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl Session {
+    pub(crate) fn new(config: Arc<ServerConfig>) -> Arc<Session> {
+        Arc::new(Session {
+            id: format!("s-{}", &random_token()[..16]),
+            resume_token: random_token(),
+            config,
+            frame_counter: AtomicU64::new(0),
+            run_counter: AtomicU64::new(0),
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub(crate) fn resume_token(&self) -> &str {
+        &self.resume_token
+    }
+
+    pub(crate) fn token_matches(&self, token: &str) -> bool {
+        same_secret(&self.resume_token, token)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the state half-updated in a way that
+        // matters more than losing the session, so keep serving.
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn next_frame_id(&self) -> String {
+        format!("s{}", self.frame_counter.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    pub(crate) fn next_run_id(&self) -> String {
+        // The session's id in it makes run (and call) ids unique across sessions, for logs.
+        let suffix = self.id.trim_start_matches("s-").get(..8).unwrap_or("");
+        format!("run-{}-{suffix}", self.run_counter.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// Sends a frame now, or keeps it for when the client is back.
+    pub(crate) fn send(&self, frame: ServerFrame) {
+        let text = encode_frame(&frame);
+        let mut state = self.lock();
+        Self::send_locked(&mut state, self.config.outbox_limit, text);
+    }
+
+    fn send_locked(state: &mut State, outbox_limit: usize, text: String) {
+        if let Some(connection) = &state.connection {
+            if connection.tx.send(Outbound::Text(text.clone())).is_ok() {
+                return;
+            }
+        }
+        if state.outbox.len() >= outbox_limit {
+            state.outbox.pop_front();
+            tracing::warn!("session outbox full: dropped the oldest queued frame");
+        }
+        state.outbox.push_back(text);
+    }
+
+    /// Sends an `ERROR`.
+    pub(crate) fn send_error(&self, code: ErrorCode, message: impl Into<String>, reply_to: Option<String>) {
+        let frame = ErrorFrame { id: self.next_frame_id(), code, message: message.into(), reply_to };
+        self.send(ServerFrame::Error(frame));
+    }
+
+    /// Sends an `EVENT`.
+    pub(crate) fn send_event(&self, run_id: Option<&str>, event: RunEvent) {
+        let frame = EventFrame { id: self.next_frame_id(), run_id: run_id.map(String::from), event };
+        self.send(ServerFrame::Event(frame));
+    }
+
+    /// Sends a streamed piece of the answer.
+    pub(crate) fn send_delta(&self, run_id: &str, delta: &str, done: bool, status: Option<RunStatus>) {
+        let frame = AgentMessage {
+            id: self.next_frame_id(),
+            run_id: run_id.to_string(),
+            delta: delta.to_string(),
+            done,
+            status,
+        };
+        self.send(ServerFrame::AgentMessage(frame));
+    }
+
+    /// Makes `tx` the session's connection, then sends `welcome`, the frames kept while the
+    /// client was away, and every tool call still waiting for a result.
+    pub(crate) fn attach(&self, connection_id: u64, tx: mpsc::UnboundedSender<Outbound>, welcome: ServerFrame) {
+        let mut state = self.lock();
+        let _ = tx.send(Outbound::Text(encode_frame(&welcome)));
+        for text in state.outbox.drain(..) {
+            let _ = tx.send(Outbound::Text(text));
+        }
+        let mut pending: Vec<&Pending> = state.pending.values().collect();
+        pending.sort_by(|a, b| a.frame.id.cmp(&b.frame.id));
+        for call in pending {
+            let _ = tx.send(Outbound::Text(encode_frame(&ServerFrame::ToolCall(call.frame.clone()))));
+        }
+        state.connection = Some(Connection { id: connection_id, tx });
+        state.disconnected_at = None;
+    }
+
+    /// The connection went away. Returns when it happened, if it was the current one.
+    pub(crate) fn detach(&self, connection_id: u64) -> Option<Instant> {
+        let mut state = self.lock();
+        if state.connection.as_ref().is_some_and(|c| c.id == connection_id) {
+            state.connection = None;
+            let now = Instant::now();
+            state.disconnected_at = Some(now);
+            return Some(now);
+        }
+        None
+    }
+
+    /// Whether the client has been away since `since` (no resume in between).
+    pub(crate) fn still_away_since(&self, since: Instant) -> bool {
+        self.lock().disconnected_at == Some(since)
+    }
+
+    /// Ends the session: aborts its run and fails the calls waiting for the client.
+    pub(crate) fn close(&self) {
+        let mut state = self.lock();
+        if let Some((_, abort)) = state.run.take() {
+            abort.abort();
+        }
+        state.pending.clear();
+    }
+
+    /// Applies a `CONTEXT_UPDATE`, or refuses it and keeps the previous list.
+    pub(crate) fn apply_context(&self, update: ContextUpdate) -> Result<usize, Refusal> {
+        let cap = self.config.max_active_tools as usize;
+        if update.tools.len() > cap {
+            return Err(Refusal {
+                code: ErrorCode::ToolCapExceeded,
+                message: format!(
+                    "CONTEXT_UPDATE has {} tools but this session allows {cap}; the previous list is kept",
+                    update.tools.len()
+                ),
+            });
+        }
+        let mut schemas = HashMap::with_capacity(update.tools.len());
+        for tool in &update.tools {
+            let invalid = |message: String| Refusal { code: ErrorCode::InvalidTool, message };
+            check_tool_name(&tool.name).map_err(|e| invalid(format!("{e}; the previous list is kept")))?;
+            if schemas.contains_key(&tool.name) {
+                return Err(invalid(format!("tool {:?} appears twice; the previous list is kept", tool.name)));
+            }
+            let schema = FullValidator.compile(&tool.parameters).map_err(|error| {
+                invalid(format!("tool {:?} has an invalid schema: {error}; the previous list is kept", tool.name))
+            })?;
+            schemas.insert(tool.name.clone(), Arc::new(schema));
+        }
+        let count = update.tools.len();
+        let mut state = self.lock();
+        state.tools = update.tools;
+        state.schemas = schemas;
+        state.revision = update.revision;
+        state.page = update.page;
+        Ok(count)
+    }
+
+    /// The client's tools now.
+    pub fn client_tools(&self) -> Vec<ToolSpec> {
+        self.lock().tools.clone()
+    }
+
+    /// The last applied `CONTEXT_UPDATE` revision.
+    pub fn revision(&self) -> u64 {
+        self.lock().revision
+    }
+
+    /// Checks a call of a client tool: it exists and the arguments match its schema.
+    pub(crate) fn check_client_call(&self, name: &str, args: &Value) -> Option<Result<(), ToolOutput>> {
+        let schema = self.lock().schemas.get(name).cloned()?;
+        let errors = schema.errors(args);
+        if errors.is_empty() {
+            Some(Ok(()))
+        } else {
+            Some(Err(ToolOutput::new(ResultStatus::InvalidArgs, format_validation_errors(name, &errors))))
+        }
+    }
+
+    /// Sends a `TOOL_CALL` and waits for its result (across reconnects, up to the timeout).
+    pub(crate) async fn call_client_tool(&self, frame: ToolCall) -> ToolOutput {
+        let call_id = frame.call_id.clone();
+        let name = frame.name.clone();
+        let (reply, answer) = oneshot::channel();
+        {
+            let mut state = self.lock();
+            let text = encode_frame(&ServerFrame::ToolCall(frame.clone()));
+            state.pending.insert(call_id.clone(), Pending { frame, reply });
+            Self::send_locked(&mut state, self.config.outbox_limit, text);
+        }
+        match tokio::time::timeout(self.config.tool_result_timeout, answer).await {
+            Ok(Ok(output)) => output,
+            Ok(Err(_)) => {
+                ToolOutput::new(ResultStatus::Error, format!("The client went away before \"{name}\" answered."))
+            }
+            Err(_) => {
+                self.cancel_call(&call_id, "no result in time");
+                let seconds = self.config.tool_result_timeout.as_secs();
+                ToolOutput::new(
+                    ResultStatus::Timeout,
+                    format!("The client did not answer \"{name}\" within {seconds} s."),
+                )
+            }
+        }
+    }
+
+    /// Stops waiting for a call and tells the client to abort it.
+    pub(crate) fn cancel_call(&self, call_id: &str, reason: &str) {
+        let removed = self.lock().pending.remove(call_id);
+        if removed.is_some() {
+            let frame =
+                ToolCancel { id: self.next_frame_id(), call_id: call_id.to_string(), reason: reason.to_string() };
+            self.send(ServerFrame::ToolCancel(frame));
+        }
+    }
+
+    /// Applies a `TOOL_RESULT` once. `Ok` carries the acknowledgement to send (duplicates are
+    /// acknowledged again, and ignored); `Err` is an unknown (or another session's) call.
+    pub(crate) fn apply_result(&self, result: ToolResult) -> Result<ServerFrame, String> {
+        let mut state = self.lock();
+        let call_id = result.call_id;
+        if let Some(pending) = state.pending.remove(&call_id) {
+            let content = match result.content {
+                Value::String(text) => text,
+                other => other.to_string(),
+            };
+            let _ = pending.reply.send(ToolOutput::new(result.status, content));
+            if state.completed_order.len() >= COMPLETED_IDS_KEPT {
+                if let Some(oldest) = state.completed_order.pop_front() {
+                    state.completed.remove(&oldest);
+                }
+            }
+            state.completed.insert(call_id.clone());
+            state.completed_order.push_back(call_id.clone());
+        } else if !state.completed.contains(&call_id) {
+            return Err(format!("TOOL_RESULT for unknown call {call_id:?}: this session never sent it"));
+        }
+        drop(state);
+        Ok(ServerFrame::ToolResultAck(ToolResultAck { id: self.next_frame_id(), call_id }))
+    }
+
+    /// Starts a run unless one is in progress. Returns `false` when one is.
+    pub(crate) fn begin_run(&self, run_id: &str, abort: impl FnOnce() -> tokio::task::AbortHandle) -> bool {
+        let mut state = self.lock();
+        if state.run.is_some() {
+            return false;
+        }
+        state.run = Some((run_id.to_string(), abort()));
+        true
+    }
+
+    /// Whether a run is in progress.
+    pub fn run_in_progress(&self) -> bool {
+        self.lock().run.is_some()
+    }
+
+    pub(crate) fn take_history(&self) -> Vec<ChatMessage> {
+        std::mem::take(&mut self.lock().history)
+    }
+
+    /// Records the end of a run (and the conversation to continue).
+    pub(crate) fn end_run(&self, run_id: &str, history: Option<Vec<ChatMessage>>) {
+        let mut state = self.lock();
+        if state.run.as_ref().is_some_and(|(id, _)| id == run_id) {
+            state.run = None;
+        }
+        if let Some(history) = history {
+            state.history = history;
+        }
+        let stale: Vec<String> =
+            state.pending.iter().filter(|(_, p)| p.frame.run_id == run_id).map(|(id, _)| id.clone()).collect();
+        drop(state);
+        for call_id in stale {
+            self.cancel_call(&call_id, "the run ended");
+        }
+    }
+
+    /// The page the client is on.
+    pub fn page(&self) -> Option<PageInfo> {
+        self.lock().page.clone()
+    }
+}
+
+/// All sessions of a server.
+#[derive(Debug, Default)]
+pub(crate) struct Sessions {
+    by_id: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+impl Sessions {
+    pub(crate) fn insert(&self, session: Arc<Session>) {
+        self.by_id.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(session.id.clone(), session);
+    }
+
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Session>> {
+        self.by_id.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(id).cloned()
+    }
+
+    pub(crate) fn remove(&self, id: &str) {
+        self.by_id.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(id);
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.by_id.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+    }
+}

@@ -1,0 +1,203 @@
+//! Test harness: a real server on 127.0.0.1:0 and a real WebSocket client.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tether_protocol::*;
+use tether_server::{AgentLoop, ServerConfig, TetherServer};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// How long a test waits for a frame before failing.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+pub struct TestServer {
+    pub addr: std::net::SocketAddr,
+    pub server: TetherServer,
+    _shutdown: tokio::sync::oneshot::Sender<()>,
+}
+
+impl TestServer {
+    pub async fn start(config: ServerConfig, agent: AgentLoop) -> TestServer {
+        TestServer::start_server(TetherServer::new(config, agent)).await
+    }
+
+    pub async fn start_server(server: TetherServer) -> TestServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
+        let serving = server.clone();
+        tokio::spawn(async move {
+            serving
+                .serve(listener, async move {
+                    let _ = stop.await;
+                })
+                .await
+                .unwrap();
+        });
+        TestServer { addr, server, _shutdown: shutdown }
+    }
+
+    pub fn url(&self) -> String {
+        format!("ws://{}/ws", self.addr)
+    }
+
+    pub async fn client(&self) -> Client {
+        Client::connect(&self.url()).await
+    }
+}
+
+pub struct Client {
+    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    next_id: u64,
+    pub welcome: Option<Welcome>,
+}
+
+impl Client {
+    pub async fn connect(url: &str) -> Client {
+        let (ws, _) = tokio_tungstenite::connect_async(url).await.expect("connect");
+        Client { ws, next_id: 0, welcome: None }
+    }
+
+    pub fn id(&mut self) -> String {
+        self.next_id += 1;
+        format!("c{}", self.next_id)
+    }
+
+    pub async fn send_text(&mut self, text: impl Into<String>) {
+        self.ws.send(Message::Text(text.into().into())).await.expect("send");
+    }
+
+    pub async fn send(&mut self, frame: ClientFrame) {
+        self.send_text(encode_frame(&frame)).await;
+    }
+
+    /// The next frame, failing the test after [`WAIT`].
+    pub async fn recv(&mut self) -> ServerFrame {
+        loop {
+            let message = tokio::time::timeout(WAIT, self.ws.next())
+                .await
+                .expect("timed out waiting for a frame")
+                .expect("socket closed")
+                .expect("socket error");
+            match message {
+                Message::Text(text) => return decode_server_frame(&text, usize::MAX).expect("server frames decode"),
+                Message::Close(frame) => panic!("server closed the socket: {frame:?}"),
+                _ => continue,
+            }
+        }
+    }
+
+    /// The next frame that `pick` accepts, skipping the others.
+    pub async fn recv_until<T>(&mut self, mut pick: impl FnMut(&ServerFrame) -> Option<T>) -> T {
+        loop {
+            let frame = self.recv().await;
+            if let Some(found) = pick(&frame) {
+                return found;
+            }
+        }
+    }
+
+    pub async fn error(&mut self) -> ErrorFrame {
+        self.recv_until(|f| match f {
+            ServerFrame::Error(e) => Some(e.clone()),
+            _ => None,
+        })
+        .await
+    }
+
+    pub async fn tool_call(&mut self) -> ToolCall {
+        self.recv_until(|f| match f {
+            ServerFrame::ToolCall(c) => Some(c.clone()),
+            _ => None,
+        })
+        .await
+    }
+
+    /// Text until the run's last AGENT_MESSAGE, and its status.
+    pub async fn answer(&mut self) -> (String, RunStatus) {
+        let mut text = String::new();
+        loop {
+            if let ServerFrame::AgentMessage(m) = self.recv().await {
+                text.push_str(&m.delta);
+                if m.done {
+                    return (text, m.status.expect("done carries a status"));
+                }
+            }
+        }
+    }
+
+    pub async fn hello(&mut self, resume: Option<Resume>) -> Welcome {
+        let id = self.id();
+        self.send(ClientFrame::Hello(Hello {
+            id,
+            protocol_version: PROTOCOL_VERSION,
+            resume,
+            client: Some("test".into()),
+        }))
+        .await;
+        let welcome = self
+            .recv_until(|f| match f {
+                ServerFrame::Welcome(w) => Some(w.clone()),
+                _ => None,
+            })
+            .await;
+        self.welcome = Some(welcome.clone());
+        welcome
+    }
+
+    pub fn resume_info(&self) -> Resume {
+        let welcome = self.welcome.as_ref().expect("welcomed");
+        Resume { session_id: welcome.session_id.clone(), token: welcome.resume_token.clone() }
+    }
+
+    pub async fn context(&mut self, revision: u64, tools: Vec<ToolSpec>) {
+        let id = self.id();
+        self.send(ClientFrame::ContextUpdate(ContextUpdate { id, revision, tools, page: None })).await;
+    }
+
+    pub async fn say(&mut self, text: &str) {
+        let id = self.id();
+        self.send(ClientFrame::UserMessage(UserMessage { id, text: text.into() })).await;
+    }
+
+    pub async fn result(&mut self, call_id: &str, status: ResultStatus, content: Value) {
+        let id = self.id();
+        self.send(ClientFrame::ToolResult(ToolResult { id, call_id: call_id.into(), status, content })).await;
+    }
+
+    pub async fn close(mut self) {
+        let _ = self.ws.close(None).await;
+    }
+
+    /// Drops the TCP connection without a close handshake, as a crashed network would.
+    pub fn kill(self) {
+        drop(self);
+    }
+}
+
+pub fn tool(name: &str, description: &str, parameters: Value) -> ToolSpec {
+    ToolSpec { name: name.into(), description: description.into(), parameters, risk: Risk::None, global: false }
+}
+
+/// The tools of the storefront's home page.
+pub fn storefront_tools() -> Vec<ToolSpec> {
+    let ids = json!({"type": "string", "enum": ["mug-red", "mug-blue", "tee-black"]});
+    vec![
+        tool(
+            "product_view",
+            "Open a product's page.",
+            json!({"type": "object", "properties": {"productId": ids}, "required": ["productId"]}),
+        ),
+        tool(
+            "cart_add",
+            "Add a product to the shopping cart.",
+            json!({"type": "object", "properties": {"productId": ids, "quantity": {"type": "integer", "minimum": 1, "default": 1}}, "required": ["productId"], "additionalProperties": false}),
+        ),
+        tool("open_cart", "Open the cart page.", json!({"type": "object"})),
+    ]
+}
