@@ -39,16 +39,6 @@ pub(crate) fn run(command: &mut Command) -> Result<()> {
     Ok(())
 }
 
-/// Runs a command and returns its standard output, failing when it fails.
-pub(crate) fn output(command: &mut Command) -> Result<String> {
-    let text = describe(command);
-    let output = command.stderr(Stdio::inherit()).output().with_context(|| format!("could not start `{text}`"))?;
-    if !output.status.success() {
-        bail!("`{text}` failed with {}", output.status);
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
 /// Standard output of a command, or `None` if it cannot run or fails. For probing.
 pub(crate) fn probe(program: impl AsRef<OsStr>, args: &[&str]) -> Option<String> {
     let output = Command::new(program).args(args).stderr(Stdio::null()).output().ok()?;

@@ -2,6 +2,9 @@
 //!
 //! Run `cargo xtask help` for the list of tasks.
 
+// A command-line tool: reports go to standard output.
+#![allow(clippy::print_stdout)]
+
 mod cmd;
 mod tasks;
 mod toolchain;

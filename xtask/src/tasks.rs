@@ -29,7 +29,22 @@ pub(crate) fn size() -> Result<()> {
     let toolchain = toolchain::setup(Needs::default())?;
     let runtime = runtime_module(toolchain)?;
     print_sizes(std::slice::from_ref(&runtime));
-    Ok(())
+    twiggy_top(&runtime)
+}
+
+/// The biggest contributors to a module, by `twiggy top` (installed on first use).
+fn twiggy_top(module: &ModuleSizes) -> Result<()> {
+    if !crate::cmd::on_path("twiggy") {
+        step("installing twiggy (first use)");
+        run(std::process::Command::new("cargo")
+            .args(["install", "twiggy", "--locked"])
+            .current_dir(std::env::temp_dir()))
+        .or_else(|_| {
+            run(std::process::Command::new("cargo").args(["install", "twiggy"]).current_dir(std::env::temp_dir()))
+        })?;
+    }
+    step(format!("top contributors of {} (twiggy top)", module.label));
+    run(in_repo("twiggy").args(["top", "-n", "20"]).arg(&module.wasm_path))
 }
 
 pub(crate) fn bench() -> Result<()> {

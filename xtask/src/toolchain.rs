@@ -201,12 +201,10 @@ pub(crate) fn setup(needs: Needs) -> Result<WasmToolchain> {
         }
     };
     install_wasm_bindgen_cli()?;
-    if needs.browser {
-        if !std::path::Path::new("/usr/bin/chromium").exists()
-            || !std::path::Path::new("/usr/bin/chromedriver").exists()
-        {
-            apt_install(&["chromium", "chromium-driver"])?;
-        }
+    let browser_missing =
+        !std::path::Path::new("/usr/bin/chromium").exists() || !std::path::Path::new("/usr/bin/chromedriver").exists();
+    if needs.browser && browser_missing {
+        apt_install(&["chromium", "chromium-driver"])?;
     }
     install_npm_packages()?;
     eprintln!("[xtask] wasm toolchain: {toolchain:?}");

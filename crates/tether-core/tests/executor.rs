@@ -221,7 +221,7 @@ fn resolver_hooks_run_after_approval_around_the_handler() {
     ));
     match executor.approval_decided("c1", ApprovalDecision::Approved, 0) {
         Some(Step::BeforeHook { resolver, tool, .. }) => {
-            assert_eq!((resolver.as_str(), tool.as_str()), ("cart", "cart_remove"))
+            assert_eq!((resolver.as_str(), tool.as_str()), ("cart", "cart_remove"));
         }
         other => panic!("{other:?}"),
     }
@@ -306,7 +306,7 @@ proptest! {
         for (n, risk) in risks.iter().enumerate() {
             registry.register(PAGE, ToolDef::new(format!("t{n}"), "").risk(*risk).parameters(schema.clone()), ()).unwrap();
         }
-        registry.register_resolver(PAGE, "r", vec![(ToolDef::new("x", "").risk(Risk::Critical).parameters(schema.clone()), ())]);
+        registry.register_resolver(PAGE, "r", vec![(ToolDef::new("x", "").risk(Risk::Critical).parameters(schema), ())]);
         let mut executor = Executor::default();
         let mut now = 0;
         let mut approved = std::collections::HashSet::new();

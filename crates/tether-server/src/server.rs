@@ -142,6 +142,13 @@ impl TetherServer {
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
+        use axum::serve::ListenerExt;
+        // Frames are small and interactive: send them at once instead of waiting for more (Nagle).
+        let listener = listener.tap_io(|stream| {
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!(%error, "could not set TCP_NODELAY");
+            }
+        });
         axum::serve(listener, self.router().into_make_service_with_connect_info::<SocketAddr>())
             .with_graceful_shutdown(shutdown)
             .await
@@ -167,8 +174,11 @@ async fn websocket(ws: WebSocketUpgrade, State(app): State<Arc<App>>) -> Respons
     // The transport limit is far above the protocol limit, so that an oversized frame gets a
     // typed ERROR from the decoder and the session goes on; beyond it the socket closes (1009).
     let transport_limit = app.config.max_frame_bytes.saturating_mul(4).max(1 << 20);
+    // Small buffers keep an idle session cheap (tungstenite's defaults are 128 KiB each).
     ws.max_message_size(transport_limit)
         .max_frame_size(transport_limit)
+        .read_buffer_size(8 * 1024)
+        .write_buffer_size(8 * 1024)
         .on_upgrade(move |socket| connection(socket, app))
         .into_response()
 }
@@ -302,7 +312,7 @@ fn handshake(
         capabilities: vec!["tool_result_ack".into(), "resume".into(), "events".into(), "risk_floor".into()],
     });
     tracing::info!(session = session.id(), resumed = was_resumed, "client connected");
-    session.attach(connection_id, tx.clone(), welcome);
+    session.attach(connection_id, tx.clone(), &welcome);
     Some(session)
 }
 
@@ -330,7 +340,7 @@ fn handle(app: &Arc<App>, session: &Arc<Session>, frame: ClientFrame) {
         ClientFrame::ToolResult(result) => {
             let frame_id = result.id.clone();
             match session.apply_result(result) {
-                Ok(ack) => session.send(ack),
+                Ok(ack) => session.send(&ack),
                 Err(message) => session.send_error(ErrorCode::UnknownCall, message, Some(frame_id)),
             }
         }

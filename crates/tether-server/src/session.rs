@@ -138,8 +138,8 @@ impl Session {
     }
 
     /// Sends a frame now, or keeps it for when the client is back.
-    pub(crate) fn send(&self, frame: ServerFrame) {
-        let text = encode_frame(&frame);
+    pub(crate) fn send(&self, frame: &ServerFrame) {
+        let text = encode_frame(frame);
         let mut state = self.lock();
         Self::send_locked(&mut state, self.config.outbox_limit, text);
     }
@@ -160,13 +160,13 @@ impl Session {
     /// Sends an `ERROR`.
     pub(crate) fn send_error(&self, code: ErrorCode, message: impl Into<String>, reply_to: Option<String>) {
         let frame = ErrorFrame { id: self.next_frame_id(), code, message: message.into(), reply_to };
-        self.send(ServerFrame::Error(frame));
+        self.send(&ServerFrame::Error(frame));
     }
 
     /// Sends an `EVENT`.
     pub(crate) fn send_event(&self, run_id: Option<&str>, event: RunEvent) {
         let frame = EventFrame { id: self.next_frame_id(), run_id: run_id.map(String::from), event };
-        self.send(ServerFrame::Event(frame));
+        self.send(&ServerFrame::Event(frame));
     }
 
     /// Sends a streamed piece of the answer.
@@ -178,14 +178,14 @@ impl Session {
             done,
             status,
         };
-        self.send(ServerFrame::AgentMessage(frame));
+        self.send(&ServerFrame::AgentMessage(frame));
     }
 
     /// Makes `tx` the session's connection, then sends `welcome`, the frames kept while the
     /// client was away, and every tool call still waiting for a result.
-    pub(crate) fn attach(&self, connection_id: u64, tx: mpsc::UnboundedSender<Outbound>, welcome: ServerFrame) {
+    pub(crate) fn attach(&self, connection_id: u64, tx: mpsc::UnboundedSender<Outbound>, welcome: &ServerFrame) {
         let mut state = self.lock();
-        let _ = tx.send(Outbound::Text(encode_frame(&welcome)));
+        let _ = tx.send(Outbound::Text(encode_frame(welcome)));
         for text in state.outbox.drain(..) {
             let _ = tx.send(Outbound::Text(text));
         }
@@ -311,7 +311,7 @@ impl Session {
         if removed.is_some() {
             let frame =
                 ToolCancel { id: self.next_frame_id(), call_id: call_id.to_string(), reason: reason.to_string() };
-            self.send(ServerFrame::ToolCancel(frame));
+            self.send(&ServerFrame::ToolCancel(frame));
         }
     }
 

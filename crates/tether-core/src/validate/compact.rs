@@ -122,7 +122,7 @@ impl<R: RegexEngine> Validator for CompactValidator<R> {
     fn compile(&self, schema: &Value) -> Result<Self::Compiled, CoreError> {
         let mut compiler =
             Compiler { root: schema, engine: &self.regex, nodes: Vec::new(), by_pointer: HashMap::new() };
-        compiler.compile(schema, String::new(), 0)?;
+        compiler.compile(schema, "", 0)?;
         let compiled = CompactSchema { nodes: compiler.nodes };
         compiled.refuse_loops()?;
         Ok(compiled)
@@ -238,20 +238,20 @@ fn child_pointer(parent: &str, token: &str) -> String {
 }
 
 impl<R: RegexEngine> Compiler<'_, R> {
-    fn compile(&mut self, schema: &Value, pointer: String, depth: usize) -> Result<usize, CoreError> {
-        if let Some(&index) = self.by_pointer.get(&pointer) {
+    fn compile(&mut self, schema: &Value, pointer: &str, depth: usize) -> Result<usize, CoreError> {
+        if let Some(&index) = self.by_pointer.get(pointer) {
             return Ok(index);
         }
         if depth > MAX_SCHEMA_DEPTH {
-            return Err(invalid(&pointer, format!("schema is nested deeper than {MAX_SCHEMA_DEPTH} levels")));
+            return Err(invalid(pointer, format!("schema is nested deeper than {MAX_SCHEMA_DEPTH} levels")));
         }
         let index = self.nodes.len();
         self.nodes.push(Node::default());
-        self.by_pointer.insert(pointer.clone(), index);
+        self.by_pointer.insert(pointer.to_string(), index);
         let node = match schema {
             Value::Bool(always) => Node { always: Some(*always), ..Node::default() },
-            Value::Object(map) => self.compile_object(map, &pointer, depth)?,
-            _ => return Err(invalid(&pointer, "a schema must be an object or a boolean")),
+            Value::Object(map) => self.compile_object(map, pointer, depth)?,
+            _ => return Err(invalid(pointer, "a schema must be an object or a boolean")),
         };
         self.nodes[index] = node;
         Ok(index)
@@ -265,7 +265,7 @@ impl<R: RegexEngine> Compiler<'_, R> {
         depth: usize,
     ) -> Result<Option<usize>, CoreError> {
         match map.get(key) {
-            Some(schema) => Ok(Some(self.compile(schema, child_pointer(pointer, key), depth + 1)?)),
+            Some(schema) => Ok(Some(self.compile(schema, &child_pointer(pointer, key), depth + 1)?)),
             None => Ok(None),
         }
     }
@@ -284,7 +284,7 @@ impl<R: RegexEngine> Compiler<'_, R> {
         };
         let mut indices = Vec::with_capacity(items.len());
         for (n, item) in items.iter().enumerate() {
-            indices.push(self.compile(item, child_pointer(&list_pointer, &n.to_string()), depth + 1)?);
+            indices.push(self.compile(item, &child_pointer(&list_pointer, &n.to_string()), depth + 1)?);
         }
         Ok(indices)
     }
@@ -303,7 +303,7 @@ impl<R: RegexEngine> Compiler<'_, R> {
         };
         let mut compiled = Vec::with_capacity(entries.len());
         for (name, schema) in entries {
-            compiled.push((name.clone(), self.compile(schema, child_pointer(&map_pointer, name), depth + 1)?));
+            compiled.push((name.clone(), self.compile(schema, &child_pointer(&map_pointer, name), depth + 1)?));
         }
         Ok(compiled)
     }
@@ -407,7 +407,7 @@ impl<R: RegexEngine> Compiler<'_, R> {
                 .root
                 .pointer(&target_pointer)
                 .ok_or_else(|| invalid(&ref_pointer, format!("$ref {reference:?} points at nothing")))?;
-            node.reference = Some(self.compile(target, target_pointer, depth + 1)?);
+            node.reference = Some(self.compile(target, &target_pointer, depth + 1)?);
         }
         // Definitions are compiled even when nothing refers to them, so that an unsupported
         // keyword anywhere in the schema is refused.
@@ -801,6 +801,7 @@ impl<X: CompiledRegex> CompiledSchema for CompactSchema<X> {
 }
 
 #[cfg(test)]
+#[allow(clippy::needless_pass_by_value)]
 mod tests {
     use super::*;
     use serde_json::json;

@@ -225,7 +225,7 @@ struct PartialCall {
 }
 
 fn finish_reply(
-    text: String,
+    text: &str,
     partial: Vec<PartialCall>,
     gate_finish: impl FnOnce(bool) -> String,
 ) -> Result<ModelReply, ServerError> {
@@ -245,7 +245,7 @@ fn finish_reply(
         let text = gate_finish(false);
         return Ok(ModelReply { text, tool_calls, malformed_tool_call: None });
     }
-    match extract_tool_calls(&text) {
+    match extract_tool_calls(text) {
         ContentToolCalls::Calls(calls) => {
             gate_finish(true);
             let tool_calls = calls
@@ -286,7 +286,7 @@ pub(crate) fn parse_completion(body: &Value, sink: DeltaSink<'_>) -> Result<Mode
     let text = message.get("content").and_then(Value::as_str).unwrap_or_default().to_string();
     let mut gate = DeltaGate::new(sink);
     gate.push(&text);
-    finish_reply(text, partial, |was_call| gate.finish(was_call))
+    finish_reply(&text, partial, |was_call| gate.finish(was_call))
 }
 
 impl ChatModel for OpenAiProvider {
@@ -368,7 +368,7 @@ impl ChatModel for OpenAiProvider {
                 }
             }
             let text = gate.text.clone();
-            finish_reply(text, partial, |was_call| gate.finish(was_call))
+            finish_reply(&text, partial, |was_call| gate.finish(was_call))
         })
     }
 }

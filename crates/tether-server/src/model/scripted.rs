@@ -262,7 +262,7 @@ fn number_from_results(property: &str, steps: &[Step<'_>]) -> Option<u64> {
     for step in steps {
         let Some(result) = step.result else { continue };
         let lower = result.to_lowercase();
-        if let Some(at) = lower.find(&needle) {
+        for (at, _) in lower.match_indices(&needle) {
             let digits: String =
                 lower[at + needle.len()..].trim_start().chars().take_while(char::is_ascii_digit).collect();
             if let Ok(n) = digits.parse() {
@@ -429,7 +429,7 @@ fn respond(request: &ChatRequest) -> ModelReply {
     for message in &messages[request_at + 1..] {
         match message {
             ChatMessage::Assistant { tool_calls, .. } => {
-                steps.extend(tool_calls.iter().map(|call| Step { call, result: None }))
+                steps.extend(tool_calls.iter().map(|call| Step { call, result: None }));
             }
             ChatMessage::Tool { call_id, content, .. } => {
                 if let Some(step) = steps.iter_mut().rev().find(|s| &s.call.id == call_id) {

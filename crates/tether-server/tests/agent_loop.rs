@@ -1,0 +1,347 @@
+//! The agent loop as a library: each of the five hooks is obeyed, events fire after hooks and
+//! only observe, hook errors and panics end the run cleanly, and `maxTurns` bounds a run.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tether_protocol::{ResultStatus, RunEvent, RunStatus, ToolSpec};
+use tether_server::model::BoxFuture;
+use tether_server::*;
+
+/// A model that answers from a script and records what it was asked.
+struct ReplayModel {
+    replies: Mutex<Vec<ModelReply>>,
+    requests: Mutex<Vec<ChatRequest>>,
+}
+
+impl ReplayModel {
+    fn new(replies: Vec<ModelReply>) -> Arc<Self> {
+        let mut replies = replies;
+        replies.reverse();
+        Arc::new(ReplayModel { replies: Mutex::new(replies), requests: Mutex::new(Vec::new()) })
+    }
+}
+
+impl ChatModel for ReplayModel {
+    fn name(&self) -> &str {
+        "replay"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        on_delta: &'a (dyn Fn(&str) + Send + Sync),
+    ) -> BoxFuture<'a, Result<ModelReply, ServerError>> {
+        Box::pin(async move {
+            self.requests.lock().unwrap().push(request.clone());
+            let reply = self.replies.lock().unwrap().pop().unwrap_or_else(|| text("(script ended)"));
+            on_delta(&reply.text);
+            Ok(reply)
+        })
+    }
+}
+
+fn text(text: &str) -> ModelReply {
+    ModelReply { text: text.into(), ..ModelReply::default() }
+}
+
+fn calls(name: &str, arguments: Value) -> ModelReply {
+    ModelReply {
+        tool_calls: vec![ModelToolCall { id: "m1".into(), name: name.into(), arguments }],
+        ..ModelReply::default()
+    }
+}
+
+/// Tools that record their executions.
+struct FakeHost {
+    tools: Vec<ToolSpec>,
+    executed: Mutex<Vec<(String, Value)>>,
+    output: String,
+}
+
+impl FakeHost {
+    fn new(output: &str) -> Self {
+        let schema = json!({"type": "object", "properties": {"seat_class": {"enum": ["first", "tourist"]}}});
+        let tools = ["book_ticket", "cart_clear"]
+            .iter()
+            .map(|name| ToolSpec {
+                name: (*name).into(),
+                description: "d".into(),
+                parameters: schema.clone(),
+                risk: Default::default(),
+                global: false,
+            })
+            .collect();
+        FakeHost { tools, executed: Mutex::new(Vec::new()), output: output.into() }
+    }
+}
+
+impl ToolHost for FakeHost {
+    fn tools(&self) -> Vec<ToolSpec> {
+        self.tools.clone()
+    }
+
+    fn check(&self, name: &str, args: &Value) -> Result<(), ToolOutput> {
+        if args.get("seat_class").is_some_and(|v| v != "first" && v != "tourist") {
+            return Err(ToolOutput::new(
+                ResultStatus::InvalidArgs,
+                format!("Validation args \"{name}\": /seat_class: bad"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn execute<'a>(&'a self, _run: &'a str, _call: &'a str, name: &'a str, args: Value) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            self.executed.lock().unwrap().push((name.to_string(), args));
+            ToolOutput::new(ResultStatus::Ok, self.output.clone())
+        })
+    }
+}
+
+struct Recorded {
+    events: Mutex<Vec<RunEvent>>,
+    text: Mutex<String>,
+}
+
+async fn run(agent: &AgentLoop, host: &FakeHost) -> (RunOutcome, Vec<RunEvent>, String) {
+    let recorded = Recorded { events: Mutex::new(Vec::new()), text: Mutex::new(String::new()) };
+    let on_delta = |delta: &str| recorded.text.lock().unwrap().push_str(delta);
+    let on_event = |event: RunEvent| recorded.events.lock().unwrap().push(event);
+    let sink = RunSink { on_delta: &on_delta, on_event: &on_event };
+    let outcome = agent.run(host, &sink, "run-1", "book me a seat", Vec::new()).await;
+    let events = recorded.events.into_inner().unwrap();
+    let text = recorded.text.into_inner().unwrap();
+    (outcome, events, text)
+}
+
+fn tool_messages(model: &ReplayModel) -> Vec<String> {
+    let requests = model.requests.lock().unwrap();
+    requests
+        .last()
+        .unwrap()
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_denied_tool_never_runs_and_the_model_reads_the_reason() {
+    let model = ReplayModel::new(vec![calls("book_ticket", json!({"seat_class": "first"})), text("ok, tourist then")]);
+    let agent =
+        AgentLoop::new(model.clone()).with_hooks(Hooks::new().on_before_tool_execution(|call: ToolUse| async move {
+            if call.args["seat_class"] == "first" {
+                Ok(ToolDecision::Deny { reason: "Blocked by policy: first class needs a manager's approval.".into() })
+            } else {
+                Ok(ToolDecision::Allow)
+            }
+        }));
+    let host = FakeHost::new("booked");
+    let (outcome, events, _) = run(&agent, &host).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert!(host.executed.lock().unwrap().is_empty(), "the denied tool ran");
+    assert_eq!(tool_messages(&model), ["[denied] Blocked by policy: first class needs a manager's approval."]);
+    assert!(
+        !events.iter().any(|e| matches!(e, RunEvent::ToolExecutionStart { .. })),
+        "no start event for a tool that never ran"
+    );
+    assert!(events.iter().any(|e| matches!(e, RunEvent::ToolExecutionEnd { status: ResultStatus::Denied, .. })));
+}
+
+#[tokio::test]
+async fn a_mocked_tool_answers_without_running() {
+    let model = ReplayModel::new(vec![calls("cart_clear", json!({})), text("done")]);
+    let agent = AgentLoop::new(model.clone()).with_hooks(
+        Hooks::new().on_before_tool_execution(|_| async { Ok(ToolDecision::Mock { result: json!({"cleared": 0}) }) }),
+    );
+    let host = FakeHost::new("real");
+    run(&agent, &host).await;
+    assert!(host.executed.lock().unwrap().is_empty());
+    assert_eq!(tool_messages(&model), ["{\"cleared\":0}"]);
+}
+
+#[tokio::test]
+async fn after_tool_execution_decides_what_the_model_reads_and_the_end_event_carries_it() {
+    let model = ReplayModel::new(vec![calls("book_ticket", json!({"seat_class": "tourist"})), text("booked")]);
+    let agent = AgentLoop::new(model.clone()).with_hooks(Hooks::new().on_after_tool_execution(
+        |_, mut output: ToolOutput| async move {
+            output.content = output.content.replace("12.345.678", "***");
+            Ok(output)
+        },
+    ));
+    let host = FakeHost::new("Booked for DNI 12.345.678");
+    let (_, events, _) = run(&agent, &host).await;
+    assert_eq!(tool_messages(&model), ["Booked for DNI ***"]);
+    let end = events.iter().find_map(|e| match e {
+        RunEvent::ToolExecutionEnd { output, .. } => Some(output.clone()),
+        _ => None,
+    });
+    assert_eq!(end.as_deref(), Some("Booked for DNI ***"));
+}
+
+#[tokio::test]
+async fn before_provider_call_can_hide_a_tool_and_add_context() {
+    let model = ReplayModel::new(vec![calls("cart_clear", json!({})), text("sorry")]);
+    let agent = AgentLoop::new(model.clone()).with_hooks(Hooks::new().on_before_provider_call(
+        |mut call: ProviderCall| async move {
+            call.tools.retain(|t| t.name != "cart_clear");
+            call.messages.insert(1, ChatMessage::System { content: "Today is 2026-11-30.".into() });
+            Ok(call)
+        },
+    ));
+    let host = FakeHost::new("cleared");
+    run(&agent, &host).await;
+    let requests = model.requests.lock().unwrap();
+    assert!(requests[0].tools.iter().all(|t| t.name != "cart_clear"));
+    assert_eq!(requests[0].messages[1], ChatMessage::System { content: "Today is 2026-11-30.".into() });
+    drop(requests);
+    assert!(host.executed.lock().unwrap().is_empty(), "a hidden tool cannot be called");
+    assert!(tool_messages(&model)[0].starts_with("[unknown_tool] Unknown tool \"cart_clear\""));
+}
+
+#[tokio::test]
+async fn invalid_arguments_never_reach_the_hooks_or_the_tool() {
+    let model = ReplayModel::new(vec![calls("book_ticket", json!({"seat_class": "royal"})), text("fixing")]);
+    let seen = Arc::new(Mutex::new(0));
+    let counter = seen.clone();
+    let agent = AgentLoop::new(model.clone()).with_hooks(Hooks::new().on_before_tool_execution(move |_| {
+        *counter.lock().unwrap() += 1;
+        async { Ok(ToolDecision::Allow) }
+    }));
+    let host = FakeHost::new("x");
+    run(&agent, &host).await;
+    assert_eq!(*seen.lock().unwrap(), 0);
+    assert!(host.executed.lock().unwrap().is_empty());
+    assert!(tool_messages(&model)[0].starts_with("[invalid_args] Validation args \"book_ticket\""));
+}
+
+#[tokio::test]
+async fn hooks_run_before_their_events_and_turns_are_observed_in_order() {
+    let log = Arc::new(Mutex::new(Vec::<String>::new()));
+    let model = ReplayModel::new(vec![calls("book_ticket", json!({})), text("done")]);
+    let (l1, l2, l3, l4) = (log.clone(), log.clone(), log.clone(), log.clone());
+    let agent = AgentLoop::new(model).with_hooks(
+        Hooks::new()
+            .on_before_turn(move |t: TurnStart| {
+                l1.lock().unwrap().push(format!("hook before_turn {}", t.run.turn));
+                async { Ok(()) }
+            })
+            .on_before_tool_execution(move |_| {
+                l2.lock().unwrap().push("hook before_tool_execution".into());
+                async { Ok(ToolDecision::Allow) }
+            })
+            .on_after_tool_execution(move |_, output| {
+                l3.lock().unwrap().push("hook after_tool_execution".into());
+                async { Ok(output) }
+            })
+            .on_after_turn(move |t: TurnEnd| {
+                l4.lock().unwrap().push(format!("hook after_turn {}", t.run.turn));
+                async { Ok(()) }
+            }),
+    );
+    let host = FakeHost::new("x");
+    let events_log = log.clone();
+    let on_delta = |_: &str| {};
+    let on_event = move |event: RunEvent| {
+        let kind = serde_json::to_value(&event).unwrap()["kind"].as_str().unwrap().to_string();
+        events_log.lock().unwrap().push(format!("event {kind}"));
+    };
+    let sink = RunSink { on_delta: &on_delta, on_event: &on_event };
+    agent.run(&host, &sink, "r", "go", Vec::new()).await;
+    let log = log.lock().unwrap().clone();
+    assert_eq!(
+        log,
+        [
+            "event run_start",
+            "hook before_turn 1",
+            "event turn_start",
+            "hook before_tool_execution",
+            "event tool_execution_start",
+            "hook after_tool_execution",
+            "event tool_execution_end",
+            "hook after_turn 1",
+            "event turn_end",
+            "hook before_turn 2",
+            "event turn_start",
+            "hook after_turn 2",
+            "event turn_end",
+            "event run_end",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_hook_error_or_panic_ends_the_run_with_a_clear_error() {
+    let model = ReplayModel::new(vec![calls("book_ticket", json!({}))]);
+    let agent = AgentLoop::new(model)
+        .with_hooks(Hooks::new().on_before_tool_execution(|_| async { Err(HookError::from("policy service down")) }));
+    let host = FakeHost::new("x");
+    let (outcome, events, _) = run(&agent, &host).await;
+    assert_eq!(outcome.status, RunStatus::Failed);
+    assert_eq!(outcome.error.as_deref(), Some("hook before_tool_execution failed: policy service down"));
+    assert!(matches!(events.last(), Some(RunEvent::RunEnd { status: RunStatus::Failed, .. })));
+    assert!(host.executed.lock().unwrap().is_empty());
+
+    let model = ReplayModel::new(vec![text("hi")]);
+    let agent =
+        AgentLoop::new(model).with_hooks(Hooks::new().on_after_turn(|_: TurnEnd| async { panic!("bug in the hook") }));
+    let (outcome, _, _) = run(&agent, &host).await;
+    assert_eq!(outcome.status, RunStatus::Failed);
+    assert_eq!(outcome.error.as_deref(), Some("hook after_turn panicked: bug in the hook"));
+
+    let model = ReplayModel::new(vec![text("hi")]);
+    let agent = AgentLoop::new(model).with_hooks(
+        Hooks::new()
+            .on_before_turn(|_: TurnStart| -> std::future::Ready<HookResult<()>> { panic!("before the future") }),
+    );
+    let (outcome, _, _) = run(&agent, &host).await;
+    assert_eq!(outcome.error.as_deref(), Some("hook before_turn panicked: before the future"));
+}
+
+#[tokio::test]
+async fn max_turns_ends_a_run_that_never_answers() {
+    let model = ReplayModel::new((0..20).map(|_| calls("book_ticket", json!({}))).collect());
+    let agent = AgentLoop::new(model).with_max_turns(3);
+    let host = FakeHost::new("x");
+    let (outcome, _, _) = run(&agent, &host).await;
+    assert_eq!((outcome.status, outcome.turns), (RunStatus::MaxTurns, 3));
+    assert_eq!(host.executed.lock().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn the_stop_gate_can_send_the_answer_back_and_cap_the_run() {
+    let model = ReplayModel::new(vec![text("draft one"), text("draft two"), text("draft three")]);
+    let agent = AgentLoop::new(model.clone()).with_hooks(Hooks::new().on_stop(|check: StopCheck| async move {
+        Ok(if check.rejection_count < 1 {
+            StopDecision::Reject { reason: "Add a summary.".into(), hook: "test".into() }
+        } else {
+            StopDecision::Capped
+        })
+    }));
+    let host = FakeHost::new("x");
+    let (outcome, _, streamed) = run(&agent, &host).await;
+    assert_eq!(outcome.status, RunStatus::Capped);
+    assert_eq!(outcome.answer, "draft two");
+    // The rejected answer never left; the model read the reason.
+    assert_eq!(streamed, "draft two");
+    let last = model.requests.lock().unwrap().last().unwrap().messages.last().unwrap().clone();
+    assert_eq!(last, ChatMessage::User { content: "[hook Stop test rejected the answer] Add a summary.".into() });
+}
+
+#[tokio::test]
+async fn a_malformed_tool_call_is_explained_to_the_model() {
+    let broken =
+        ModelReply { malformed_tool_call: Some("the tool call is not valid JSON".into()), ..ModelReply::default() };
+    let model = ReplayModel::new(vec![broken, text("plain answer")]);
+    let agent = AgentLoop::new(model.clone());
+    let host = FakeHost::new("x");
+    let (outcome, _, _) = run(&agent, &host).await;
+    assert_eq!((outcome.status, outcome.answer.as_str()), (RunStatus::Completed, "plain answer"));
+    let requests = model.requests.lock().unwrap();
+    let ChatMessage::User { content } = requests[1].messages.last().unwrap() else { panic!() };
+    assert!(content.contains("could not be read: the tool call is not valid JSON"), "{content}");
+}
