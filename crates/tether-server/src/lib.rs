@@ -13,8 +13,8 @@ mod server;
 mod session;
 
 pub use agent::hooks::{
-    HookError, HookResult, Hooks, ProviderCall, RunInfo, StopCheck, StopDecision, ToolDecision, ToolOutput, ToolUse,
-    TurnEnd, TurnStart,
+    EventEmitter, HookError, HookResult, Hooks, ProviderCall, RunInfo, StopCheck, StopDecision, ToolDecision,
+    ToolOutput, ToolUse, TurnEnd, TurnStart,
 };
 pub use agent::{AgentLoop, DEFAULT_MAX_TURNS, DEFAULT_SYSTEM_PROMPT, RunOutcome, RunSink, ToolHost};
 pub use config::ServerConfig;

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use serde_json::Value;
-use tether_protocol::{ResultStatus, ToolSpec};
+use tether_protocol::{ResultStatus, RunEvent, ToolSpec};
 
 use crate::model::{BoxFuture, ChatMessage};
 
@@ -25,8 +25,31 @@ impl<T: Into<String>> From<T> for HookError {
 /// What a hook returns.
 pub type HookResult<T> = Result<T, HookError>;
 
+/// Lets a hook report events (e.g. declarative hooks' audit records). They are delivered to
+/// the run's observers right after the hook returns, like every event: after the hook.
+#[derive(Clone, Default)]
+pub struct EventEmitter(Arc<std::sync::Mutex<Vec<RunEvent>>>);
+
+impl EventEmitter {
+    /// Reports an event.
+    pub fn emit(&self, event: RunEvent) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(event);
+    }
+
+    /// Takes the events reported so far.
+    pub(crate) fn take(&self) -> Vec<RunEvent> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+}
+
+impl std::fmt::Debug for EventEmitter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventEmitter")
+    }
+}
+
 /// Where in the run a hook is called.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct RunInfo {
     /// The run's id.
     pub run_id: String,
@@ -36,6 +59,8 @@ pub struct RunInfo {
     pub turn: u32,
     /// The most turns the run may take.
     pub max_turns: u32,
+    /// Reports events from the hook.
+    pub events: EventEmitter,
 }
 
 /// Input of `before_turn`.

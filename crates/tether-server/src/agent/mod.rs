@@ -20,8 +20,8 @@ use serde_json::Value;
 use tether_protocol::{ResultStatus, RunEvent, RunStatus, ToolSpec};
 
 use self::hooks::{
-    HookError, Hooks, ProviderCall, RunInfo, StopCheck, StopDecision, ToolDecision, ToolOutput, ToolUse, TurnEnd,
-    TurnStart,
+    EventEmitter, HookError, Hooks, ProviderCall, RunInfo, StopCheck, StopDecision, ToolDecision, ToolOutput, ToolUse,
+    TurnEnd, TurnStart,
 };
 use crate::ServerError;
 use crate::model::{BoxFuture, ChatMessage, ChatModel, ChatRequest, HOOK_LABEL, ModelToolCall};
@@ -121,6 +121,13 @@ async fn guarded<T>(
     }
 }
 
+/// Delivers the events hooks reported.
+fn forward(sink: &RunSink<'_>, info: &RunInfo) {
+    for event in info.events.take() {
+        (sink.on_event)(event);
+    }
+}
+
 /// Cuts untrusted text to the size the model reads.
 fn cap(mut text: String) -> String {
     if text.len() > MAX_TOOL_RESULT_BYTES {
@@ -197,7 +204,7 @@ impl AgentLoop {
         history: Vec<ChatMessage>,
     ) -> RunOutcome {
         (sink.on_event)(RunEvent::RunStart { text: text.to_string() });
-        let mut state = RunState { messages: history, turns: 0 };
+        let mut state = RunState { messages: history, turns: 0, events: EventEmitter::default() };
         state.messages.push(ChatMessage::User { content: text.to_string() });
         let result = match self.run_timeout {
             Some(limit) => match tokio::time::timeout(limit, self.turns(host, sink, run_id, &mut state)).await {
@@ -214,8 +221,14 @@ impl AgentLoop {
         RunOutcome { status, turns: state.turns, answer, error, messages: state.messages }
     }
 
-    fn info(&self, run_id: &str, turn: u32) -> RunInfo {
-        RunInfo { run_id: run_id.to_string(), agent_name: self.agent_name.clone(), turn, max_turns: self.max_turns }
+    fn info(&self, run_id: &str, turn: u32, events: &EventEmitter) -> RunInfo {
+        RunInfo {
+            run_id: run_id.to_string(),
+            agent_name: self.agent_name.clone(),
+            turn,
+            max_turns: self.max_turns,
+            events: events.clone(),
+        }
     }
 
     fn has_stop_gate(&self) -> bool {
@@ -235,12 +248,12 @@ impl AgentLoop {
         let held = std::sync::Mutex::new(String::new());
         while state.turns < self.max_turns {
             state.turns += 1;
-            let info = self.info(run_id, state.turns);
+            let info = self.info(run_id, state.turns, &state.events);
             if self.hooks.iter().any(|h| h.before_turn.is_some()) {
                 let messages: Arc<[ChatMessage]> = state.messages.clone().into();
                 for hook in self.hooks.iter().filter_map(|h| h.before_turn.clone()).collect::<Vec<_>>() {
                     let input = TurnStart { run: info.clone(), messages: messages.clone() };
-                    guarded("before_turn", || hook(input)).await?;
+                    guarded("before_turn", || hook(input)).await.inspect(|_| forward(sink, &info))?;
                 }
             }
             (sink.on_event)(RunEvent::TurnStart { turn: state.turns });
@@ -253,7 +266,7 @@ impl AgentLoop {
             call.messages.push(ChatMessage::System { content: self.system_prompt.clone() });
             call.messages.extend(state.messages.iter().cloned());
             for hook in self.hooks.iter().filter_map(|h| h.before_provider_call.clone()).collect::<Vec<_>>() {
-                call = guarded("before_provider_call", || hook(call)).await?;
+                call = guarded("before_provider_call", || hook(call)).await.inspect(|_| forward(sink, &info))?;
             }
             let visible: Vec<String> = call.tools.iter().map(|t| t.name.clone()).collect();
             let request = ChatRequest { messages: call.messages, tools: call.tools };
@@ -281,7 +294,7 @@ impl AgentLoop {
             }
 
             if reply.tool_calls.is_empty() {
-                let stop = self.stop_gate(&info, &reply.text, rejections, &state.messages).await?;
+                let stop = self.stop_gate(sink, &info, &reply.text, rejections, &state.messages).await?;
                 state.messages.push(ChatMessage::Assistant { content: reply.text.clone(), tool_calls: Vec::new() });
                 match stop {
                     StopDecision::Reject { reason, hook } => {
@@ -337,7 +350,7 @@ impl AgentLoop {
     ) -> Result<(), ServerError> {
         for hook in self.hooks.iter().filter_map(|h| h.after_turn.clone()).collect::<Vec<_>>() {
             let input = TurnEnd { run: info.clone(), reply: reply.clone(), tool_calls };
-            guarded("after_turn", || hook(input)).await?;
+            guarded("after_turn", || hook(input)).await.inspect(|_| forward(sink, info))?;
         }
         (sink.on_event)(RunEvent::TurnEnd { turn: info.turn, reply });
         Ok(())
@@ -345,6 +358,7 @@ impl AgentLoop {
 
     async fn stop_gate(
         &self,
+        sink: &RunSink<'_>,
         info: &RunInfo,
         answer: &str,
         rejections: u32,
@@ -362,7 +376,7 @@ impl AgentLoop {
                 rejection_count: rejections,
                 messages: messages.clone(),
             };
-            match guarded("stop", || gate(input)).await? {
+            match guarded("stop", || gate(input)).await.inspect(|_| forward(sink, info))? {
                 StopDecision::Accept => {}
                 decision => return Ok(decision),
             }
@@ -398,7 +412,8 @@ impl AgentLoop {
                 let mut decision = ToolDecision::Allow;
                 for hook in self.hooks.iter().filter_map(|h| h.before_tool_execution.clone()).collect::<Vec<_>>() {
                     let input = tool_use.clone();
-                    decision = guarded("before_tool_execution", || hook(input)).await?;
+                    decision =
+                        guarded("before_tool_execution", || hook(input)).await.inspect(|_| forward(sink, info))?;
                     if decision != ToolDecision::Allow {
                         break;
                     }
@@ -425,7 +440,7 @@ impl AgentLoop {
         };
         for hook in self.hooks.iter().filter_map(|h| h.after_tool_execution.clone()).collect::<Vec<_>>() {
             let input = (tool_use.clone(), output);
-            output = guarded("after_tool_execution", || hook(input)).await?;
+            output = guarded("after_tool_execution", || hook(input)).await.inspect(|_| forward(sink, info))?;
         }
         (sink.on_event)(RunEvent::ToolExecutionEnd {
             call_id: call.id.clone(),
@@ -440,4 +455,6 @@ impl AgentLoop {
 struct RunState {
     messages: Vec<ChatMessage>,
     turns: u32,
+    /// Events hooks report, forwarded after each hook.
+    events: EventEmitter,
 }
