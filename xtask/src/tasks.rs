@@ -22,7 +22,13 @@ pub(crate) fn protocol_schema() -> Result<()> {
 
 /// Builds the browser runtime module and returns its sizes.
 fn runtime_module(toolchain: WasmToolchain) -> Result<ModuleSizes> {
-    build_module(toolchain, "tether-web", &[], &repo_root().join("target/pkg/tether-web"), "tether-web runtime")
+    build_module(
+        toolchain,
+        "tether-web",
+        &["js-api"],
+        &repo_root().join("target/pkg/tether-web"),
+        "tether-web runtime (JS API)",
+    )
 }
 
 pub(crate) fn size() -> Result<()> {

@@ -22,7 +22,7 @@ pub(crate) struct ModuleSizes {
     pub(crate) optimized: u64,
     /// gzip -9 of the optimised `.wasm`.
     pub(crate) wasm_gzip: u64,
-    /// gzip -9 of the generated JS glue.
+    /// gzip -9 of the generated JS glue, minified as a bundler ships it (esbuild --minify).
     pub(crate) js_gzip: u64,
     /// The optimised `.wasm`, for twiggy.
     pub(crate) wasm_path: PathBuf,
@@ -43,6 +43,14 @@ pub(crate) fn gzip_size(path: &Path) -> Result<u64> {
     Ok(encoder.finish()?.len() as u64)
 }
 
+/// gzip -9 size of a JS file after `esbuild --minify`, as an app's bundler would ship it.
+pub(crate) fn minified_gzip_size(path: &Path) -> Result<u64> {
+    let minified = path.with_extension("min.js");
+    let esbuild = crate::cmd::repo_root().join("node_modules/.bin/esbuild");
+    run(in_repo(esbuild).arg(path).args(["--minify", "--format=esm", "--log-level=warning"]).arg(format!("--outfile={}", minified.display())))?;
+    gzip_size(&minified)
+}
+
 fn size(path: &Path) -> Result<u64> {
     Ok(std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?.len())
 }
@@ -56,7 +64,7 @@ pub(crate) fn build_module(
     label: &str,
 ) -> Result<ModuleSizes> {
     step(format!("building {package} for the browser"));
-    let mut cargo = toolchain.cargo("rustc");
+    let mut cargo = toolchain.cargo_shipping("rustc");
     cargo.args(["--profile", "wasm-release", "--lib", "-p", package, "--crate-type", "cdylib"]);
     if !features.is_empty() {
         cargo.arg("--features").arg(features.join(","));
@@ -64,7 +72,7 @@ pub(crate) fn build_module(
     run(&mut cargo)?;
     let crate_name = package.replace('-', "_");
     let raw_path =
-        crate::cmd::repo_root().join(format!("target/wasm/wasm32-unknown-unknown/wasm-release/{crate_name}.wasm"));
+        crate::cmd::repo_root().join(format!("target/wasm-ship/wasm32-unknown-unknown/wasm-release/{crate_name}.wasm"));
     std::fs::create_dir_all(out_dir)?;
     run(in_repo("wasm-bindgen").args(["--target", "web", "--out-dir"]).arg(out_dir).arg(&raw_path))?;
     let bindgen_path = out_dir.join(format!("{crate_name}_bg.wasm"));
@@ -76,7 +84,7 @@ pub(crate) fn build_module(
         bindgen,
         optimized: size(&bindgen_path)?,
         wasm_gzip: gzip_size(&bindgen_path)?,
-        js_gzip: gzip_size(&out_dir.join(format!("{crate_name}.js")))?,
+        js_gzip: minified_gzip_size(&out_dir.join(format!("{crate_name}.js")))?,
         wasm_path: bindgen_path,
     })
 }
@@ -84,7 +92,7 @@ pub(crate) fn build_module(
 /// Prints the size table.
 pub(crate) fn print_sizes(modules: &[ModuleSizes]) {
     println!(
-        "| module | raw .wasm | after wasm-bindgen | after wasm-opt -Oz | .wasm gzip | JS glue gzip | total gzip |"
+        "| module | raw .wasm | after wasm-bindgen | after wasm-opt -Oz | .wasm gzip | JS glue min+gzip | total gzip |"
     );
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     for m in modules {

@@ -377,16 +377,16 @@ impl Executor {
     /// Finishes every call whose deadline has passed: an unanswered approval is a refusal, a
     /// slow handler (or hook) a timeout.
     pub fn poll_timeouts(&mut self, now_ms: u64) -> Vec<Step> {
-        let mut overdue: Vec<(String, u64)> = self
+        let mut steps = Vec::new();
+        // Earliest deadline first (few calls are in flight, so a scan per call is cheap).
+        while let Some(call_id) = self
             .calls
             .iter()
             .filter(|(_, call)| call.deadline_ms <= now_ms)
-            .map(|(id, call)| (id.clone(), call.deadline_ms))
-            .collect();
-        overdue.sort_by_key(|(_, deadline)| *deadline);
-        overdue
-            .into_iter()
-            .map(|(call_id, _)| {
+            .min_by_key(|(_, call)| call.deadline_ms)
+            .map(|(id, _)| id.clone())
+        {
+            steps.push({
                 let call = &self.calls[&call_id];
                 let tool = call.tool.clone();
                 let (status, content) = if call.phase == Phase::AwaitingApproval {
@@ -399,8 +399,9 @@ impl Executor {
                     (ResultStatus::Timeout, format!("Tool \"{tool}\" did not finish within {} ms.", call.timeout_ms))
                 };
                 self.finish(call_id, tool, status, message(content))
-            })
-            .collect()
+            });
+        }
+        steps
     }
 
     /// The earliest deadline of any call in flight.

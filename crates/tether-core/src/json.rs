@@ -58,13 +58,13 @@ pub(crate) fn canonical_key(value: &Value, out: &mut String) {
             out.push(']');
         }
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
+            // serde_json's `Map` iterates in key order (the `preserve_order` feature is not
+            // enabled; the test below would catch it), so equal objects give equal keys.
             out.push('{');
-            for key in keys {
+            for (key, value) in map {
                 out.push_str(&Value::String(key.clone()).to_string());
                 out.push(':');
-                canonical_key(&map[key], out);
+                canonical_key(value, out);
                 out.push(',');
             }
             out.push('}');

@@ -127,6 +127,23 @@ pub enum ResultStatus {
 }
 
 impl ResultStatus {
+    /// Every status.
+    pub const ALL: [ResultStatus; 8] = [
+        ResultStatus::Ok,
+        ResultStatus::Error,
+        ResultStatus::InvalidArgs,
+        ResultStatus::UnknownTool,
+        ResultStatus::Denied,
+        ResultStatus::Blocked,
+        ResultStatus::Cancelled,
+        ResultStatus::Timeout,
+    ];
+
+    /// Parses a wire name.
+    pub fn parse(name: &str) -> Option<ResultStatus> {
+        ResultStatus::ALL.into_iter().find(|status| status.as_str() == name)
+    }
+
     /// Whether the tool ran and succeeded.
     pub fn is_ok(self) -> bool {
         self == ResultStatus::Ok
@@ -166,6 +183,21 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    /// Every status.
+    pub const ALL: [RunStatus; 6] = [
+        RunStatus::Completed,
+        RunStatus::Capped,
+        RunStatus::MaxTurns,
+        RunStatus::TimedOut,
+        RunStatus::Failed,
+        RunStatus::Aborted,
+    ];
+
+    /// Parses a wire name.
+    pub fn parse(name: &str) -> Option<RunStatus> {
+        RunStatus::ALL.into_iter().find(|status| status.as_str() == name)
+    }
+
     /// The wire name of this status.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -211,6 +243,51 @@ pub enum ErrorCode {
     Unauthorized,
     /// The server failed; the session is still usable.
     Internal,
+}
+
+impl ErrorCode {
+    /// Every code.
+    pub const ALL: [ErrorCode; 14] = [
+        ErrorCode::MalformedFrame,
+        ErrorCode::UnknownFrameType,
+        ErrorCode::FrameTooLarge,
+        ErrorCode::UnsupportedVersion,
+        ErrorCode::HandshakeRequired,
+        ErrorCode::ToolCapExceeded,
+        ErrorCode::InvalidTool,
+        ErrorCode::UnknownCall,
+        ErrorCode::RunInProgress,
+        ErrorCode::RunFailed,
+        ErrorCode::RateLimited,
+        ErrorCode::LimitExceeded,
+        ErrorCode::Unauthorized,
+        ErrorCode::Internal,
+    ];
+
+    /// The wire name of this code.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::MalformedFrame => "malformed_frame",
+            ErrorCode::UnknownFrameType => "unknown_frame_type",
+            ErrorCode::FrameTooLarge => "frame_too_large",
+            ErrorCode::UnsupportedVersion => "unsupported_version",
+            ErrorCode::HandshakeRequired => "handshake_required",
+            ErrorCode::ToolCapExceeded => "tool_cap_exceeded",
+            ErrorCode::InvalidTool => "invalid_tool",
+            ErrorCode::UnknownCall => "unknown_call",
+            ErrorCode::RunInProgress => "run_in_progress",
+            ErrorCode::RunFailed => "run_failed",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::LimitExceeded => "limit_exceeded",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(name: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|code| code.as_str() == name)
+    }
 }
 
 /// `HELLO`: the client opens (or resumes) a session.
@@ -400,6 +477,22 @@ pub enum HookDecidedBy {
     FailMode,
 }
 
+impl HookDecidedBy {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookDecidedBy::Hook => "hook",
+            HookDecidedBy::Timeout => "timeout",
+            HookDecidedBy::FailMode => "fail_mode",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(name: &str) -> Option<HookDecidedBy> {
+        [HookDecidedBy::Hook, HookDecidedBy::Timeout, HookDecidedBy::FailMode].into_iter().find(|d| d.as_str() == name)
+    }
+}
+
 /// One record per declarative hook call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -424,78 +517,147 @@ pub struct HookAudit {
     pub decided_by: HookDecidedBy,
 }
 
-/// What an [`EventFrame`] reports.
+/// `run_start`: a run started for a user message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStartEvent {
+    /// The user's message.
+    pub text: String,
+}
+
+/// `turn_start`: a turn (one model call and the tools it asked for) started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnStartEvent {
+    /// 1-based turn number.
+    pub turn: u32,
+}
+
+/// `tool_execution_start`: a tool is about to run (after `before_tool_execution` allowed it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolStartEvent {
+    /// The call id.
+    pub call_id: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments.
+    pub args: Value,
+}
+
+/// `tool_execution_end`: a tool finished; `output` is what the model reads (after
+/// `after_tool_execution`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolEndEvent {
+    /// The call id.
+    pub call_id: String,
+    /// The tool's name.
+    pub tool: String,
+    /// How it ended.
+    pub status: ResultStatus,
+    /// What the model reads.
+    pub output: String,
+}
+
+/// `turn_end`: a turn ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnEndEvent {
+    /// 1-based turn number.
+    pub turn: u32,
+    /// The model's text in this turn (may be empty when it only called tools).
+    pub reply: String,
+}
+
+/// `run_end`: the run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunEndEvent {
+    /// How it ended.
+    pub status: RunStatus,
+    /// How many turns it took.
+    pub turns: u32,
+    /// The error, when `status` is `failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `tool_collision`: a client tool has the same name as a server-side tool; the server-side
+/// tool wins.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCollisionEvent {
+    /// The tool's name.
+    pub tool: String,
+}
+
+/// `tool_progress`: progress reported by a running client tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolProgressEvent {
+    /// The call id.
+    pub call_id: String,
+    /// The progress message.
+    pub message: String,
+}
+
+/// What an [`EventFrame`] reports; the `kind` field names the variant.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RunEvent {
-    /// A run started for a user message.
-    RunStart {
-        /// The user's message.
-        text: String,
-    },
-    /// A turn (one model call and the tools it asked for) started.
-    TurnStart {
-        /// 1-based turn number.
-        turn: u32,
-    },
-    /// A tool is about to run (after `before_tool_execution` allowed it).
-    #[serde(rename_all = "camelCase")]
-    ToolExecutionStart {
-        /// The call id.
-        call_id: String,
-        /// The tool's name.
-        tool: String,
-        /// The arguments.
-        args: Value,
-    },
-    /// A tool finished; `output` is what the model reads (after `after_tool_execution`).
-    #[serde(rename_all = "camelCase")]
-    ToolExecutionEnd {
-        /// The call id.
-        call_id: String,
-        /// The tool's name.
-        tool: String,
-        /// How it ended.
-        status: ResultStatus,
-        /// What the model reads.
-        output: String,
-    },
-    /// A turn ended.
-    TurnEnd {
-        /// 1-based turn number.
-        turn: u32,
-        /// The model's text in this turn (may be empty when it only called tools).
-        reply: String,
-    },
-    /// The run ended.
-    RunEnd {
-        /// How it ended.
-        status: RunStatus,
-        /// How many turns it took.
-        turns: u32,
-        /// The error, when `status` is `failed`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        error: Option<String>,
-    },
-    /// A client tool has the same name as a server-side tool; the server-side tool wins.
-    ToolCollision {
-        /// The tool's name.
-        tool: String,
-    },
-    /// Progress reported by a running client tool.
-    #[serde(rename_all = "camelCase")]
-    ToolProgress {
-        /// The call id.
-        call_id: String,
-        /// The progress message.
-        message: String,
-    },
-    /// A declarative hook ran.
+    /// `run_start`
+    RunStart(RunStartEvent),
+    /// `turn_start`
+    TurnStart(TurnStartEvent),
+    /// `tool_execution_start`
+    ToolExecutionStart(ToolStartEvent),
+    /// `tool_execution_end`
+    ToolExecutionEnd(ToolEndEvent),
+    /// `turn_end`
+    TurnEnd(TurnEndEvent),
+    /// `run_end`
+    RunEnd(RunEndEvent),
+    /// `tool_collision`
+    ToolCollision(ToolCollisionEvent),
+    /// `tool_progress`
+    ToolProgress(ToolProgressEvent),
+    /// `hook`: a declarative hook ran.
     Hook(HookAudit),
 }
 
+/// Implements `Deserialize` for an internally tagged enum of newtype variants: the tag is read
+/// first, then the variant's struct from the same JSON text. serde's derived version buffers
+/// the whole object first, which costs a lot of code in the browser build.
+macro_rules! tagged_deserialize {
+    ($name:ident, $tag:literal, { $($wire:literal => $variant:ident($ty:ty)),* $(,)? }) => {
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let raw = <Box<serde_json::value::RawValue>>::deserialize(deserializer)?;
+                $name::from_json(raw.get()).map_err(serde::de::Error::custom)
+            }
+        }
+
+        impl $name {
+            /// Reads the value from JSON text, dispatching on the tag.
+            fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+                #[derive(Deserialize)]
+                struct Tag<'a> {
+                    #[serde(rename = $tag, borrow)]
+                    tag: std::borrow::Cow<'a, str>,
+                }
+                let Tag { tag } = serde_json::from_str(text)?;
+                match tag.as_ref() {
+                    $($wire => serde_json::from_str::<$ty>(text).map($name::$variant),)*
+                    other => Err(serde::de::Error::custom(format_args!("unknown {} {other:?}", $tag))),
+                }
+            }
+        }
+    };
+}
+
 /// A frame sent by the browser runtime to the server.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ClientFrame {
     /// `HELLO`
@@ -511,7 +673,7 @@ pub enum ClientFrame {
 }
 
 /// A frame sent by the server to the browser runtime.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ServerFrame {
     /// `WELCOME`
@@ -588,3 +750,11 @@ impl ServerFrame {
         }
     }
 }
+
+tagged_deserialize!(ClientFrame, "type", {
+    "HELLO" => Hello(Hello),
+    "CONTEXT_UPDATE" => ContextUpdate(ContextUpdate),
+    "USER_MESSAGE" => UserMessage(UserMessage),
+    "TOOL_RESULT" => ToolResult(ToolResult),
+    "TOOL_PROGRESS" => ToolProgress(ToolProgress),
+});

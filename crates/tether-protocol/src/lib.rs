@@ -10,6 +10,7 @@
 //! The protocol is documented for humans in `docs/protocol.md` at the repository root.
 
 mod codec;
+mod decode;
 mod frames;
 
 pub use codec::{ProtocolError, decode_client_frame, decode_server_frame, encode_frame, protocol_schema};

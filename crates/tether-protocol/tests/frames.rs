@@ -111,20 +111,24 @@ fn sample_frames() -> (Vec<ClientFrame>, Vec<ServerFrame>) {
         }),
     ];
     let events = vec![
-        RunEvent::RunStart { text: "hi".into() },
-        RunEvent::TurnStart { turn: 1 },
-        RunEvent::ToolExecutionStart { call_id: "call-1".into(), tool: "cart_add".into(), args: json!({}) },
-        RunEvent::ToolExecutionEnd {
+        RunEvent::RunStart(RunStartEvent { text: "hi".into() }),
+        RunEvent::TurnStart(TurnStartEvent { turn: 1 }),
+        RunEvent::ToolExecutionStart(ToolStartEvent {
+            call_id: "call-1".into(),
+            tool: "cart_add".into(),
+            args: json!({}),
+        }),
+        RunEvent::ToolExecutionEnd(ToolEndEvent {
             call_id: "call-1".into(),
             tool: "cart_add".into(),
             status: ResultStatus::Denied,
             output: "The user refused".into(),
-        },
-        RunEvent::TurnEnd { turn: 1, reply: "ok".into() },
-        RunEvent::RunEnd { status: RunStatus::Failed, turns: 2, error: Some("provider down".into()) },
-        RunEvent::RunEnd { status: RunStatus::Completed, turns: 1, error: None },
-        RunEvent::ToolCollision { tool: "navigate".into() },
-        RunEvent::ToolProgress { call_id: "call-1".into(), message: "50%".into() },
+        }),
+        RunEvent::TurnEnd(TurnEndEvent { turn: 1, reply: "ok".into() }),
+        RunEvent::RunEnd(RunEndEvent { status: RunStatus::Failed, turns: 2, error: Some("provider down".into()) }),
+        RunEvent::RunEnd(RunEndEvent { status: RunStatus::Completed, turns: 1, error: None }),
+        RunEvent::ToolCollision(ToolCollisionEvent { tool: "navigate".into() }),
+        RunEvent::ToolProgress(ToolProgressEvent { call_id: "call-1".into(), message: "50%".into() }),
         RunEvent::Hook(HookAudit {
             hook_id: "Stop[0]".into(),
             level: "agent".into(),
@@ -415,8 +419,153 @@ fn client_frame() -> impl Strategy<Value = ClientFrame> {
     ]
 }
 
+fn run_status() -> impl Strategy<Value = RunStatus> {
+    prop::sample::select(RunStatus::ALL.to_vec())
+}
+
+fn run_event() -> impl Strategy<Value = RunEvent> {
+    let id = "[a-z0-9.-]{1,8}";
+    prop_oneof![
+        ".{0,20}".prop_map(|text| RunEvent::RunStart(RunStartEvent { text })),
+        any::<u32>().prop_map(|turn| RunEvent::TurnStart(TurnStartEvent { turn })),
+        (id, "[a-z_]{1,8}", json_value())
+            .prop_map(|(call_id, tool, args)| RunEvent::ToolExecutionStart(ToolStartEvent { call_id, tool, args })),
+        (id, "[a-z_]{1,8}", result_status(), ".{0,20}").prop_map(|(call_id, tool, status, output)| {
+            RunEvent::ToolExecutionEnd(ToolEndEvent { call_id, tool, status, output })
+        }),
+        (any::<u32>(), ".{0,20}").prop_map(|(turn, reply)| RunEvent::TurnEnd(TurnEndEvent { turn, reply })),
+        (run_status(), any::<u32>(), prop::option::of(".{0,20}"))
+            .prop_map(|(status, turns, error)| RunEvent::RunEnd(RunEndEvent { status, turns, error })),
+        "[a-z_]{1,8}".prop_map(|tool| RunEvent::ToolCollision(ToolCollisionEvent { tool })),
+        (id, ".{0,20}").prop_map(|(call_id, message)| RunEvent::ToolProgress(ToolProgressEvent { call_id, message })),
+        (".{1,8}", prop::option::of(".{0,8}"), -1e6f64..1e6, prop::option::of(any::<i32>()), 0..3usize).prop_map(
+            |(hook_id, reason, duration_ms, exit_code, by)| {
+                RunEvent::Hook(HookAudit {
+                    hook_id,
+                    level: "agent".into(),
+                    hook_event: "Stop".into(),
+                    decision: "allow".into(),
+                    reason,
+                    duration_ms,
+                    exit_code,
+                    decided_by: [HookDecidedBy::Hook, HookDecidedBy::Timeout, HookDecidedBy::FailMode][by],
+                })
+            }
+        ),
+    ]
+}
+
+fn server_frame() -> impl Strategy<Value = ServerFrame> {
+    let id = "[a-z0-9]{1,8}";
+    prop_oneof![
+        (
+            id,
+            any::<u32>(),
+            "[a-z0-9-]{1,8}",
+            ".{0,8}",
+            any::<bool>(),
+            any::<u32>(),
+            any::<u64>(),
+            prop::collection::vec("[a-z_]{1,8}", 0..3)
+        )
+            .prop_map(
+                |(
+                    id,
+                    protocol_version,
+                    session_id,
+                    resume_token,
+                    resumed,
+                    max_active_tools,
+                    max_frame_bytes,
+                    capabilities,
+                )| {
+                    ServerFrame::Welcome(Welcome {
+                        id,
+                        protocol_version,
+                        session_id,
+                        resume_token,
+                        resumed,
+                        max_active_tools,
+                        max_frame_bytes,
+                        capabilities,
+                    })
+                }
+            ),
+        (id, "[a-z0-9.-]{1,8}", "[a-z0-9-]{1,8}", "[a-z_]{1,8}", json_value(), risk()).prop_map(
+            |(id, call_id, run_id, name, args, risk)| ServerFrame::ToolCall(ToolCall {
+                id,
+                call_id,
+                run_id,
+                name,
+                args,
+                risk
+            })
+        ),
+        (id, "[a-z0-9.-]{1,8}", ".{0,12}").prop_map(|(id, call_id, reason)| ServerFrame::ToolCancel(ToolCancel {
+            id,
+            call_id,
+            reason
+        })),
+        (id, "[a-z0-9.-]{1,8}").prop_map(|(id, call_id)| ServerFrame::ToolResultAck(ToolResultAck { id, call_id })),
+        (id, "[a-z0-9-]{1,8}", ".{0,12}", any::<bool>(), prop::option::of(run_status())).prop_map(
+            |(id, run_id, delta, done, status)| ServerFrame::AgentMessage(AgentMessage {
+                id,
+                run_id,
+                delta,
+                done,
+                status
+            })
+        ),
+        (id, prop::option::of("[a-z0-9-]{1,8}"), run_event())
+            .prop_map(|(id, run_id, event)| ServerFrame::Event(EventFrame { id, run_id, event })),
+        (id, prop::sample::select(ErrorCode::ALL.to_vec()), ".{0,12}", prop::option::of("[a-z0-9]{1,8}"))
+            .prop_map(|(id, code, message, reply_to)| ServerFrame::Error(ErrorFrame { id, code, message, reply_to })),
+    ]
+}
+
+#[test]
+fn the_hand_written_server_decoder_refuses_bad_frames() {
+    for text in [
+        r#"{"type":"WELCOME","id":"s1"}"#,
+        r#"{"type":"TOOL_CALL","id":"s1","callId":"c","runId":"r","name":"x"}"#,
+        r#"{"type":"TOOL_CALL","id":"s1","callId":"c","runId":"r","name":"x","args":{},"risk":"extreme"}"#,
+        r#"{"type":"AGENT_MESSAGE","id":"s1","runId":"r","delta":1,"done":false}"#,
+        r#"{"type":"EVENT","id":"s1","event":{"kind":"explosion"}}"#,
+        r#"{"type":"EVENT","id":"s1","event":{"kind":"turn_start","turn":-1}}"#,
+        r#"{"type":"ERROR","id":"s1","code":"oops","message":"m"}"#,
+        r#"{"type":"ERROR","id":7,"code":"internal","message":"m"}"#,
+    ] {
+        let error = decode_server_frame(text, 4096).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::MalformedFrame, "{text}");
+        let value: Value = serde_json::from_str(text).unwrap();
+        assert!(!SCHEMA.is_valid(&value), "the schema accepted {text}");
+    }
+    // Optional fields may be absent or null, unknown fields are ignored.
+    let frame =
+        decode_server_frame(r#"{"type":"ERROR","id":"s1","code":"internal","message":"m","replyTo":null,"x":1}"#, 4096)
+            .unwrap();
+    assert_eq!(
+        frame,
+        ServerFrame::Error(ErrorFrame {
+            id: "s1".into(),
+            code: ErrorCode::Internal,
+            message: "m".into(),
+            reply_to: None
+        })
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn generated_server_frames_round_trip_and_match_the_schema(frame in server_frame()) {
+        let text = encode_frame(&frame);
+        let decoded = decode_server_frame(&text, usize::MAX).unwrap();
+        prop_assert_eq!(&decoded, &frame);
+        let value: Value = serde_json::from_str(&text).unwrap();
+        prop_assert!(SCHEMA.is_valid(&value), "{} does not match the schema", text);
+    }
 
     #[test]
     fn generated_client_frames_round_trip_and_match_the_schema(frame in client_frame()) {

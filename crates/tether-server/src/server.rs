@@ -17,7 +17,7 @@ use serde_json::Value;
 use tether_core::validate::{CompiledSchema, FullSchema, FullValidator, Validator, format_validation_errors};
 use tether_protocol::{
     ClientFrame, ErrorCode, ErrorFrame, Hello, PROTOCOL_VERSION, ResultStatus, RunEvent, ServerFrame, ToolCall,
-    ToolSpec, Welcome, decode_client_frame,
+    ToolCollisionEvent, ToolProgressEvent, ToolSpec, Welcome, decode_client_frame,
 };
 use tokio::sync::mpsc;
 
@@ -330,7 +330,7 @@ fn handle(app: &Arc<App>, session: &Arc<Session>, frame: ClientFrame) {
             match session.apply_context(update) {
                 Ok(_) => {
                     for tool in collisions {
-                        session.send_event(None, RunEvent::ToolCollision { tool });
+                        session.send_event(None, RunEvent::ToolCollision(ToolCollisionEvent { tool }));
                     }
                 }
                 Err(refusal) => session.send_error(refusal.code, refusal.message, Some(frame_id)),
@@ -345,7 +345,10 @@ fn handle(app: &Arc<App>, session: &Arc<Session>, frame: ClientFrame) {
             }
         }
         ClientFrame::ToolProgress(progress) => {
-            session.send_event(None, RunEvent::ToolProgress { call_id: progress.call_id, message: progress.message });
+            session.send_event(
+                None,
+                RunEvent::ToolProgress(ToolProgressEvent { call_id: progress.call_id, message: progress.message }),
+            );
         }
     }
 }

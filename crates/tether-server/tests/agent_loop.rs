@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tether_protocol::{ResultStatus, RunEvent, RunStatus, ToolSpec};
+use tether_protocol::{ResultStatus, RunEndEvent, RunEvent, RunStatus, ToolEndEvent, ToolSpec, ToolStartEvent};
 use tether_server::model::BoxFuture;
 use tether_server::*;
 
@@ -146,10 +146,14 @@ async fn a_denied_tool_never_runs_and_the_model_reads_the_reason() {
     assert!(host.executed.lock().unwrap().is_empty(), "the denied tool ran");
     assert_eq!(tool_messages(&model), ["[denied] Blocked by policy: first class needs a manager's approval."]);
     assert!(
-        !events.iter().any(|e| matches!(e, RunEvent::ToolExecutionStart { .. })),
+        !events.iter().any(|e| matches!(e, RunEvent::ToolExecutionStart(ToolStartEvent { .. }))),
         "no start event for a tool that never ran"
     );
-    assert!(events.iter().any(|e| matches!(e, RunEvent::ToolExecutionEnd { status: ResultStatus::Denied, .. })));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, RunEvent::ToolExecutionEnd(ToolEndEvent { status: ResultStatus::Denied, .. })))
+    );
 }
 
 #[tokio::test]
@@ -177,7 +181,7 @@ async fn after_tool_execution_decides_what_the_model_reads_and_the_end_event_car
     let (_, events, _) = run(&agent, &host).await;
     assert_eq!(tool_messages(&model), ["Booked for DNI ***"]);
     let end = events.iter().find_map(|e| match e {
-        RunEvent::ToolExecutionEnd { output, .. } => Some(output.clone()),
+        RunEvent::ToolExecutionEnd(ToolEndEvent { output, .. }) => Some(output.clone()),
         _ => None,
     });
     assert_eq!(end.as_deref(), Some("Booked for DNI ***"));
@@ -283,7 +287,7 @@ async fn a_hook_error_or_panic_ends_the_run_with_a_clear_error() {
     let (outcome, events, _) = run(&agent, &host).await;
     assert_eq!(outcome.status, RunStatus::Failed);
     assert_eq!(outcome.error.as_deref(), Some("hook before_tool_execution failed: policy service down"));
-    assert!(matches!(events.last(), Some(RunEvent::RunEnd { status: RunStatus::Failed, .. })));
+    assert!(matches!(events.last(), Some(RunEvent::RunEnd(RunEndEvent { status: RunStatus::Failed, .. }))));
     assert!(host.executed.lock().unwrap().is_empty());
 
     let model = ReplayModel::new(vec![text("hi")]);

@@ -222,7 +222,9 @@ async fn a_result_sent_twice_is_applied_once_and_acknowledged_twice() {
                 assert_eq!(ack.call_id, call.call_id);
                 acks += 1;
             }
-            ServerFrame::Event(EventFrame { event: RunEvent::ToolExecutionEnd { output, .. }, .. }) => {
+            ServerFrame::Event(EventFrame {
+                event: RunEvent::ToolExecutionEnd(ToolEndEvent { output, .. }), ..
+            }) => {
                 ends += 1;
                 assert_eq!(output, "first");
             }

@@ -1,5 +1,58 @@
 //! The Tether browser runtime, compiled to WebAssembly.
+//!
+//! A [`Client`] owns the page's tool registry (from `tether-core`), talks to the agent server
+//! over one WebSocket (HELLO/WELCOME, reconnect with backoff, resume, results kept until
+//! acknowledged), and runs tool calls through the core executor: lookup, validation against
+//! the tool's schema (the compact validator, `pattern` through the browser's `RegExp`),
+//! defaults, the risk policy with an approval callback, resolver hooks, the handler. Registry
+//! changes made in one tick reach the server as one `CONTEXT_UPDATE`; a navigating handler's
+//! result leaves only after the new page's tools are announced.
+//!
+//! Rust apps use [`Client`] directly (`tether-leptos` wraps it in hooks); JavaScript apps use
+//! the `TetherClient` class of the `js-api` feature, which the npm package wraps.
 
+mod client;
+#[cfg(feature = "js-api")]
+mod js;
 mod regex;
+mod time;
+mod transport;
 
+pub use client::{
+    ApprovalView, Approver, BrowserValidator, CallRecord, Client, ClientConfig, ClientEvent, ConnectionState, Handler,
+    LocalFuture, Notification, ResolverHooks,
+};
 pub use regex::{BrowserRegex, JsRegex};
+pub use tether_core::{
+    ApprovalDecision, ApprovalRequest, CoreError, OwnerId, RefusedTool, ResultStatus, Risk, ToolDef, ToolSpec,
+};
+pub use tether_protocol::{ErrorCode, RunEvent, RunStatus};
+
+/// What the browser runtime reports to the error callback.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WebError {
+    /// A registration was refused: over the cap (`tool.registry.limit`), or an invalid name or schema.
+    #[error(transparent)]
+    Registry(#[from] CoreError),
+    /// The server refused something the client sent.
+    #[error("the server refused a frame ({code:?}): {message}")]
+    Server {
+        /// The server's error code.
+        code: ErrorCode,
+        /// Its explanation.
+        message: String,
+    },
+    /// The connection failed (the client keeps reconnecting).
+    #[error("connection problem: {0}")]
+    Connection(String),
+    /// A frame from the server could not be read.
+    #[error("unreadable frame from the server: {0}")]
+    Protocol(String),
+    /// The server lost the session (it expired while the client was away): results of its
+    /// calls could not be delivered.
+    #[error("{count} tool result(s) could not be delivered: the server no longer knows the session")]
+    ResultsLost {
+        /// How many.
+        count: usize,
+    },
+}

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use tether_protocol::RunEvent;
+use tether_protocol::{RunEvent, ToolEndEvent, ToolStartEvent};
 use tether_server::{RunSink, ScriptedModel};
 use travel_agent::{TravelDesk, travel_agent};
 
@@ -18,8 +18,10 @@ async fn main() -> anyhow::Result<()> {
     let desk = TravelDesk::default();
     let on_delta = |text: &str| print!("{text}");
     let on_event = |event: RunEvent| match event {
-        RunEvent::ToolExecutionStart { tool, args, .. } => println!("→ {tool} {args}"),
-        RunEvent::ToolExecutionEnd { tool, status, output, .. } => println!("← {tool} [{}] {output}", status.as_str()),
+        RunEvent::ToolExecutionStart(ToolStartEvent { tool, args, .. }) => println!("→ {tool} {args}"),
+        RunEvent::ToolExecutionEnd(ToolEndEvent { tool, status, output, .. }) => {
+            println!("← {tool} [{}] {output}", status.as_str())
+        }
         _ => {}
     };
     println!("user: {request}");

@@ -17,7 +17,10 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use serde_json::Value;
-use tether_protocol::{ResultStatus, RunEvent, RunStatus, ToolSpec};
+use tether_protocol::{
+    ResultStatus, RunEndEvent, RunEvent, RunStartEvent, RunStatus, ToolEndEvent, ToolSpec, ToolStartEvent,
+    TurnEndEvent, TurnStartEvent,
+};
 
 use self::hooks::{
     EventEmitter, HookError, Hooks, ProviderCall, RunInfo, StopCheck, StopDecision, ToolDecision, ToolOutput, ToolUse,
@@ -203,7 +206,7 @@ impl AgentLoop {
         text: &str,
         history: Vec<ChatMessage>,
     ) -> RunOutcome {
-        (sink.on_event)(RunEvent::RunStart { text: text.to_string() });
+        (sink.on_event)(RunEvent::RunStart(RunStartEvent { text: text.to_string() }));
         let mut state = RunState { messages: history, turns: 0, events: EventEmitter::default() };
         state.messages.push(ChatMessage::User { content: text.to_string() });
         let result = match self.run_timeout {
@@ -217,7 +220,7 @@ impl AgentLoop {
             Ok((status, answer)) => (status, answer, None),
             Err(error) => (RunStatus::Failed, String::new(), Some(error.to_string())),
         };
-        (sink.on_event)(RunEvent::RunEnd { status, turns: state.turns, error: error.clone() });
+        (sink.on_event)(RunEvent::RunEnd(RunEndEvent { status, turns: state.turns, error: error.clone() }));
         RunOutcome { status, turns: state.turns, answer, error, messages: state.messages }
     }
 
@@ -256,7 +259,7 @@ impl AgentLoop {
                     guarded("before_turn", || hook(input)).await.inspect(|_| forward(sink, &info))?;
                 }
             }
-            (sink.on_event)(RunEvent::TurnStart { turn: state.turns });
+            (sink.on_event)(RunEvent::TurnStart(TurnStartEvent { turn: state.turns }));
 
             let mut call = ProviderCall {
                 run: info.clone(),
@@ -352,7 +355,7 @@ impl AgentLoop {
             let input = TurnEnd { run: info.clone(), reply: reply.clone(), tool_calls };
             guarded("after_turn", || hook(input)).await.inspect(|_| forward(sink, info))?;
         }
-        (sink.on_event)(RunEvent::TurnEnd { turn: info.turn, reply });
+        (sink.on_event)(RunEvent::TurnEnd(TurnEndEvent { turn: info.turn, reply }));
         Ok(())
     }
 
@@ -420,11 +423,11 @@ impl AgentLoop {
                 }
                 match decision {
                     ToolDecision::Allow => {
-                        (sink.on_event)(RunEvent::ToolExecutionStart {
+                        (sink.on_event)(RunEvent::ToolExecutionStart(ToolStartEvent {
                             call_id: call.id.clone(),
                             tool: call.name.clone(),
                             args: call.arguments.clone(),
-                        });
+                        }));
                         host.execute(&info.run_id, &call.id, &call.name, call.arguments.clone()).await
                     }
                     ToolDecision::Deny { reason } => ToolOutput::new(ResultStatus::Denied, reason),
@@ -442,12 +445,12 @@ impl AgentLoop {
             let input = (tool_use.clone(), output);
             output = guarded("after_tool_execution", || hook(input)).await.inspect(|_| forward(sink, info))?;
         }
-        (sink.on_event)(RunEvent::ToolExecutionEnd {
+        (sink.on_event)(RunEvent::ToolExecutionEnd(ToolEndEvent {
             call_id: call.id.clone(),
             tool: call.name.clone(),
             status: output.status,
             output: output.content.clone(),
-        });
+        }));
         Ok(output)
     }
 }

@@ -1,0 +1,1033 @@
+//! The browser client: registry, executor and transport glued together.
+//!
+//! [`Client`] is a cheap handle (`Rc`) that components share. Registrations and removals mark
+//! the registry dirty and schedule one flush per microtask, so a page that mounts ten
+//! components sends one `CONTEXT_UPDATE`. A `TOOL_CALL` goes through the core executor
+//! (lookup, validation, defaults, risk policy); the approval callback, resolver hooks and the
+//! handler run as local futures, and the result is kept until the server acknowledges it.
+//! User callbacks are never called while the client's state is borrowed.
+
+use std::cell::{RefCell, RefMut};
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use futures_channel::mpsc::UnboundedSender;
+use futures_util::future::{AbortHandle, Abortable};
+use serde::Serialize;
+use serde_json::Value;
+use tether_core::{
+    ApprovalDecision, ApprovalRequest, CallRequest, Executor, HookOutcome, Outcome, OwnerId, RefusedTool,
+    RegistryEvent, Step, ToolDef, ToolRegistry,
+};
+use tether_protocol::{
+    ClientFrame, ContextUpdate, ErrorCode, Hello, PROTOCOL_VERSION, PageInfo, ResultStatus, Resume, RunEvent,
+    RunStatus, ServerFrame, ToolResult, ToolSpec, UserMessage, encode_frame,
+};
+use wasm_bindgen_futures::spawn_local;
+
+use crate::WebError;
+use crate::time::{next_frame, now_ms, sleep_ms, yield_microtasks};
+
+/// A boxed local future.
+pub type LocalFuture<T> = Pin<Box<dyn Future<Output = T>>>;
+/// Runs a tool: validated arguments (defaults applied) in, output or error message out.
+pub type Handler = Rc<dyn Fn(Value) -> LocalFuture<Result<Value, String>>>;
+/// Decides an approval request; the UI resolves the future when the user answers.
+pub type Approver = Rc<dyn Fn(ApprovalRequest) -> LocalFuture<ApprovalDecision>>;
+
+/// The validator the browser build uses.
+#[cfg(not(feature = "full-validator"))]
+pub type BrowserValidator = tether_core::validate::CompactValidator<crate::BrowserRegex>;
+/// The validator the browser build uses.
+#[cfg(feature = "full-validator")]
+pub type BrowserValidator = tether_core::validate::FullValidator;
+
+#[cfg(not(feature = "full-validator"))]
+fn browser_validator() -> BrowserValidator {
+    tether_core::validate::CompactValidator::new(crate::BrowserRegex)
+}
+#[cfg(feature = "full-validator")]
+fn browser_validator() -> BrowserValidator {
+    tether_core::validate::FullValidator
+}
+
+/// Shared hooks of a resolver group, run around each of its tools' handlers.
+#[derive(Clone, Default)]
+pub struct ResolverHooks {
+    /// Before the handler (after approval); `Err` refuses the call with that reason.
+    pub before: Option<Rc<dyn Fn(&str, &Value) -> LocalFuture<Result<(), String>>>>,
+    /// After a successful handler, with its output.
+    pub after: Option<Rc<dyn Fn(&str, &Value)>>,
+    /// After a failed handler, with its error.
+    pub error: Option<Rc<dyn Fn(&str, &str)>>,
+}
+
+/// A `low`-risk call that is running: show the user what happens.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Notification {
+    /// The call.
+    pub call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// Its arguments.
+    pub args: Value,
+}
+
+/// The state of the connection to the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ConnectionState {
+    /// Not connected and not trying.
+    Idle,
+    /// Opening the socket.
+    Connecting,
+    /// Welcomed by the server.
+    Open,
+    /// The socket closed; a reconnect is scheduled.
+    Reconnecting,
+    /// Closed on purpose.
+    Closed,
+}
+
+/// A finished tool call, for dev tools.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallRecord {
+    /// The call.
+    pub call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// How it ended.
+    pub status: ResultStatus,
+    /// The result or message.
+    pub content: Value,
+    /// How long the result waited for navigation to settle, in milliseconds.
+    pub settle_ms: Option<f64>,
+}
+
+/// Something that happened in the client. Subscribe with [`Client::subscribe`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum ClientEvent {
+    /// The connection changed state.
+    #[serde(rename_all = "camelCase")]
+    Connection {
+        /// The new state.
+        state: ConnectionState,
+        /// Reconnect attempts since the last success.
+        attempt: u32,
+    },
+    /// The server welcomed the client.
+    #[serde(rename_all = "camelCase")]
+    Welcome {
+        /// The session.
+        session_id: String,
+        /// The cap the server announced.
+        max_active_tools: u32,
+        /// Whether the earlier session was resumed.
+        resumed: bool,
+    },
+    /// A `CONTEXT_UPDATE` was sent.
+    #[serde(rename_all = "camelCase")]
+    ContextSent {
+        /// Its revision.
+        revision: u64,
+        /// The tool names it announced.
+        tools: Vec<String>,
+    },
+    /// A registration was refused (over the cap: `tool.registry.limit`).
+    #[serde(rename_all = "camelCase")]
+    ToolRefused {
+        /// `tool.registry.limit` or `tool.registry.refused`.
+        event: String,
+        /// The tool.
+        tool: String,
+        /// Why.
+        reason: String,
+    },
+    /// A tool call arrived.
+    #[serde(rename_all = "camelCase")]
+    CallStarted {
+        /// The call.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// The arguments the server sent.
+        args: Value,
+    },
+    /// The user is asked to approve a call.
+    ApprovalRequested {
+        /// What the approval UI shows.
+        request: ApprovalView,
+    },
+    /// A tool call finished and its result was sent.
+    CallFinished {
+        /// The record.
+        record: CallRecord,
+    },
+    /// Streamed answer text.
+    #[serde(rename_all = "camelCase")]
+    AgentMessage {
+        /// The run.
+        run_id: String,
+        /// Text to append.
+        delta: String,
+        /// Whether the answer is complete.
+        done: bool,
+        /// How the run ended, when done.
+        status: Option<RunStatus>,
+    },
+    /// A run event from the server.
+    #[serde(rename_all = "camelCase")]
+    Run {
+        /// The run.
+        run_id: Option<String>,
+        /// What happened.
+        event: RunEvent,
+    },
+    /// The server refused something the client sent.
+    ServerError {
+        /// The error code.
+        code: ErrorCode,
+        /// The explanation.
+        message: String,
+    },
+}
+
+/// An approval request as the UI shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalView {
+    /// The call.
+    pub call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// Its description.
+    pub description: String,
+    /// `high` or `critical`.
+    pub risk: tether_protocol::Risk,
+    /// The arguments the handler will get.
+    pub args: Value,
+}
+
+impl From<&ApprovalRequest> for ApprovalView {
+    fn from(request: &ApprovalRequest) -> Self {
+        ApprovalView {
+            call_id: request.call_id.clone(),
+            tool: request.tool.clone(),
+            description: request.description.clone(),
+            risk: request.risk,
+            args: request.args.clone(),
+        }
+    }
+}
+
+/// Settings of a [`Client`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientConfig {
+    /// The server's WebSocket URL, e.g. `ws://127.0.0.1:8787/ws`.
+    pub url: String,
+    /// The longest a result waits for a navigating handler's page to settle. Default 250 ms.
+    pub max_settle_ms: u32,
+    /// First reconnect delay; doubled per attempt, with ±50 % jitter. Default 250 ms.
+    pub reconnect_base_ms: u32,
+    /// Longest reconnect delay. Default 10 s.
+    pub reconnect_max_ms: u32,
+}
+
+impl ClientConfig {
+    /// Defaults for a server URL.
+    pub fn new(url: impl Into<String>) -> Self {
+        ClientConfig { url: url.into(), max_settle_ms: 250, reconnect_base_ms: 250, reconnect_max_ms: 10_000 }
+    }
+}
+
+type Listener = Rc<dyn Fn(&ClientEvent)>;
+
+/// What the transport sends on the socket.
+pub(crate) enum Outgoing {
+    /// A frame.
+    Text(String),
+    /// Close the socket on purpose.
+    Close,
+}
+
+struct ToolEntry {
+    handler: Handler,
+}
+
+/// A call in flight, as the edge sees it.
+#[derive(Default)]
+struct CallState {
+    abort: Option<AbortHandle>,
+    url_before: Option<String>,
+    revision_before: u64,
+    changes_before: u64,
+    /// The server cancelled it: it no longer wants a result.
+    cancelled_by_server: bool,
+}
+
+struct Inner {
+    registry: ToolRegistry<ToolEntry, BrowserValidator>,
+    resolvers: HashMap<String, ResolverHooks>,
+    executor: Executor,
+    calls: HashMap<String, CallState>,
+    /// Results sent (or to send) and not yet acknowledged, oldest first.
+    outbox: Vec<ToolResult>,
+    /// User messages waiting for a connection.
+    queued_messages: VecDeque<UserMessage>,
+    sender: Option<UnboundedSender<Outgoing>>,
+    state: ConnectionState,
+    attempt: u32,
+    session: Option<Resume>,
+    next_frame: u64,
+    next_owner: u64,
+    /// Counts every registry change, to see whether a navigation is still mounting tools.
+    changes: u64,
+    flush_scheduled: bool,
+    timer_at: Option<u64>,
+    approver: Option<Approver>,
+    notify: Option<Rc<dyn Fn(&Notification)>>,
+    on_error: Option<Rc<dyn Fn(&WebError)>>,
+    listeners: Vec<(u32, Listener)>,
+    next_listener: u32,
+    recent: VecDeque<CallRecord>,
+    running: bool,
+}
+
+struct Shared {
+    config: ClientConfig,
+    inner: RefCell<Inner>,
+}
+
+/// The browser runtime. Clone it freely: clones share one registry and one connection.
+#[derive(Clone)]
+pub struct Client(Rc<Shared>);
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("url", &self.0.config.url).finish_non_exhaustive()
+    }
+}
+
+/// How many finished calls the client remembers for dev tools.
+const RECENT_CALLS_KEPT: usize = 20;
+
+fn current_page() -> Option<PageInfo> {
+    let window = web_sys::window()?;
+    let location = window.location();
+    let url = format!("{}{}", location.pathname().ok()?, location.search().unwrap_or_default());
+    let title = window.document().map(|d| d.title()).unwrap_or_default();
+    Some(PageInfo { url, title })
+}
+
+fn current_url() -> Option<String> {
+    web_sys::window()?.location().href().ok()
+}
+
+/// What to do after the state borrow is released.
+enum Effect {
+    Emit(ClientEvent),
+    Error(WebError),
+}
+
+impl Client {
+    /// A client for `config`. Call [`Client::connect`] to open the connection.
+    pub fn new(config: ClientConfig) -> Self {
+        let inner = Inner {
+            registry: ToolRegistry::new(browser_validator()),
+            resolvers: HashMap::new(),
+            executor: Executor::default(),
+            calls: HashMap::new(),
+            outbox: Vec::new(),
+            queued_messages: VecDeque::new(),
+            sender: None,
+            state: ConnectionState::Idle,
+            attempt: 0,
+            session: None,
+            next_frame: 0,
+            next_owner: 0,
+            changes: 0,
+            flush_scheduled: false,
+            timer_at: None,
+            approver: None,
+            notify: None,
+            on_error: None,
+            listeners: Vec::new(),
+            next_listener: 0,
+            recent: VecDeque::new(),
+            running: false,
+        };
+        Client(Rc::new(Shared { config, inner: RefCell::new(inner) }))
+    }
+
+    fn inner(&self) -> RefMut<'_, Inner> {
+        self.0.inner.borrow_mut()
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ClientConfig {
+        &self.0.config
+    }
+
+    /// Opens the connection (and keeps reconnecting until [`Client::disconnect`]).
+    pub fn connect(&self) {
+        {
+            let mut inner = self.inner();
+            if inner.running {
+                return;
+            }
+            inner.running = true;
+        }
+        spawn_local(crate::transport::run(self.clone()));
+    }
+
+    /// Closes the connection and stops reconnecting.
+    pub fn disconnect(&self) {
+        let sender = {
+            let mut inner = self.inner();
+            inner.running = false;
+            inner.sender.take()
+        };
+        if let Some(sender) = sender {
+            let _ = sender.unbounded_send(Outgoing::Close);
+        }
+        self.set_state(ConnectionState::Closed);
+    }
+
+    pub(crate) fn is_running(&self) -> bool {
+        self.0.inner.borrow().running
+    }
+
+    /// A fresh owner id for a component.
+    pub fn new_owner(&self) -> OwnerId {
+        let mut inner = self.inner();
+        inner.next_owner += 1;
+        OwnerId(inner.next_owner)
+    }
+
+    /// Registers a tool for `owner` with a handler. Refused (and reported to the error
+    /// callback and subscribers) when the name or schema is invalid or the cap is reached.
+    pub fn register<F, Fut>(&self, owner: OwnerId, def: ToolDef, handler: F) -> Result<(), WebError>
+    where
+        F: Fn(Value) -> Fut + 'static,
+        Fut: Future<Output = Result<Value, String>> + 'static,
+    {
+        self.register_handler(owner, def, Rc::new(move |args| Box::pin(handler(args))))
+    }
+
+    /// Registers a tool with an already boxed handler.
+    pub fn register_handler(&self, owner: OwnerId, def: ToolDef, handler: Handler) -> Result<(), WebError> {
+        let result = self.inner().registry.register(owner, def, ToolEntry { handler });
+        self.registry_changed();
+        result.map(|_| ()).map_err(WebError::from)
+    }
+
+    /// Registers a resolver group: each tool is named `prefix_name` and runs `hooks` around
+    /// its handler. Each tool is admitted or refused on its own.
+    pub fn register_resolver(
+        &self,
+        owner: OwnerId,
+        prefix: &str,
+        tools: Vec<(ToolDef, Handler)>,
+        hooks: ResolverHooks,
+    ) -> Vec<Result<(), WebError>> {
+        let results = {
+            let mut inner = self.inner();
+            inner.resolvers.insert(prefix.to_string(), hooks);
+            let tools = tools.into_iter().map(|(def, handler)| (def, ToolEntry { handler })).collect();
+            inner.registry.register_resolver(owner, prefix, tools)
+        };
+        self.registry_changed();
+        results.into_iter().map(|r| r.map(|_| ()).map_err(WebError::from)).collect()
+    }
+
+    /// Removes every non-global tool of `owner` (its component unmounted) and aborts their
+    /// calls in flight.
+    pub fn unregister_owner(&self, owner: OwnerId) {
+        let steps = {
+            let mut inner = self.inner();
+            let removed = inner.registry.unregister_owner(owner);
+            inner.executor.cancel_tools(&removed, "its component was unmounted")
+        };
+        self.registry_changed();
+        for step in steps {
+            self.drive(step);
+        }
+    }
+
+    /// Removes one tool of `owner` (if `owner` still owns it) and aborts its calls in flight.
+    pub fn unregister(&self, owner: OwnerId, name: &str) {
+        let steps = {
+            let mut inner = self.inner();
+            if inner.registry.unregister_owned(owner, name) {
+                inner.executor.cancel_tools(&[name.to_string()], "the tool was unregistered")
+            } else {
+                Vec::new()
+            }
+        };
+        self.registry_changed();
+        for step in steps {
+            self.drive(step);
+        }
+    }
+
+    /// Sets the approval callback (`high` and `critical` tools). Without one, such calls are
+    /// refused with a reason the model can read.
+    pub fn set_approver(&self, approver: Approver) {
+        self.inner().approver = Some(approver);
+    }
+
+    /// Sets the callback told about `low`-risk calls as they run.
+    pub fn on_notify(&self, notify: impl Fn(&Notification) + 'static) {
+        self.inner().notify = Some(Rc::new(notify));
+    }
+
+    /// Sets the callback told about errors: refused registrations, server errors, lost results.
+    pub fn on_error(&self, on_error: impl Fn(&WebError) + 'static) {
+        self.inner().on_error = Some(Rc::new(on_error));
+    }
+
+    /// Subscribes to every [`ClientEvent`]; returns an id for [`Client::unsubscribe`].
+    pub fn subscribe(&self, listener: impl Fn(&ClientEvent) + 'static) -> u32 {
+        let mut inner = self.inner();
+        inner.next_listener += 1;
+        let id = inner.next_listener;
+        inner.listeners.push((id, Rc::new(listener)));
+        id
+    }
+
+    /// Removes a subscription.
+    pub fn unsubscribe(&self, id: u32) {
+        self.inner().listeners.retain(|(listener, _)| *listener != id);
+    }
+
+    /// Sends the user's message (queued until connected).
+    pub fn send_message(&self, text: &str) {
+        let message = {
+            let mut inner = self.inner();
+            let id = next_id(&mut inner);
+            UserMessage { id, text: text.to_string() }
+        };
+        let sent = self.send_frame(&ClientFrame::UserMessage(message.clone()), true);
+        if !sent {
+            self.inner().queued_messages.push_back(message);
+        }
+    }
+
+    /// The tools as the model sees them now.
+    pub fn tools(&self) -> Vec<ToolSpec> {
+        self.0.inner.borrow().registry.specs()
+    }
+
+    /// The most recent refused registrations.
+    pub fn refused(&self) -> Vec<RefusedTool> {
+        self.0.inner.borrow().registry.refused().to_vec()
+    }
+
+    /// The most recent finished calls, newest last.
+    pub fn recent_calls(&self) -> Vec<CallRecord> {
+        self.0.inner.borrow().recent.iter().cloned().collect()
+    }
+
+    /// The connection's state.
+    pub fn connection_state(&self) -> ConnectionState {
+        self.0.inner.borrow().state
+    }
+
+    /// The session id, once welcomed.
+    pub fn session_id(&self) -> Option<String> {
+        self.0.inner.borrow().session.as_ref().map(|s| s.session_id.clone())
+    }
+
+    /// The cap on active tools in force.
+    pub fn max_active_tools(&self) -> u32 {
+        self.0.inner.borrow().registry.cap()
+    }
+
+    /// How many results wait for the server's acknowledgement.
+    pub fn unacknowledged_results(&self) -> usize {
+        self.0.inner.borrow().outbox.len()
+    }
+
+    // ---- internals -------------------------------------------------------------------
+
+    fn emit(&self, event: &ClientEvent) {
+        let listeners: Vec<Listener> = self.0.inner.borrow().listeners.iter().map(|(_, l)| l.clone()).collect();
+        for listener in listeners {
+            listener(event);
+        }
+    }
+
+    fn report(&self, error: &WebError) {
+        let callback = self.0.inner.borrow().on_error.clone();
+        match callback {
+            Some(callback) => callback(error),
+            None => web_sys::console::warn_1(&format!("tether: {error}").into()),
+        }
+    }
+
+    fn apply(&self, effects: Vec<Effect>) {
+        for effect in effects {
+            match effect {
+                Effect::Emit(event) => self.emit(&event),
+                Effect::Error(error) => self.report(&error),
+            }
+        }
+    }
+
+    pub(crate) fn set_state(&self, state: ConnectionState) {
+        let attempt = {
+            let mut inner = self.inner();
+            inner.state = state;
+            inner.attempt
+        };
+        self.emit(&ClientEvent::Connection { state, attempt });
+    }
+
+    /// Marks the registry changed and schedules one flush for this tick.
+    fn registry_changed(&self) {
+        let schedule = {
+            let mut inner = self.inner();
+            inner.changes += 1;
+            !std::mem::replace(&mut inner.flush_scheduled, true)
+        };
+        if schedule {
+            let client = self.clone();
+            // spawn_local runs in a microtask: every change made in this tick is flushed together.
+            spawn_local(async move { client.flush() });
+        }
+    }
+
+    /// Reports registry events and sends one `CONTEXT_UPDATE` if the tool list changed.
+    pub(crate) fn flush(&self) {
+        let mut effects = Vec::new();
+        let frame = {
+            let mut inner = self.inner();
+            inner.flush_scheduled = false;
+            for event in inner.registry.drain_events() {
+                if let RegistryEvent::Refused { name, error } = &event {
+                    effects.push(Effect::Emit(ClientEvent::ToolRefused {
+                        event: event.name().to_string(),
+                        tool: name.clone(),
+                        reason: error.to_string(),
+                    }));
+                    effects.push(Effect::Error(WebError::Registry(error.clone())));
+                }
+            }
+            let welcomed = inner.state == ConnectionState::Open;
+            match inner.registry.flush().filter(|_| welcomed) {
+                Some(snapshot) => {
+                    let id = next_id(&mut inner);
+                    let names = snapshot.tools.iter().map(|t| t.name.clone()).collect();
+                    effects.push(Effect::Emit(ClientEvent::ContextSent { revision: snapshot.revision, tools: names }));
+                    Some(ClientFrame::ContextUpdate(ContextUpdate {
+                        id,
+                        revision: snapshot.revision,
+                        tools: snapshot.tools,
+                        page: current_page(),
+                    }))
+                }
+                None => None,
+            }
+        };
+        if let Some(frame) = frame {
+            self.send_frame(&frame, false);
+        }
+        self.apply(effects);
+    }
+
+    /// Sends a frame if a socket is open (and, unless `only_when_welcomed` is false, welcomed).
+    fn send_frame(&self, frame: &ClientFrame, only_when_welcomed: bool) -> bool {
+        let inner = self.0.inner.borrow();
+        if only_when_welcomed && inner.state != ConnectionState::Open {
+            return false;
+        }
+        match &inner.sender {
+            Some(sender) => sender.unbounded_send(Outgoing::Text(encode_frame(frame))).is_ok(),
+            None => false,
+        }
+    }
+
+    /// A socket opened: remember its sender and say HELLO.
+    pub(crate) fn attach(&self, sender: UnboundedSender<Outgoing>) {
+        let hello = {
+            let mut inner = self.inner();
+            inner.sender = Some(sender);
+            let id = next_id(&mut inner);
+            ClientFrame::Hello(Hello {
+                id,
+                protocol_version: PROTOCOL_VERSION,
+                resume: inner.session.clone(),
+                client: Some(concat!("tether-web/", env!("CARGO_PKG_VERSION")).to_string()),
+            })
+        };
+        self.send_frame(&hello, false);
+    }
+
+    /// The socket closed.
+    pub(crate) fn detach(&self) {
+        let mut inner = self.inner();
+        inner.sender = None;
+        inner.attempt += 1;
+    }
+
+    pub(crate) fn attempt(&self) -> u32 {
+        self.0.inner.borrow().attempt
+    }
+
+    /// Handles one text frame from the server.
+    pub(crate) fn receive(&self, text: &str) {
+        match tether_protocol::decode_server_frame(text, usize::MAX) {
+            Ok(frame) => self.on_frame(frame),
+            Err(error) => self.report(&WebError::Protocol(error.to_string())),
+        }
+    }
+
+    fn on_frame(&self, frame: ServerFrame) {
+        match frame {
+            ServerFrame::Welcome(welcome) => self.on_welcome(welcome),
+            ServerFrame::ToolCall(call) => {
+                self.emit(&ClientEvent::CallStarted {
+                    call_id: call.call_id.clone(),
+                    tool: call.name.clone(),
+                    args: call.args.clone(),
+                });
+                let request =
+                    CallRequest { call_id: call.call_id, tool: call.name, args: call.args, server_risk: call.risk };
+                self.start_call(request);
+            }
+            ServerFrame::ToolCancel(cancel) => {
+                let step = {
+                    let mut inner = self.inner();
+                    if let Some(state) = inner.calls.get_mut(&cancel.call_id) {
+                        state.cancelled_by_server = true;
+                    }
+                    inner.executor.cancel(&cancel.call_id, &cancel.reason)
+                };
+                if let Some(step) = step {
+                    self.drive(step);
+                }
+            }
+            ServerFrame::ToolResultAck(ack) => self.inner().outbox.retain(|r| r.call_id != ack.call_id),
+            ServerFrame::AgentMessage(message) => self.emit(&ClientEvent::AgentMessage {
+                run_id: message.run_id,
+                delta: message.delta,
+                done: message.done,
+                status: message.status,
+            }),
+            ServerFrame::Event(event) => self.emit(&ClientEvent::Run { run_id: event.run_id, event: event.event }),
+            ServerFrame::Error(error) => {
+                self.emit(&ClientEvent::ServerError { code: error.code, message: error.message.clone() });
+                self.report(&WebError::Server { code: error.code, message: error.message });
+            }
+        }
+    }
+
+    fn on_welcome(&self, welcome: tether_protocol::Welcome) {
+        let mut effects = Vec::new();
+        let (context, resend, queued) = {
+            let mut inner = self.inner();
+            inner.session =
+                Some(Resume { session_id: welcome.session_id.clone(), token: welcome.resume_token.clone() });
+            inner.state = ConnectionState::Open;
+            inner.attempt = 0;
+            for name in inner.registry.set_cap(welcome.max_active_tools) {
+                effects.push(Effect::Emit(ClientEvent::ToolRefused {
+                    event: tether_core::LIMIT_EVENT.to_string(),
+                    tool: name,
+                    reason: format!("the server allows at most {} active tools", welcome.max_active_tools),
+                }));
+            }
+            if !welcome.resumed && !inner.outbox.is_empty() {
+                // The server lost the session: nobody is waiting for these results any more.
+                let count = inner.outbox.len();
+                inner.outbox.clear();
+                effects.push(Effect::Error(WebError::ResultsLost { count }));
+            }
+            let snapshot = inner.registry.resync();
+            let id = next_id(&mut inner);
+            effects.push(Effect::Emit(ClientEvent::ContextSent {
+                revision: snapshot.revision,
+                tools: snapshot.tools.iter().map(|t| t.name.clone()).collect(),
+            }));
+            let context = ClientFrame::ContextUpdate(ContextUpdate {
+                id,
+                revision: snapshot.revision,
+                tools: snapshot.tools,
+                page: current_page(),
+            });
+            let resend: Vec<ToolResult> = inner.outbox.clone();
+            let queued: Vec<UserMessage> = inner.queued_messages.drain(..).collect();
+            (context, resend, queued)
+        };
+        self.emit(&ClientEvent::Connection { state: ConnectionState::Open, attempt: 0 });
+        self.emit(&ClientEvent::Welcome {
+            session_id: welcome.session_id,
+            max_active_tools: welcome.max_active_tools,
+            resumed: welcome.resumed,
+        });
+        // The tool list first, so that results and messages are read against it.
+        self.send_frame(&context, false);
+        for result in resend {
+            self.send_frame(&ClientFrame::ToolResult(result), false);
+        }
+        for message in queued {
+            self.send_frame(&ClientFrame::UserMessage(message), false);
+        }
+        self.apply(effects);
+    }
+
+    fn start_call(&self, request: CallRequest) {
+        let call_id = request.call_id.clone();
+        let step = {
+            let mut inner = self.inner();
+            let Inner { executor, registry, .. } = &mut *inner;
+            let step = executor.start(request, registry, now_ms());
+            if step.is_none() {
+                // A repeated TOOL_CALL (after a reconnect): answer again if we already have the result.
+                let known = inner.outbox.iter().find(|r| r.call_id == call_id).cloned();
+                drop(inner);
+                if let Some(result) = known {
+                    self.send_frame(&ClientFrame::ToolResult(result), false);
+                }
+                return;
+            }
+            inner.calls.insert(call_id, CallState::default());
+            step
+        };
+        if let Some(step) = step {
+            self.drive(step);
+        }
+    }
+
+    /// Performs one executor step and feeds the outcome back.
+    fn drive(&self, step: Step) {
+        match step {
+            Step::AskApproval(request) => {
+                self.emit(&ClientEvent::ApprovalRequested { request: ApprovalView::from(&request) });
+                let approver = self.0.inner.borrow().approver.clone();
+                let client = self.clone();
+                let call_id = request.call_id.clone();
+                match approver {
+                    Some(approver) => spawn_local(async move {
+                        let decision = approver(request).await;
+                        let step = client.inner().executor.approval_decided(&call_id, decision, now_ms());
+                        client.after(step);
+                    }),
+                    None => {
+                        let reason = Some("no approval dialog is available on this page".to_string());
+                        let step = self.inner().executor.approval_decided(
+                            &call_id,
+                            ApprovalDecision::Rejected { reason },
+                            now_ms(),
+                        );
+                        self.after(step);
+                    }
+                }
+            }
+            Step::BeforeHook { call_id, tool, resolver, args } => {
+                let hook = self.0.inner.borrow().resolvers.get(&resolver).and_then(|h| h.before.clone());
+                let client = self.clone();
+                spawn_local(async move {
+                    let outcome = match hook {
+                        Some(hook) => match hook(&tool, &args).await {
+                            Ok(()) => HookOutcome::Continue,
+                            Err(reason) => HookOutcome::Refuse(reason),
+                        },
+                        None => HookOutcome::Continue,
+                    };
+                    let step = client.inner().executor.before_hook_done(&call_id, outcome);
+                    client.after(step);
+                });
+            }
+            Step::Run { call_id, tool, args, notify, .. } => self.run_handler(call_id, tool, args, notify),
+            Step::AfterHook { call_id, tool, resolver, output } => {
+                let hook = self.0.inner.borrow().resolvers.get(&resolver).and_then(|h| h.after.clone());
+                if let Some(hook) = hook {
+                    hook(&tool, &output);
+                }
+                let step = self.inner().executor.after_hook_done(&call_id);
+                self.after(step);
+            }
+            Step::ErrorHook { call_id, tool, resolver, error } => {
+                let hook = self.0.inner.borrow().resolvers.get(&resolver).and_then(|h| h.error.clone());
+                if let Some(hook) = hook {
+                    hook(&tool, &error);
+                }
+                let step = self.inner().executor.after_hook_done(&call_id);
+                self.after(step);
+            }
+            Step::Finish(outcome) => self.finish(outcome),
+        }
+        self.arm_timer();
+    }
+
+    fn after(&self, step: Option<Step>) {
+        if let Some(step) = step {
+            self.drive(step);
+        }
+    }
+
+    fn run_handler(&self, call_id: String, tool: String, args: Value, notify: bool) {
+        let (handler, notify_callback) = {
+            let mut inner = self.inner();
+            let handler = inner.registry.get(&tool).map(|t| t.handler().handler.clone());
+            let (revision, changes) = (inner.registry.revision(), inner.changes);
+            if let Some(state) = inner.calls.get_mut(&call_id) {
+                state.url_before = current_url();
+                state.revision_before = revision;
+                state.changes_before = changes;
+            }
+            (handler, inner.notify.clone())
+        };
+        let Some(handler) = handler else {
+            let step =
+                self.inner().executor.handler_done(&call_id, Err(format!("tool \"{tool}\" is no longer available")));
+            return self.after(step);
+        };
+        if notify {
+            if let Some(callback) = notify_callback {
+                callback(&Notification { call_id: call_id.clone(), tool: tool.clone(), args: args.clone() });
+            }
+        }
+        let (abort, registration) = AbortHandle::new_pair();
+        if let Some(state) = self.inner().calls.get_mut(&call_id) {
+            state.abort = Some(abort);
+        }
+        let future = Abortable::new(handler(args), registration);
+        let client = self.clone();
+        spawn_local(async move {
+            // An aborted handler (cancelled, timed out, unmounted) reports nothing: its call is already finished.
+            if let Ok(result) = future.await {
+                let step = client.inner().executor.handler_done(&call_id, result);
+                client.after(step);
+            }
+        });
+    }
+
+    /// Keeps one timer armed for the executor's next deadline.
+    fn arm_timer(&self) {
+        let deadline = {
+            let mut inner = self.inner();
+            let Some(deadline) = inner.executor.next_deadline() else { return };
+            if inner.timer_at.is_some_and(|armed| armed <= deadline) {
+                return;
+            }
+            inner.timer_at = Some(deadline);
+            deadline
+        };
+        let client = self.clone();
+        spawn_local(async move {
+            let wait = deadline.saturating_sub(now_ms());
+            sleep_ms(u32::try_from(wait).unwrap_or(u32::MAX)).await;
+            let steps = {
+                let mut inner = client.inner();
+                if inner.timer_at == Some(deadline) {
+                    inner.timer_at = None;
+                }
+                inner.executor.poll_timeouts(now_ms())
+            };
+            for step in steps {
+                client.drive(step);
+            }
+            client.arm_timer();
+        });
+    }
+
+    fn finish(&self, outcome: Outcome) {
+        let state = {
+            let mut inner = self.inner();
+            inner.calls.remove(&outcome.call_id).unwrap_or_default()
+        };
+        if let Some(abort) = &state.abort {
+            abort.abort();
+        }
+        if state.cancelled_by_server {
+            // The server no longer waits for it: record it, send nothing.
+            self.record(&outcome, None);
+            return;
+        }
+        let navigated = {
+            let inner = self.0.inner.borrow();
+            state.url_before.is_some() && (current_url() != state.url_before || inner.changes != state.changes_before)
+        };
+        if !navigated {
+            self.send_result(outcome, None);
+            return;
+        }
+        let client = self.clone();
+        spawn_local(async move {
+            let settle_ms = client.settle().await;
+            client.send_result(outcome, Some(settle_ms));
+        });
+    }
+
+    /// Waits until the registry stops changing (no change for one frame) or the bounded wait
+    /// ends, then flushes, so that the new page's tools reach the server before the result.
+    async fn settle(&self) -> f64 {
+        let started = js_sys::Date::now();
+        let limit = f64::from(self.0.config.max_settle_ms);
+        loop {
+            yield_microtasks().await;
+            let before = self.0.inner.borrow().changes;
+            next_frame().await;
+            yield_microtasks().await;
+            let quiet = self.0.inner.borrow().changes == before;
+            if quiet || js_sys::Date::now() - started >= limit {
+                break;
+            }
+        }
+        self.flush();
+        js_sys::Date::now() - started
+    }
+
+    fn send_result(&self, outcome: Outcome, settle_ms: Option<f64>) {
+        let result = {
+            let mut inner = self.inner();
+            let id = next_id(&mut inner);
+            let result = ToolResult {
+                id,
+                call_id: outcome.call_id.clone(),
+                status: outcome.status,
+                content: outcome.content.clone(),
+            };
+            inner.outbox.push(result.clone());
+            result
+        };
+        // Kept in the outbox until acknowledged; resent after a reconnect.
+        self.send_frame(&ClientFrame::ToolResult(result), true);
+        self.record(&outcome, settle_ms);
+    }
+
+    fn record(&self, outcome: &Outcome, settle_ms: Option<f64>) {
+        let record = CallRecord {
+            call_id: outcome.call_id.clone(),
+            tool: outcome.tool.clone(),
+            status: outcome.status,
+            content: outcome.content.clone(),
+            settle_ms,
+        };
+        {
+            let mut inner = self.inner();
+            if inner.recent.len() == RECENT_CALLS_KEPT {
+                inner.recent.pop_front();
+            }
+            inner.recent.push_back(record.clone());
+        }
+        self.emit(&ClientEvent::CallFinished { record });
+    }
+
+    /// Reports a connection problem to the error callback.
+    pub(crate) fn connection_error(&self, message: String) {
+        self.report(&WebError::Connection(message));
+    }
+}
+
+fn next_id(inner: &mut Inner) -> String {
+    inner.next_frame += 1;
+    format!("c{}", inner.next_frame)
+}

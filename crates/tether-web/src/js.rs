@@ -1,0 +1,424 @@
+//! The JavaScript API (feature `js-api`): the `TetherClient` class that the npm package wraps.
+//!
+//! Values cross the boundary as plain JSON-compatible objects. Handlers, the approver and
+//! callbacks are JavaScript functions; a handler may return a value or a Promise. The
+//! TypeScript declarations below are emitted into the generated `.d.ts`.
+
+use std::rc::Rc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tether_core::{ApprovalDecision, ToolDef};
+use tether_protocol::Risk;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+
+use crate::WebError;
+use crate::client::{Client, ClientConfig, LocalFuture, ResolverHooks};
+
+#[wasm_bindgen(typescript_custom_section)]
+const TYPESCRIPT: &str = r#"
+/** How dangerous a tool is: none runs, low runs and notifies, high/critical ask the user, blocked never runs. */
+export type Risk = "none" | "low" | "high" | "critical" | "blocked";
+/** A tool as a component declares it. */
+export interface ToolDefinition {
+  /** Unique name: letters, digits, `_` and `-`, at most 64 characters. */
+  name: string;
+  /** What the tool does, written for the model. */
+  description: string;
+  /** JSON Schema (2020-12) of the arguments object. Default: `{ "type": "object" }`. */
+  parameters?: Record<string, unknown>;
+  /** Default: "none". */
+  risk?: Risk;
+  /** Survives the unmount of its owner (navigation). Default: false. */
+  global?: boolean;
+  /** Handler timeout in milliseconds. Default: 10000. */
+  timeoutMs?: number;
+}
+/** Runs a tool with validated arguments (schema defaults applied). Throw or reject to fail. */
+export type ToolHandler = (args: any) => unknown | Promise<unknown>;
+/** A tool as the model sees it. */
+export interface ToolSpec { name: string; description: string; parameters: Record<string, unknown>; risk: Risk; global?: boolean; }
+/** What an approval dialog shows. */
+export interface ApprovalRequest { callId: string; tool: string; description: string; risk: Risk; args: any; }
+/** The user's answer: true approves; false, `{approved: false, reason}` or "dismissed" refuse. */
+export type ApprovalAnswer = boolean | "dismissed" | { approved: boolean; reason?: string };
+/** Decides an approval request. */
+export type Approver = (request: ApprovalRequest) => ApprovalAnswer | Promise<ApprovalAnswer>;
+/** A low-risk call that is running. */
+export interface TetherNotification { callId: string; tool: string; args: any; }
+/** An error reported to `onError`. `kind` "registry" with `event` "tool.registry.limit" is a tool refused over the cap. */
+export interface TetherError { kind: "registry" | "server" | "connection" | "protocol" | "resultsLost"; message: string; event?: string; }
+/** Hooks shared by a resolver's tools. `onBeforeAnyCall` may return a string (or throw) to refuse the call. */
+export interface ResolverHooks {
+  onBeforeAnyCall?: (tool: string, args: any) => void | string | Promise<void | string>;
+  onAfterAnyCall?: (tool: string, output: any) => void;
+  onErrorAnyCall?: (tool: string, error: string) => void;
+}
+/** Client settings. */
+export interface ClientOptions { maxSettleMs?: number; reconnectBaseMs?: number; reconnectMaxMs?: number; }
+/** A finished call. */
+export interface CallRecord { callId: string; tool: string; status: string; content: any; settleMs?: number | null; }
+/** Everything a client reports to subscribers. */
+export type TetherEvent =
+  | { type: "connection"; state: "idle" | "connecting" | "open" | "reconnecting" | "closed"; attempt: number }
+  | { type: "welcome"; sessionId: string; maxActiveTools: number; resumed: boolean }
+  | { type: "contextSent"; revision: number; tools: string[] }
+  | { type: "toolRefused"; event: string; tool: string; reason: string }
+  | { type: "callStarted"; callId: string; tool: string; args: any }
+  | { type: "approvalRequested"; request: ApprovalRequest }
+  | { type: "callFinished"; record: CallRecord }
+  | { type: "agentMessage"; runId: string; delta: string; done: boolean; status?: string | null }
+  | { type: "run"; runId?: string | null; event: { kind: string; [key: string]: unknown } }
+  | { type: "serverError"; code: string; message: string };
+"#;
+
+#[wasm_bindgen]
+extern "C" {
+    /// A `ToolDefinition` object.
+    #[wasm_bindgen(typescript_type = "ToolDefinition")]
+    pub type JsToolDefinition;
+    /// A `ToolHandler` function.
+    #[wasm_bindgen(typescript_type = "ToolHandler")]
+    pub type JsToolHandler;
+    /// An array of `ToolDefinition`.
+    #[wasm_bindgen(typescript_type = "ToolDefinition[]")]
+    pub type JsToolDefinitions;
+    /// An array of `ToolHandler`.
+    #[wasm_bindgen(typescript_type = "ToolHandler[]")]
+    pub type JsToolHandlers;
+    /// `ResolverHooks`.
+    #[wasm_bindgen(typescript_type = "ResolverHooks")]
+    pub type JsResolverHooks;
+    /// An `Approver` function.
+    #[wasm_bindgen(typescript_type = "Approver")]
+    pub type JsApprover;
+    /// A notification callback.
+    #[wasm_bindgen(typescript_type = "(notification: TetherNotification) => void")]
+    pub type JsNotify;
+    /// An error callback.
+    #[wasm_bindgen(typescript_type = "(error: TetherError) => void")]
+    pub type JsOnError;
+    /// An event listener.
+    #[wasm_bindgen(typescript_type = "(event: TetherEvent) => void")]
+    pub type JsListener;
+    /// `ClientOptions`.
+    #[wasm_bindgen(typescript_type = "ClientOptions")]
+    pub type JsClientOptions;
+    /// `ToolSpec[]`.
+    #[wasm_bindgen(typescript_type = "ToolSpec[]")]
+    pub type JsToolSpecs;
+    /// `CallRecord[]`.
+    #[wasm_bindgen(typescript_type = "CallRecord[]")]
+    pub type JsCallRecords;
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Definition {
+    name: String,
+    description: String,
+    #[serde(default)]
+    parameters: Option<Value>,
+    #[serde(default)]
+    risk: Risk,
+    #[serde(default)]
+    global: bool,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Options {
+    max_settle_ms: Option<u32>,
+    reconnect_base_ms: Option<u32>,
+    reconnect_max_ms: Option<u32>,
+}
+
+// Values cross the boundary as JSON text (`JSON.stringify`/`JSON.parse`): it reuses the
+// serde_json code the runtime needs anyway, where a second (de)serializer for JS values would
+// add tens of kilobytes to the module.
+
+fn to_js<T: Serialize>(value: &T) -> JsValue {
+    serde_json::to_string(value).ok().and_then(|text| js_sys::JSON::parse(&text).ok()).unwrap_or(JsValue::NULL)
+}
+
+fn from_js<T: serde::de::DeserializeOwned>(value: JsValue, what: &str) -> Result<T, JsError> {
+    let text = js_sys::JSON::stringify(&value)
+        .ok()
+        .and_then(|text| text.as_string())
+        .ok_or_else(|| JsError::new(&format!("invalid {what}: not JSON-serialisable")))?;
+    serde_json::from_str(&text).map_err(|error| JsError::new(&format!("invalid {what}: {error}")))
+}
+
+fn definition(value: JsValue) -> Result<ToolDef, JsError> {
+    let d: Definition = from_js(value, "tool definition")?;
+    let mut def = ToolDef::new(d.name, d.description).risk(d.risk).global(d.global);
+    if let Some(parameters) = d.parameters {
+        def = def.parameters(parameters);
+    }
+    if let Some(timeout_ms) = d.timeout_ms {
+        def = def.timeout_ms(timeout_ms);
+    }
+    Ok(def)
+}
+
+fn error_text(error: &JsValue) -> String {
+    error
+        .dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| error.as_string())
+        .unwrap_or_else(|| "the handler failed".into())
+}
+
+/// Calls a JS function and awaits its result if it is a Promise.
+async fn call_js(function: &js_sys::Function, args: &[JsValue]) -> Result<JsValue, String> {
+    let array: js_sys::Array = args.iter().collect();
+    let value = function.apply(&JsValue::NULL, &array).map_err(|e| error_text(&e))?;
+    match value.dyn_into::<js_sys::Promise>() {
+        Ok(promise) => JsFuture::from(promise).await.map_err(|e| error_text(&e)),
+        Err(value) => Ok(value),
+    }
+}
+
+fn handler(function: js_sys::Function) -> crate::Handler {
+    let function = Rc::new(function);
+    Rc::new(move |args: Value| -> LocalFuture<Result<Value, String>> {
+        let function = function.clone();
+        Box::pin(async move {
+            let output = call_js(&function, &[to_js(&args)]).await?;
+            if output.is_undefined() {
+                return Ok(Value::Null);
+            }
+            from_js(output, "handler result").map_err(|_| "the handler returned a value that is not JSON".to_string())
+        })
+    })
+}
+
+fn function(value: JsValue, what: &str) -> Result<js_sys::Function, JsError> {
+    value.dyn_into::<js_sys::Function>().map_err(|_| JsError::new(&format!("{what} must be a function")))
+}
+
+fn decision(answer: Result<JsValue, String>) -> ApprovalDecision {
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(error) => {
+            return ApprovalDecision::Rejected { reason: Some(format!("the approval callback failed: {error}")) };
+        }
+    };
+    if answer.as_bool() == Some(true) {
+        return ApprovalDecision::Approved;
+    }
+    if answer.as_string().as_deref() == Some("dismissed") {
+        return ApprovalDecision::Dismissed;
+    }
+    let approved = js_sys::Reflect::get(&answer, &"approved".into()).ok().and_then(|v| v.as_bool());
+    let reason = js_sys::Reflect::get(&answer, &"reason".into()).ok().and_then(|v| v.as_string());
+    if approved == Some(true) { ApprovalDecision::Approved } else { ApprovalDecision::Rejected { reason } }
+}
+
+fn error_object(error: &WebError) -> JsValue {
+    let (kind, event) = match error {
+        WebError::Registry(tether_core::CoreError::ToolLimit { .. }) => ("registry", Some(tether_core::LIMIT_EVENT)),
+        WebError::Registry(_) => ("registry", Some("tool.registry.refused")),
+        WebError::Server { .. } => ("server", None),
+        WebError::Connection(_) => ("connection", None),
+        WebError::Protocol(_) => ("protocol", None),
+        WebError::ResultsLost { .. } => ("resultsLost", None),
+    };
+    to_js(&serde_json::json!({"kind": kind, "message": error.to_string(), "event": event}))
+}
+
+/// The Tether browser runtime for JavaScript.
+#[wasm_bindgen]
+pub struct TetherClient {
+    client: Client,
+}
+
+#[wasm_bindgen]
+impl TetherClient {
+    /// A client for the server at `url` (e.g. `ws://localhost:8787/ws`). Call `connect()`.
+    #[wasm_bindgen(constructor)]
+    pub fn new(url: String, options: Option<JsClientOptions>) -> Result<TetherClient, JsError> {
+        let options: Options = match options {
+            Some(options) if !JsValue::from(options.clone()).is_undefined() => from_js(options.into(), "options")?,
+            _ => Options::default(),
+        };
+        let mut config = ClientConfig::new(url);
+        config.max_settle_ms = options.max_settle_ms.unwrap_or(config.max_settle_ms);
+        config.reconnect_base_ms = options.reconnect_base_ms.unwrap_or(config.reconnect_base_ms);
+        config.reconnect_max_ms = options.reconnect_max_ms.unwrap_or(config.reconnect_max_ms);
+        Ok(TetherClient { client: Client::new(config) })
+    }
+
+    /// Opens the connection; reconnects until `disconnect()`.
+    pub fn connect(&self) {
+        self.client.connect();
+    }
+
+    /// Closes the connection and stops reconnecting.
+    pub fn disconnect(&self) {
+        self.client.disconnect();
+    }
+
+    /// A fresh owner id for a component.
+    #[wasm_bindgen(js_name = newOwner)]
+    pub fn new_owner(&self) -> f64 {
+        self.client.new_owner().0 as f64
+    }
+
+    /// Registers a tool for `owner`. Throws when refused (over the cap, invalid name or schema);
+    /// the refusal is also reported to `onError` and subscribers.
+    #[wasm_bindgen(js_name = registerTool)]
+    pub fn register_tool(
+        &self,
+        owner: f64,
+        definition: JsToolDefinition,
+        handler: JsToolHandler,
+    ) -> Result<(), JsError> {
+        let def = self::definition(definition.into())?;
+        let handler = self::handler(function(handler.into(), "handler")?);
+        self.client
+            .register_handler(tether_core::OwnerId(owner as u64), def, handler)
+            .map_err(|e| JsError::new(&e.to_string()))
+    }
+
+    /// Registers a resolver group: `definitions[i]` (named `prefix_name`) runs `handlers[i]`,
+    /// with `hooks` around every call. Throws the first refusal, after registering the rest.
+    #[wasm_bindgen(js_name = registerResolver)]
+    pub fn register_resolver(
+        &self,
+        owner: f64,
+        prefix: String,
+        definitions: JsToolDefinitions,
+        handlers: JsToolHandlers,
+        hooks: Option<JsResolverHooks>,
+    ) -> Result<(), JsError> {
+        let definitions: js_sys::Array =
+            JsValue::from(definitions).dyn_into().map_err(|_| JsError::new("definitions must be an array"))?;
+        let handlers: js_sys::Array =
+            JsValue::from(handlers).dyn_into().map_err(|_| JsError::new("handlers must be an array"))?;
+        if definitions.length() != handlers.length() {
+            return Err(JsError::new("definitions and handlers must have the same length"));
+        }
+        let mut tools = Vec::new();
+        for (def, handler) in definitions.iter().zip(handlers.iter()) {
+            tools.push((definition(def)?, self::handler(function(handler, "handler")?)));
+        }
+        let hooks = hooks.map(JsValue::from).filter(|h| !h.is_undefined() && !h.is_null());
+        let get = |name: &str| -> Option<js_sys::Function> {
+            hooks.as_ref().and_then(|h| js_sys::Reflect::get(h, &name.into()).ok()).and_then(|f| f.dyn_into().ok())
+        };
+        let mut resolver = ResolverHooks::default();
+        if let Some(before) = get("onBeforeAnyCall") {
+            let before = Rc::new(before);
+            resolver.before = Some(Rc::new(move |tool: &str, args: &Value| -> LocalFuture<Result<(), String>> {
+                let (before, tool, args) = (before.clone(), JsValue::from_str(tool), to_js(args));
+                Box::pin(async move {
+                    match call_js(&before, &[tool, args]).await? {
+                        refusal if refusal.is_string() => Err(refusal.as_string().unwrap_or_default()),
+                        _ => Ok(()),
+                    }
+                })
+            }));
+        }
+        if let Some(after) = get("onAfterAnyCall") {
+            resolver.after = Some(Rc::new(move |tool: &str, output: &Value| {
+                let _ = after.call2(&JsValue::NULL, &tool.into(), &to_js(output));
+            }));
+        }
+        if let Some(on_error) = get("onErrorAnyCall") {
+            resolver.error = Some(Rc::new(move |tool: &str, error: &str| {
+                let _ = on_error.call2(&JsValue::NULL, &tool.into(), &error.into());
+            }));
+        }
+        let results = self.client.register_resolver(tether_core::OwnerId(owner as u64), &prefix, tools, resolver);
+        match results.into_iter().find_map(Result::err) {
+            Some(error) => Err(JsError::new(&error.to_string())),
+            None => Ok(()),
+        }
+    }
+
+    /// Removes every non-global tool of `owner` and aborts their calls in flight.
+    #[wasm_bindgen(js_name = unregisterOwner)]
+    pub fn unregister_owner(&self, owner: f64) {
+        self.client.unregister_owner(tether_core::OwnerId(owner as u64));
+    }
+
+    /// Removes one tool of `owner`.
+    #[wasm_bindgen(js_name = unregisterTool)]
+    pub fn unregister_tool(&self, owner: f64, name: String) {
+        self.client.unregister(tether_core::OwnerId(owner as u64), &name);
+    }
+
+    /// Sets the approval callback for high and critical tools.
+    #[wasm_bindgen(js_name = setApprover)]
+    pub fn set_approver(&self, approver: JsApprover) -> Result<(), JsError> {
+        let approver = Rc::new(function(approver.into(), "approver")?);
+        self.client.set_approver(Rc::new(
+            move |request: tether_core::ApprovalRequest| -> LocalFuture<ApprovalDecision> {
+                let approver = approver.clone();
+                let view = to_js(&crate::ApprovalView::from(&request));
+                Box::pin(async move { decision(call_js(&approver, &[view]).await) })
+            },
+        ));
+        Ok(())
+    }
+
+    /// Sets the callback told about low-risk calls as they run.
+    #[wasm_bindgen(js_name = onNotify)]
+    pub fn on_notify(&self, callback: JsNotify) -> Result<(), JsError> {
+        let callback = function(callback.into(), "callback")?;
+        self.client.on_notify(move |notification| {
+            let _ = callback.call1(&JsValue::NULL, &to_js(notification));
+        });
+        Ok(())
+    }
+
+    /// Sets the error callback (refused tools, server errors, connection problems).
+    #[wasm_bindgen(js_name = onError)]
+    pub fn on_error(&self, callback: JsOnError) -> Result<(), JsError> {
+        let callback = function(callback.into(), "callback")?;
+        self.client.on_error(move |error| {
+            let _ = callback.call1(&JsValue::NULL, &error_object(error));
+        });
+        Ok(())
+    }
+
+    /// Subscribes to every event; returns an id for `unsubscribe`.
+    pub fn subscribe(&self, listener: JsListener) -> Result<u32, JsError> {
+        let listener = function(listener.into(), "listener")?;
+        Ok(self.client.subscribe(move |event| {
+            let _ = listener.call1(&JsValue::NULL, &to_js(event));
+        }))
+    }
+
+    /// Removes a subscription.
+    pub fn unsubscribe(&self, id: u32) {
+        self.client.unsubscribe(id);
+    }
+
+    /// Sends the user's message (queued until connected).
+    #[wasm_bindgen(js_name = sendMessage)]
+    pub fn send_message(&self, text: String) {
+        self.client.send_message(&text);
+    }
+
+    /// The tools as the model sees them now.
+    pub fn tools(&self) -> JsToolSpecs {
+        to_js(&self.client.tools()).unchecked_into()
+    }
+
+    /// The most recent finished calls.
+    #[wasm_bindgen(js_name = recentCalls)]
+    pub fn recent_calls(&self) -> JsCallRecords {
+        to_js(&self.client.recent_calls()).unchecked_into()
+    }
+
+    /// The session id, once connected.
+    #[wasm_bindgen(js_name = sessionId)]
+    pub fn session_id(&self) -> Option<String> {
+        self.client.session_id()
+    }
+}
