@@ -7,6 +7,7 @@
 
 pub mod agent;
 mod config;
+pub mod declarative;
 mod error;
 pub mod model;
 mod server;
@@ -18,6 +19,7 @@ pub use agent::hooks::{
 };
 pub use agent::{AgentLoop, DEFAULT_MAX_TURNS, DEFAULT_SYSTEM_PROMPT, RunOutcome, RunSink, ToolHost};
 pub use config::ServerConfig;
+pub use declarative::{DeclarativeHooks, HookConfig};
 pub use error::ServerError;
 pub use model::{
     ChatMessage, ChatModel, ChatRequest, ModelReply, ModelToolCall, OpenAiConfig, OpenAiProvider, ScriptedModel,

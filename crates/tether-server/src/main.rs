@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use tether_server::{AgentLoop, ChatModel, OpenAiConfig, OpenAiProvider, ScriptedModel, ServerConfig, TetherServer};
+use tether_server::{
+    AgentLoop, ChatModel, DeclarativeHooks, HookConfig, OpenAiConfig, OpenAiProvider, ScriptedModel, ServerConfig,
+    TetherServer,
+};
 
 #[derive(Debug, Parser)]
 #[command(name = "tether", version, about = "The Tether agent server")]
@@ -26,7 +29,7 @@ struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8787")]
     addr: String,
     /// `scripted` for the built-in deterministic model (not an LLM), or the base URL of an
-    /// OpenAI-compatible server, e.g. http://127.0.0.1:8080 or https://api.openai.com/v1.
+    /// OpenAI-compatible server, e.g. `http://127.0.0.1:8080` or `https://api.openai.com/v1`.
     #[arg(long, default_value = "scripted")]
     model: String,
     /// Name of the environment variable that holds the provider's API key.
@@ -35,9 +38,10 @@ struct ServeArgs {
     /// The `model` field sent to the provider.
     #[arg(long, default_value = "default")]
     model_name: String,
-    /// Declarative hooks (Azure SRE Agent format).
+    /// Declarative hooks file (Azure SRE Agent format: a `hooks:` block and/or an ExtendedAgent
+    /// document with `spec.hooks`); may be given several times. See docs/hooks.md.
     #[arg(long)]
-    hooks: Option<PathBuf>,
+    hooks: Vec<PathBuf>,
     /// Directory of static pages to serve at / (e.g. a built storefront).
     #[arg(long = "static")]
     static_dir: Option<PathBuf>,
@@ -66,12 +70,26 @@ fn model(args: &ServeArgs) -> Result<Arc<dyn ChatModel>> {
 
 #[allow(clippy::print_stdout)]
 async fn serve(args: ServeArgs) -> Result<()> {
-    if args.hooks.is_some() {
-        bail!("--hooks: declarative hooks are not available in this build yet");
-    }
     let model = model(&args)?;
     let model_name = model.name().to_string();
-    let agent = AgentLoop::new(model).with_max_turns(args.max_turns);
+    let mut agent = AgentLoop::new(model.clone()).with_max_turns(args.max_turns);
+    if !args.hooks.is_empty() {
+        // Invalid hooks refuse to start the server, with a message naming the hook and the field.
+        let mut config = HookConfig::default();
+        for path in &args.hooks {
+            config.extend(HookConfig::load(path)?)?;
+        }
+        let declarative = DeclarativeHooks::new(config, model)?;
+        if let Some(name) = declarative.agent_name() {
+            agent = agent.with_agent_name(name);
+        }
+        tracing::info!(
+            "loaded {} declarative hook(s) from {}",
+            declarative.specs().count(),
+            args.hooks.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        );
+        agent = agent.with_hooks(declarative.hooks());
+    }
     let config = ServerConfig { max_active_tools: args.max_active_tools, ..ServerConfig::default() };
     let mut server = TetherServer::new(config, agent);
     if let Some(dir) = &args.static_dir {

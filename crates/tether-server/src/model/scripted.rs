@@ -6,7 +6,9 @@
 //! from earlier tool results, and answers once the goal tool has run. When the goal tool is not
 //! on screen it uses a navigation tool first. It understands the storefront ("add the red mug to
 //! my cart", "show my cart", "remove the mug", "check out", "go to the product page for …") and
-//! the travel example ("book me the most comfortable seat to Mar del Plata on Friday").
+//! the travel example ("book me the most comfortable seat to Mar del Plata on Friday"), and a
+//! request to run a shell command ("run `ls -la`") through a tool that takes a `command` argument
+//! (used to show declarative hooks end to end).
 
 use serde_json::{Map, Value};
 use tether_protocol::ToolSpec;
@@ -69,6 +71,7 @@ enum Intent {
     GoHome,
     BookTrip,
     FindTrains,
+    RunCommand,
     Unknown,
 }
 
@@ -76,9 +79,41 @@ fn has(text: &str, words: &[&str]) -> bool {
     words.iter().any(|w| text.contains(w))
 }
 
+/// The shell command a request asks to run: the text in backticks of a request to run or
+/// execute something, or what follows "run the command" / "execute the command".
+fn command_in(text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    if !has(&lower, &["run", "execute"]) {
+        return None;
+    }
+    let command = if let Some(start) = text.find('`') {
+        let rest = &text[start + 1..];
+        rest[..rest.find('`')?].trim()
+    } else {
+        let at =
+            ["run the command ", "execute the command "].iter().find_map(|m| lower.find(m).map(|at| at + m.len()))?;
+        text[at..].trim()
+    };
+    (!command.is_empty()).then(|| command.to_string())
+}
+
+/// The argument of a tool that takes a shell command (`command`, `cmd`, `script`), if it has one.
+fn command_property(tool: &ToolSpec) -> Option<&str> {
+    let properties = tool.parameters.get("properties")?.as_object()?;
+    properties
+        .iter()
+        .find(|(name, schema)| {
+            matches!(name.to_lowercase().as_str(), "command" | "cmd" | "script" | "command_line" | "commandline")
+                && schema.get("type").and_then(Value::as_str).is_none_or(|kind| kind == "string")
+        })
+        .map(|(name, _)| name.as_str())
+}
+
 fn intent_of(text: &str) -> Intent {
     let t = text.to_lowercase();
-    if has(&t, &["check out", "checkout", "place the order", "place my order", "pay for"]) {
+    if command_in(text).is_some() {
+        Intent::RunCommand
+    } else if has(&t, &["check out", "checkout", "place the order", "place my order", "pay for"]) {
         Intent::Checkout
     } else if has(&t, &["clear", "empty"]) && t.contains("cart") {
         Intent::ClearCart
@@ -170,6 +205,13 @@ fn goal_tool(intent: Intent, tools: &[ToolSpec]) -> Option<&ToolSpec> {
         Intent::GoHome => best_tool(tools, &[&["home"]], &["go", "open", "navigate"], &[]),
         Intent::BookTrip => best_tool(tools, &[&["book"]], &["ticket", "seat", "train"], &[]),
         Intent::FindTrains => best_tool(tools, &[&["train"], &["find", "list", "search"]], &[], &["book"]),
+        Intent::RunCommand => {
+            let shell_words = ["shell", "bash", "command", "execute", "terminal", "run"];
+            tools
+                .iter()
+                .filter(|t| command_property(t).is_some())
+                .min_by_key(|t| std::cmp::Reverse(tool_score(t, &[], &shell_words, &[]).unwrap_or(0)))
+        }
         Intent::Unknown => None,
     }
 }
@@ -285,8 +327,13 @@ fn fill_args(tool: &ToolSpec, intent: Intent, request_text: &str, steps: &[Step<
         .and_then(Value::as_array)
         .map(|r| r.iter().filter_map(Value::as_str).map(String::from).collect())
         .unwrap_or_default();
+    let command = (intent == Intent::RunCommand).then(|| command_in(request_text)).flatten();
     for (name, schema) in &properties {
         let lower = name.to_lowercase();
+        if let Some(command) = command.as_ref().filter(|_| command_property(tool) == Some(name.as_str())) {
+            args.insert(name.clone(), Value::String(command.clone()));
+            continue;
+        }
         let kind = schema.get("type").and_then(Value::as_str).unwrap_or("");
         let choices = options(schema);
         let value = if !choices.is_empty() {
@@ -364,33 +411,42 @@ fn summary(result: &str) -> String {
 /// What a Stop hook asked for, if its feedback says the answer must end with a marker.
 fn required_ending(feedback: &str) -> Option<String> {
     let lower = feedback.to_lowercase();
-    let at = ["ends with", "end with", "ending with"]
+    let at = ["ends with", "end with", "ending with", "end your response with", "end your answer with"]
         .iter()
         .filter_map(|phrase| lower.find(phrase).map(|at| at + phrase.len()))
         .min()?;
     let rest = feedback[at..].trim_start();
-    let marker = if let Some(quoted) = rest.strip_prefix('"') {
-        quoted.split('"').next()?.to_string()
-    } else if let Some(quoted) = rest.strip_prefix('`') {
-        quoted.split('`').next()?.to_string()
+    let marker = if let Some(quote) = rest.chars().next().filter(|c| matches!(c, '"' | '`' | '\'')) {
+        rest[1..].split(quote).next()?.to_string()
     } else {
-        rest.split_whitespace().next()?.trim_end_matches(['.', ',']).to_string()
+        // Unquoted: the rest of the line, up to the end of the sentence.
+        let line = rest.lines().next()?;
+        let end = ["? ", ". ", "! ", ", ", "; "].iter().filter_map(|stop| line.find(stop)).min().unwrap_or(line.len());
+        line[..end].trim_end().trim_end_matches(['.', ',', '?', '!', ';']).trim_end().to_string()
     };
     (!marker.is_empty()).then_some(marker)
 }
 
-/// A judge's verdict when the built-in model serves a prompt hook (`$ARGUMENTS` holds the context).
-fn judge(prompt: &str) -> Option<ModelReply> {
+/// The hook context inside a judge prompt: the first JSON object with `hook_event_name`, and
+/// where it lies in the prompt.
+fn hook_context(prompt: &str) -> Option<(Value, std::ops::Range<usize>)> {
     if !prompt.contains("\"hook_event_name\"") {
         return None;
     }
-    let context_start = prompt.find('{')?;
-    let context: Value = serde_json::from_str(prompt[context_start..].trim()).ok().or_else(|| {
-        let end = prompt.rfind('}')?;
-        serde_json::from_str(&prompt[context_start..=end]).ok()
-    })?;
-    let instructions = &prompt[..context_start];
-    let verdict = match (required_ending(instructions), context.get("final_output").and_then(Value::as_str)) {
+    prompt.match_indices('{').find_map(|(start, _)| {
+        let mut values = serde_json::Deserializer::from_str(&prompt[start..]).into_iter::<Value>();
+        let value = values.next()?.ok()?;
+        let end = start + values.byte_offset();
+        value.get("hook_event_name").is_some().then_some((value, start..end))
+    })
+}
+
+/// A judge's verdict when the built-in model serves a prompt hook (`$ARGUMENTS` holds the context).
+fn judge(prompt: &str) -> Option<ModelReply> {
+    let (context, span) = hook_context(prompt)?;
+    // The instructions are the prompt around the context (before and after `$ARGUMENTS`).
+    let instructions = format!("{}\n{}", &prompt[..span.start], &prompt[span.end..]);
+    let verdict = match (required_ending(&instructions), context.get("final_output").and_then(Value::as_str)) {
         (Some(marker), Some(output)) if !output.trim_end().ends_with(&marker) => {
             serde_json::json!({"ok": false, "reason": format!("The answer must end with \"{marker}\".")})
         }
@@ -642,6 +698,55 @@ mod tests {
         ];
         let reply = respond(&ChatRequest { messages, tools: vec![] });
         assert_eq!(reply.text, format!("{SCRIPTED_PREFIX}Hi there. [DONE]"));
+    }
+
+    #[test]
+    fn runs_a_shell_command_only_through_a_tool_that_takes_one() {
+        let shell = tool(
+            "ExecuteShellCommand",
+            "Runs a shell command.",
+            json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
+        );
+        let mut tools = storefront_home();
+        tools.push(shell);
+        let reply = respond(&ChatRequest { messages: vec![user("please run `sudo rm -rf /tmp/x`")], tools });
+        assert_eq!(first_call(&reply), ("ExecuteShellCommand", &json!({"command": "sudo rm -rf /tmp/x"})));
+        let reply = respond(&ChatRequest {
+            messages: vec![user("execute the command ls -la")],
+            tools: vec![tool(
+                "Bash",
+                "Bash.",
+                json!({"type": "object", "properties": {"command": {"type": "string"}}}),
+            )],
+        });
+        assert_eq!(first_call(&reply), ("Bash", &json!({"command": "ls -la"})));
+        // No tool takes a command: nothing is called, whatever the names say.
+        let reply = respond(&ChatRequest { messages: vec![user("run `ls`")], tools: storefront_home() });
+        assert!(reply.tool_calls.is_empty(), "{reply:?}");
+    }
+
+    #[test]
+    fn reads_required_endings_quoted_or_not() {
+        assert_eq!(required_ending("End your response with 'Task complete.'").as_deref(), Some("Task complete."));
+        assert_eq!(required_ending("It must end with `[DONE]`, always").as_deref(), Some("[DONE]"));
+        assert_eq!(
+            required_ending("Does it end with === RESPONSE COMPLETE ===?\nIf yes: ok").as_deref(),
+            Some("=== RESPONSE COMPLETE ===")
+        );
+        assert_eq!(required_ending("Answers must end with [DONE]. Be brief.").as_deref(), Some("[DONE]"));
+        assert_eq!(required_ending("Be brief."), None);
+    }
+
+    #[test]
+    fn judges_with_the_context_in_the_middle_of_the_prompt() {
+        let context = json!({"agent_name": "a", "final_output": "4", "hook_event_name": "Stop"});
+        let prompt = format!(
+            "Check the agent response below.\n\n{context}\n\nDoes it end with === RESPONSE COMPLETE ===?\nIf yes: {{\"ok\": true}}"
+        );
+        let reply = respond(&ChatRequest { messages: vec![user(&prompt)], tools: vec![] });
+        let verdict: Value = serde_json::from_str(&reply.text).unwrap();
+        assert_eq!(verdict["ok"], false);
+        assert!(verdict["reason"].as_str().unwrap().contains("=== RESPONSE COMPLETE ==="), "{verdict}");
     }
 
     #[test]

@@ -1,0 +1,126 @@
+//! Per-run state of declarative hooks: the transcript file hooks read through
+//! `execution_summary`, and what a `PreToolUse` hook left for the `PostToolUse` stage.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::model::ChatMessage;
+
+/// Most runs whose transcripts are kept; the oldest file is deleted beyond that.
+pub(crate) const MAX_TRACKED_RUNS: usize = 256;
+
+/// What is kept for one run.
+#[derive(Debug, Default)]
+pub(crate) struct RunRecord {
+    /// The conversation as of the last model call, system prompt first.
+    snapshot: Vec<ChatMessage>,
+    /// Tool results since that call, rendered.
+    tail: Vec<String>,
+    /// Calls a `PreToolUse` hook blocked (their `PostToolUse` hooks do not run).
+    pub(crate) blocked_calls: HashSet<String>,
+    /// `additionalContext` from `PreToolUse` hooks, by call id, injected with the result.
+    pub(crate) pending_context: HashMap<String, Vec<String>>,
+}
+
+/// Every tracked run, and where their transcripts go.
+#[derive(Debug)]
+pub(crate) struct Transcripts {
+    dir: PathBuf,
+    runs: HashMap<String, RunRecord>,
+    order: VecDeque<String>,
+}
+
+/// Renders the conversation as plain text, one labelled block per message.
+pub(crate) fn render(messages: &[ChatMessage], out: &mut String) {
+    for message in messages {
+        match message {
+            ChatMessage::System { content } => {
+                let _ = writeln!(out, "[system]\n{content}");
+            }
+            ChatMessage::User { content } => {
+                let _ = writeln!(out, "[user]\n{content}");
+            }
+            ChatMessage::Assistant { content, tool_calls } => {
+                let _ = writeln!(out, "[assistant]\n{content}");
+                for call in tool_calls {
+                    let _ = writeln!(out, "[assistant called tool {} ({})] {}", call.name, call.id, call.arguments);
+                }
+            }
+            ChatMessage::Tool { call_id, name, content } => {
+                let _ = writeln!(out, "[tool {name} ({call_id}) returned]\n{content}");
+            }
+        }
+    }
+}
+
+/// A file name from a run id: letters, digits, `-`, `_` and `.` kept, the rest replaced.
+fn file_name(run_id: &str) -> String {
+    let safe: String =
+        run_id.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') { c } else { '_' }).collect();
+    format!("{safe}.txt")
+}
+
+impl Transcripts {
+    /// Transcripts written under `dir`.
+    pub(crate) fn new(dir: PathBuf) -> Self {
+        Transcripts { dir, runs: HashMap::new(), order: VecDeque::new() }
+    }
+
+    /// The path of a run's transcript.
+    pub(crate) fn path(&self, run_id: &str) -> PathBuf {
+        self.dir.join(file_name(run_id))
+    }
+
+    /// The record of a run, created (and the oldest one dropped) when it is new.
+    pub(crate) fn run(&mut self, run_id: &str) -> &mut RunRecord {
+        if !self.runs.contains_key(run_id) {
+            self.order.push_back(run_id.to_string());
+            while self.order.len() > MAX_TRACKED_RUNS {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.runs.remove(&oldest);
+                    let _ = std::fs::remove_file(self.path(&oldest));
+                }
+            }
+        }
+        self.runs.entry(run_id.to_string()).or_default()
+    }
+
+    /// Records the conversation the model is about to read.
+    pub(crate) fn snapshot(&mut self, run_id: &str, messages: &[ChatMessage]) {
+        let run = self.run(run_id);
+        run.snapshot = messages.to_vec();
+        run.tail.clear();
+    }
+
+    /// Records a tool result the model will read.
+    pub(crate) fn add_result(&mut self, run_id: &str, tool: &str, call_id: &str, content: &str) {
+        self.run(run_id).tail.push(format!("[tool {tool} ({call_id}) returned]\n{content}\n"));
+    }
+
+    /// The transcript text of a run so far, with `extra` at the end; `messages` replaces the
+    /// snapshot when given (the Stop gate has the whole conversation).
+    pub(crate) fn text(&mut self, run_id: &str, messages: Option<&[ChatMessage]>, extra: &str) -> String {
+        let run = self.run(run_id);
+        let mut text = String::new();
+        match messages {
+            Some(messages) => render(messages, &mut text),
+            None => {
+                render(&run.snapshot, &mut text);
+                for line in &run.tail {
+                    text.push_str(line);
+                }
+            }
+        }
+        text.push_str(extra);
+        text
+    }
+}
+
+/// Writes a transcript file (readable by its owner only).
+pub(crate) fn write(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    file.write_all(text.as_bytes())
+}

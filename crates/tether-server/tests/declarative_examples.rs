@@ -1,0 +1,245 @@
+//! The examples in `examples/hooks/`, each shown end to end: through the agent loop with the
+//! scripted model, and `extended-agent.yaml` through the real `tether serve --hooks` binary over a
+//! WebSocket (a Stop rejection and a PostToolUse block).
+
+mod common;
+mod declarative_support;
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use declarative_support::*;
+use serde_json::{Value, json};
+use tether_protocol::{HookDecidedBy, ResultStatus, RunStatus, ServerFrame};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+#[tokio::test]
+async fn stop_prompt_marker_sends_the_answer_back_until_it_ends_with_the_marker() {
+    let hooks = example("stop-prompt-marker.yaml");
+    let run = run(&agent(&hooks), &ShellHost::new(), "hello").await;
+    assert_eq!(run.outcome.status, RunStatus::Completed);
+    assert!(run.outcome.answer.ends_with("=== RESPONSE COMPLETE ==="), "{}", run.outcome.answer);
+    let feedback = run.hook_messages();
+    assert_eq!(feedback.len(), 1, "{feedback:?}");
+    assert!(feedback[0].starts_with("[hook Stop agent.Stop[0] rejected the answer]"), "{feedback:?}");
+    let audits = run.audits();
+    assert_eq!(audits.iter().map(|a| a.decision.as_str()).collect::<Vec<_>>(), ["block", "allow"]);
+    assert!(audits.iter().all(|a| a.decided_by == HookDecidedBy::Hook && a.exit_code.is_none()));
+}
+
+#[tokio::test]
+async fn post_tool_use_policy_blocks_dangerous_shell_commands() {
+    require_python3();
+    let hooks = example("post-tool-use-policy.yaml");
+    for command in ["rm -rf /srv/data", "sudo ls /root", "chmod 777 /srv", "cd /tmp && rm -fr cache"] {
+        let host = ShellHost::new();
+        let run = run(&agent(&hooks), &host, &format!("run `{command}`")).await;
+        let read = run.tool_messages();
+        assert!(read[0].starts_with("[denied] Blocked by policy: "), "{command}: {read:?}");
+        assert!(!run.model_read().contains(RAW_RESULT), "{command}: the result leaked");
+        assert_eq!(run.audits()[0].decision, "block");
+    }
+    for command in ["ls -la", "rm notes.txt", "chmod 755 bin/tool"] {
+        let run = run(&agent(&hooks), &ShellHost::new(), &format!("run `{command}`")).await;
+        assert_eq!(run.tool_messages(), [RAW_RESULT], "{command}");
+        assert_eq!(run.audits()[0].decision, "allow");
+    }
+}
+
+/// Collects what is logged while it is the thread's default subscriber.
+#[derive(Clone, Default)]
+struct Log(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Log {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn post_tool_use_audit_logs_to_stderr_and_injects_additional_context() {
+    require_python3();
+    let log = Log::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let hooks = example("post-tool-use-audit.yaml");
+    let ok = run(&agent(&hooks), &ShellHost::new(), "run `uptime`").await;
+    assert_eq!(
+        ok.hook_messages(),
+        [
+            "[hook PostToolUse agent.PostToolUse[0] added context] [AUDIT] Tool 'ExecuteShellCommand' succeeded; the call was logged."
+        ]
+    );
+    assert_eq!(ok.tool_messages(), [RAW_RESULT], "auditing does not change the result");
+    let failed = run(&agent(&hooks), &ShellHost::with_status(ResultStatus::Error), "run `false`").await;
+    assert!(failed.hook_messages()[0].contains("'ExecuteShellCommand' failed"), "{:?}", failed.hook_messages());
+
+    let logged = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    assert!(logged.contains("[audit] turn 1: ExecuteShellCommand succeeded"), "{logged}");
+    assert!(logged.contains("[audit] turn 1: ExecuteShellCommand failed"), "{logged}");
+}
+
+#[tokio::test]
+async fn stop_command_jq_rejects_with_exit_2_until_the_answer_ends_right() {
+    require_jq();
+    let hooks = example("stop-command-jq.yaml");
+    let run = run(&agent(&hooks), &ShellHost::new(), "hello").await;
+    assert_eq!(run.outcome.status, RunStatus::Completed);
+    assert!(run.outcome.answer.ends_with("Task complete."), "{}", run.outcome.answer);
+    assert_eq!(
+        run.hook_messages(),
+        ["[hook Stop agent.Stop[0] rejected the answer] Your answer must end with \"Task complete.\""]
+    );
+    let audits = run.audits();
+    assert_eq!((audits[0].decision.as_str(), audits[0].exit_code), ("block", Some(2)));
+    assert_eq!((audits[1].decision.as_str(), audits[1].exit_code), ("allow", Some(0)));
+}
+
+#[tokio::test]
+async fn two_levels_run_agent_level_hooks_first() {
+    let hooks = example("two-levels.yaml");
+    assert_eq!(hooks.agent_name(), Some("two_level_agent"));
+    let run = run(&agent(&hooks), &ShellHost::new(), "run `ls`").await;
+    assert_eq!(
+        run.hook_messages(),
+        [
+            "[hook PostToolUse agent.PostToolUse[0] added context] agent-level audit",
+            "[hook PostToolUse custom_agent.PostToolUse[0] added context] custom-agent-level audit",
+        ]
+    );
+}
+
+/// The `tether` binary, started with `--hooks`; killed when dropped.
+struct Served {
+    child: tokio::process::Child,
+    addr: String,
+}
+
+impl Served {
+    /// The server's own directory for hooks (scripts, transcripts, working directories).
+    fn hooks_dir(&self) -> Option<std::path::PathBuf> {
+        let prefix = format!("tether-hooks-{}-", self.child.id().unwrap());
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .find(|entry| entry.file_name().to_string_lossy().starts_with(&prefix))
+            .map(|entry| entry.path())
+    }
+
+    /// Stops the server as Ctrl-C would and waits for it to exit.
+    async fn interrupt(mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id().unwrap() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        let status = tokio::time::timeout(common::WAIT, self.child.wait()).await.unwrap().unwrap();
+        assert!(status.success(), "{status:?}");
+    }
+}
+
+async fn serve(hooks_file: &str) -> Served {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
+        .args(["serve", "--model", "scripted", "--addr", "127.0.0.1:0", "--hooks", hooks_file])
+        // A secret in the server's environment, which hooks must never see.
+        .env("TETHER_TEST_PROVIDER_KEY", "sk-not-for-hooks")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(common::WAIT, lines.next_line()).await.unwrap().unwrap().expect("a listening line");
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    Served { child, addr }
+}
+
+fn shell_tool() -> tether_protocol::ToolSpec {
+    common::tool(
+        "ExecuteShellCommand",
+        "Runs a shell command and returns its output.",
+        json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
+    )
+}
+
+#[tokio::test]
+async fn tether_serve_with_hooks_blocks_a_tool_result_and_rejects_an_answer_over_a_websocket() {
+    require_python3();
+    let file = examples_dir().join("extended-agent.yaml");
+    let served = serve(file.to_str().unwrap()).await;
+    let mut client = common::Client::connect(&format!("ws://{}/ws", served.addr)).await;
+    client.hello(None).await;
+    client.context(1, vec![shell_tool()]).await;
+    client.say("run `sudo rm -rf /var/lib/app`").await;
+    let call = client.tool_call().await;
+    assert_eq!(
+        (call.name.as_str(), &call.args),
+        ("ExecuteShellCommand", &json!({"command": "sudo rm -rf /var/lib/app"}))
+    );
+    client.result(&call.call_id, ResultStatus::Ok, json!(RAW_RESULT)).await;
+
+    let mut events: Vec<Value> = Vec::new();
+    let mut answer = String::new();
+    let status = client
+        .recv_until(|frame| {
+            let text = serde_json::to_string(frame).unwrap();
+            assert!(!text.contains(RAW_RESULT), "the blocked result reached the client: {text}");
+            match frame {
+                ServerFrame::Event(event) => {
+                    events.push(serde_json::to_value(&event.event).unwrap());
+                    None
+                }
+                ServerFrame::AgentMessage(message) => {
+                    answer.push_str(&message.delta);
+                    message.done.then(|| message.status.unwrap())
+                }
+                _ => None,
+            }
+        })
+        .await;
+
+    // The PostToolUse policy replaced the result: the model read the reason.
+    let end = events.iter().find(|e| e["kind"] == "tool_execution_end").expect("a tool_execution_end event");
+    assert_eq!(end["status"], "denied");
+    assert!(end["output"].as_str().unwrap().starts_with("Blocked: the command matches"), "{end}");
+    // The Stop hook rejected the first answer; the run went on and completed.
+    assert_eq!(status, RunStatus::Completed);
+    assert!(answer.ends_with("Task complete."), "{answer}");
+    assert!(answer.contains("Blocked: the command matches"), "{answer}");
+    // One audit EVENT per hook call, in order.
+    let audits: Vec<(String, String, String)> = events
+        .iter()
+        .filter(|e| e["kind"] == "hook")
+        .map(|e| {
+            (
+                e["hookId"].as_str().unwrap().to_string(),
+                e["decision"].as_str().unwrap().to_string(),
+                e["decidedBy"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("custom_agent.PostToolUse[0]", "block", "hook"),
+        ("custom_agent.Stop[0]", "block", "hook"),
+        ("custom_agent.Stop[0]", "allow", "hook"),
+    ];
+    assert_eq!(audits, expected.map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())));
+    let levels: Vec<&Value> = events.iter().filter(|e| e["kind"] == "hook").map(|e| &e["level"]).collect();
+    assert!(levels.iter().all(|level| *level == "custom_agent"));
+
+    // The server's hooks directory exists while it runs and is removed when it stops.
+    let dir = served.hooks_dir().expect("the server's hooks directory");
+    assert!(dir.join("transcripts").read_dir().unwrap().next().is_some(), "the run's transcript was written");
+    client.close().await;
+    served.interrupt().await;
+    assert!(!dir.exists(), "{} was left behind", dir.display());
+}
