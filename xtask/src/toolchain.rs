@@ -221,6 +221,8 @@ pub(crate) fn setup(needs: Needs) -> Result<WasmToolchain> {
     if needs.browser && browser_missing {
         apt_install(&["chromium", "chromium-driver"])?;
     }
+    // The declarative-hook examples use jq and python3 (the hooks' PATH is /usr/local/bin:/usr/bin:/bin).
+    apt_install(&["jq", "python3"])?;
     install_npm_packages()?;
     eprintln!("[xtask] wasm toolchain: {toolchain:?}");
     Ok(toolchain)

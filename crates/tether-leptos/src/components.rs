@@ -1,0 +1,226 @@
+//! Ready-made UI over the agent context: the approval dialog, the chat panel and the live tool
+//! inspector. Class names start with `tether-`; `data-testid` attributes name the parts.
+
+use leptos::ev::{KeyboardEvent, SubmitEvent};
+use leptos::html;
+use leptos::prelude::*;
+use tether_web::{ApprovalDecision, Risk};
+
+use crate::{use_agent, ChatRole};
+
+fn risk_class(risk: Risk) -> &'static str {
+    match risk {
+        Risk::None | Risk::Low => "tether-risk tether-risk-low",
+        Risk::High => "tether-risk tether-risk-high",
+        Risk::Critical | Risk::Blocked => "tether-risk tether-risk-critical",
+    }
+}
+
+/// Asks the user to approve `high` and `critical` tool calls, one at a time.
+///
+/// It shows the tool, its risk, its description and the exact arguments. Approve and Reject
+/// are buttons (Tab moves between them, Enter or Space presses); Escape rejects. The Approve
+/// button takes the focus when a request opens.
+#[component]
+pub fn ApprovalDialog() -> impl IntoView {
+    let context = use_agent();
+    let approvals = context.state.approvals;
+    let approve_button = NodeRef::<html::Button>::new();
+    let current = move || approvals.with(|pending| pending.first().cloned());
+    Effect::new(move |_| {
+        if current().is_some() {
+            if let Some(button) = approve_button.get() {
+                let _ = button.focus();
+            }
+        }
+    });
+    let answer = move |decision: ApprovalDecision| {
+        if let Some(request) = current() {
+            context.answer_approval(&request.call_id, decision);
+        }
+    };
+    let on_keydown = move |event: KeyboardEvent| {
+        if event.key() == "Escape" {
+            event.prevent_default();
+            answer(ApprovalDecision::Rejected { reason: Some("the user pressed Escape".into()) });
+        }
+    };
+    view! {
+        <Show when=move || current().is_some()>
+            {move || {
+                current()
+                    .map(|request| {
+                        let args = serde_json::to_string_pretty(&request.args).unwrap_or_default();
+                        view! {
+                            <div class="tether-approval-backdrop">
+                                <div
+                                    class="tether-approval"
+                                    role="dialog"
+                                    aria-modal="true"
+                                    aria-labelledby="tether-approval-title"
+                                    aria-describedby="tether-approval-description"
+                                    data-testid="approval-dialog"
+                                    on:keydown=on_keydown
+                                >
+                                    <h2 id="tether-approval-title">
+                                        "The assistant wants to run " <code>{request.tool.clone()}</code>
+                                    </h2>
+                                    <p>
+                                        <span class=risk_class(request.risk) data-testid="approval-risk">
+                                            {request.risk.as_str()}
+                                        </span>
+                                    </p>
+                                    <p id="tether-approval-description">{request.description.clone()}</p>
+                                    <pre class="tether-approval-args" data-testid="approval-args">{args}</pre>
+                                    <div class="tether-approval-buttons">
+                                        <button
+                                            class="tether-approve"
+                                            data-testid="approval-approve"
+                                            node_ref=approve_button
+                                            on:click=move |_| answer(ApprovalDecision::Approved)
+                                        >
+                                            "Approve"
+                                        </button>
+                                        <button
+                                            class="tether-reject"
+                                            data-testid="approval-reject"
+                                            on:click=move |_| {
+                                                answer(ApprovalDecision::Rejected {
+                                                    reason: Some("the user pressed Reject".into()),
+                                                })
+                                            }
+                                        >
+                                            "Reject"
+                                        </button>
+                                    </div>
+                                </div>
+                            </div>
+                        }
+                    })
+            }}
+        </Show>
+    }
+}
+
+/// A chat with the agent: the answer streams in as `AGENT_MESSAGE` frames arrive.
+#[component]
+pub fn ChatPanel() -> impl IntoView {
+    let context = use_agent();
+    let state = context.state;
+    let draft = RwSignal::new(String::new());
+    let on_submit = move |event: SubmitEvent| {
+        event.prevent_default();
+        let text = draft.get_untracked();
+        if !text.trim().is_empty() && !state.running.get_untracked() {
+            context.send_message(&text);
+            draft.set(String::new());
+        }
+    };
+    view! {
+        <section class="tether-chat" aria-label="Assistant" data-testid="chat-panel">
+            <ol class="tether-chat-lines" aria-live="polite">
+                <For
+                    each=move || state.messages.get()
+                    key=|line| (line.key.clone(), line.text.clone(), line.status)
+                    children=move |line| {
+                        let class = match line.role {
+                            ChatRole::User => "tether-line tether-line-user",
+                            ChatRole::Agent => "tether-line tether-line-agent",
+                            ChatRole::System => "tether-line tether-line-system",
+                        };
+                        let status = line.status.map(|s| s.as_str()).unwrap_or("");
+                        view! {
+                            <li class=class data-testid="chat-message" data-status=status>
+                                {line.text}
+                            </li>
+                        }
+                    }
+                />
+            </ol>
+            <form class="tether-chat-form" on:submit=on_submit>
+                <input
+                    type="text"
+                    aria-label="Message to the assistant"
+                    placeholder="Ask the assistant…"
+                    data-testid="chat-input"
+                    prop:value=move || draft.get()
+                    on:input=move |event| draft.set(event_target_value(&event))
+                />
+                <button type="submit" data-testid="chat-send" disabled=move || state.running.get()>
+                    {move || if state.running.get() { "Working…" } else { "Send" }}
+                </button>
+            </form>
+        </section>
+    }
+}
+
+/// The registry as the model sees it, live: active tools, refused ones, and the last calls.
+#[component]
+pub fn ToolInspector() -> impl IntoView {
+    let state = use_agent().state;
+    view! {
+        <aside class="tether-inspector" aria-label="Tool inspector" data-testid="tool-inspector">
+            <h2>
+                "Tools the model sees "
+                <span data-testid="inspector-count">{move || state.tools.with(Vec::len)}</span>
+                " · "
+                <span data-testid="inspector-connection">{move || format!("{:?}", state.connection.get())}</span>
+                " · updates "
+                <span data-testid="inspector-context-updates">{move || state.context_updates.get()}</span>
+            </h2>
+            <ul>
+                <For
+                    each=move || state.tools.get()
+                    key=|tool| (tool.name.clone(), tool.risk, tool.global, tool.parameters.to_string())
+                    children=move |tool| {
+                        view! {
+                            <li data-testid="inspector-tool" data-tool=tool.name.clone()>
+                                <code>{tool.name.clone()}</code>
+                                " "
+                                <span class=risk_class(tool.risk)>{tool.risk.as_str()}</span>
+                                {tool.global.then_some(" global")}
+                                <small>" " {tool.description.clone()}</small>
+                            </li>
+                        }
+                    }
+                />
+            </ul>
+            <Show when=move || state.refused.with(|r| !r.is_empty())>
+                <h3>"Refused"</h3>
+                <ul>
+                    <For
+                        each=move || state.refused.get()
+                        key=|refused| (refused.tool.clone(), refused.reason.clone())
+                        children=move |refused| {
+                            view! {
+                                <li data-testid="inspector-refused" data-event=refused.event.clone()>
+                                    <code>{refused.tool.clone()}</code>
+                                    " — "
+                                    {refused.reason.clone()}
+                                </li>
+                            }
+                        }
+                    />
+                </ul>
+            </Show>
+            <h3>"Last calls"</h3>
+            <ol>
+                <For
+                    each=move || state.calls.get()
+                    key=|call| call.call_id.clone()
+                    children=move |call| {
+                        let settle = call.settle_ms.map(|ms| format!(" (settled in {ms:.0} ms)")).unwrap_or_default();
+                        view! {
+                            <li data-testid="inspector-call" data-status=call.status.as_str()>
+                                <code>{call.tool.clone()}</code>
+                                " → "
+                                {call.status.as_str()}
+                                {settle}
+                            </li>
+                        }
+                    }
+                />
+            </ol>
+        </aside>
+    }
+}

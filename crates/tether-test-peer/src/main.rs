@@ -1,0 +1,200 @@
+//! A scripted stand-in for the server, for the browser runtime's tests (`cargo xtask test`).
+//!
+//! It speaks the real protocol (HELLO/WELCOME with resume, TOOL_CALL, TOOL_RESULT_ACK, …) and
+//! takes orders from the test through `USER_MESSAGE` text, answering with one `AGENT_MESSAGE`
+//! (`done: true`) whose text is JSON. Commands:
+//!
+//! - `call <tool> <json-args>`: sends a TOOL_CALL, answers with the result `{status, content}`.
+//! - `call-and-drop <tool> <json-args>`: sends a TOOL_CALL; when the result comes, closes the
+//!   socket without acknowledging it (the client must resend it after resuming).
+//! - `call-and-cancel <tool> <json-args>`: sends a TOOL_CALL, then TOOL_CANCEL, then a call of
+//!   `ping`; answers with how many results came for the cancelled call before ping's.
+//! - `results <call-id>`: how many TOOL_RESULT frames arrived for a call.
+//! - `contexts`: how many CONTEXT_UPDATE frames this session received, and the last tool list.
+//!
+//! Usage: `tether-test-peer 127.0.0.1:PORT`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tether_protocol::*;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::tungstenite::Message;
+
+/// What the peer remembers of a session across reconnects.
+#[derive(Default)]
+struct SessionState {
+    contexts: u64,
+    last_tools: Vec<String>,
+    results: HashMap<String, u64>,
+    next_call: u64,
+}
+
+type Sessions = Arc<Mutex<HashMap<String, SessionState>>>;
+type Socket = tokio_tungstenite::WebSocketStream<TcpStream>;
+
+async fn send(socket: &mut Socket, frame: &ServerFrame) -> Result<()> {
+    socket.send(Message::Text(encode_frame(frame).into())).await?;
+    Ok(())
+}
+
+async fn next_frame(socket: &mut Socket) -> Option<ClientFrame> {
+    while let Some(Ok(message)) = socket.next().await {
+        if let Message::Text(text) = message {
+            match decode_client_frame(&text, usize::MAX) {
+                Ok(frame) => return Some(frame),
+                Err(error) => eprintln!("peer: bad frame: {error}"),
+            }
+        }
+    }
+    None
+}
+
+async fn answer(socket: &mut Socket, run: &str, text: String) -> Result<()> {
+    let frame = AgentMessage { id: "a".into(), run_id: run.into(), delta: text, done: true, status: Some(RunStatus::Completed) };
+    send(socket, &ServerFrame::AgentMessage(frame)).await
+}
+
+/// Records frames the client sends while the peer waits for something.
+fn note(sessions: &Sessions, session: &str, frame: &ClientFrame) {
+    let mut sessions = sessions.lock().unwrap();
+    let state = sessions.entry(session.to_string()).or_default();
+    match frame {
+        ClientFrame::ContextUpdate(update) => {
+            state.contexts += 1;
+            state.last_tools = update.tools.iter().map(|t| t.name.clone()).collect();
+        }
+        ClientFrame::ToolResult(result) => *state.results.entry(result.call_id.clone()).or_default() += 1,
+        _ => {}
+    }
+}
+
+/// Waits for the result of `call_id`, noting every other frame. `None` if the socket closed.
+async fn wait_result(socket: &mut Socket, sessions: &Sessions, session: &str, call_id: &str) -> Option<ToolResult> {
+    loop {
+        let frame = next_frame(socket).await?;
+        note(sessions, session, &frame);
+        if let ClientFrame::ToolResult(result) = frame {
+            if result.call_id == call_id {
+                return Some(result);
+            }
+        }
+    }
+}
+
+fn tool_call(sessions: &Sessions, session: &str, name: &str, args: Value) -> ToolCall {
+    let mut sessions = sessions.lock().unwrap();
+    let state = sessions.entry(session.to_string()).or_default();
+    state.next_call += 1;
+    ToolCall {
+        id: format!("t{}", state.next_call),
+        call_id: format!("{session}-call-{}", state.next_call),
+        run_id: "run".into(),
+        name: name.into(),
+        args,
+        risk: Risk::None,
+    }
+}
+
+async fn connection(stream: TcpStream, sessions: Sessions) -> Result<()> {
+    let mut socket = tokio_tungstenite::accept_async(stream).await?;
+    let Some(ClientFrame::Hello(hello)) = next_frame(&mut socket).await else { return Ok(()) };
+    let (session, resumed) = match hello.resume {
+        Some(resume) if sessions.lock().unwrap().contains_key(&resume.session_id) => (resume.session_id, true),
+        _ => {
+            let id = format!("peer-{}", sessions.lock().unwrap().len() + 1);
+            sessions.lock().unwrap().insert(id.clone(), SessionState::default());
+            (id, false)
+        }
+    };
+    let welcome = Welcome {
+        id: "w".into(),
+        protocol_version: PROTOCOL_VERSION,
+        session_id: session.clone(),
+        resume_token: "token".into(),
+        resumed,
+        max_active_tools: DEFAULT_MAX_ACTIVE_TOOLS,
+        max_frame_bytes: DEFAULT_MAX_FRAME_BYTES as u64,
+        capabilities: vec!["tool_result_ack".into(), "resume".into()],
+    };
+    send(&mut socket, &ServerFrame::Welcome(welcome)).await?;
+    while let Some(frame) = next_frame(&mut socket).await {
+        note(&sessions, &session, &frame);
+        match frame {
+            ClientFrame::ToolResult(result) => {
+                let ack = ToolResultAck { id: "k".into(), call_id: result.call_id };
+                send(&mut socket, &ServerFrame::ToolResultAck(ack)).await?;
+            }
+            ClientFrame::UserMessage(message) => {
+                let mut parts = message.text.splitn(3, ' ');
+                let command = parts.next().unwrap_or_default();
+                let tool = parts.next().unwrap_or_default();
+                let args: Value = serde_json::from_str(parts.next().unwrap_or("{}")).unwrap_or(json!({}));
+                match command {
+                    "call" => {
+                        let call = tool_call(&sessions, &session, tool, args);
+                        send(&mut socket, &ServerFrame::ToolCall(call.clone())).await?;
+                        let Some(result) = wait_result(&mut socket, &sessions, &session, &call.call_id).await else { break };
+                        send(&mut socket, &ServerFrame::ToolResultAck(ToolResultAck { id: "k".into(), call_id: call.call_id.clone() })).await?;
+                        let text = json!({"callId": call.call_id, "status": result.status.as_str(), "content": result.content});
+                        answer(&mut socket, &message.id, text.to_string()).await?;
+                    }
+                    "call-and-drop" => {
+                        let call = tool_call(&sessions, &session, tool, args);
+                        send(&mut socket, &ServerFrame::ToolCall(call.clone())).await?;
+                        wait_result(&mut socket, &sessions, &session, &call.call_id).await;
+                        // Close without acknowledging: the client must resend after resuming.
+                        let _ = socket.close(None).await;
+                        return Ok(());
+                    }
+                    "call-and-cancel" => {
+                        let call = tool_call(&sessions, &session, tool, args);
+                        send(&mut socket, &ServerFrame::ToolCall(call.clone())).await?;
+                        let cancel = ToolCancel { id: "x".into(), call_id: call.call_id.clone(), reason: "test cancels".into() };
+                        send(&mut socket, &ServerFrame::ToolCancel(cancel)).await?;
+                        let ping = tool_call(&sessions, &session, "ping", json!({}));
+                        send(&mut socket, &ServerFrame::ToolCall(ping.clone())).await?;
+                        let Some(_) = wait_result(&mut socket, &sessions, &session, &ping.call_id).await else { break };
+                        let cancelled_results = sessions.lock().unwrap()[&session].results.get(&call.call_id).copied().unwrap_or(0);
+                        let text = json!({"callId": call.call_id, "cancelledResults": cancelled_results});
+                        answer(&mut socket, &message.id, text.to_string()).await?;
+                    }
+                    "results" => {
+                        let count = sessions.lock().unwrap()[&session].results.get(tool).copied().unwrap_or(0);
+                        answer(&mut socket, &message.id, json!({"results": count}).to_string()).await?;
+                    }
+                    "contexts" => {
+                        let (count, tools) = {
+                            let sessions = sessions.lock().unwrap();
+                            (sessions[&session].contexts, sessions[&session].last_tools.clone())
+                        };
+                        answer(&mut socket, &message.id, json!({"contexts": count, "tools": tools}).to_string()).await?;
+                    }
+                    other => answer(&mut socket, &message.id, json!({"error": format!("unknown command {other}")}).to_string()).await?,
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<()> {
+    let addr = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:0".into());
+    let listener = TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+    eprintln!("tether-test-peer listening on ws://{}", listener.local_addr()?);
+    let sessions: Sessions = Arc::default();
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let sessions = sessions.clone();
+        tokio::spawn(async move {
+            if let Err(error) = connection(stream, sessions).await {
+                eprintln!("peer: connection ended: {error}");
+            }
+        });
+    }
+}
