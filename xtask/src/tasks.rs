@@ -59,8 +59,29 @@ pub(crate) fn bench() -> Result<()> {
     run(in_repo("cargo").args(["bench", "-p", "tether-server"]))
 }
 
-pub(crate) fn demo(_args: &[String]) -> Result<()> {
-    bail!("the demo needs the storefront, which is not built yet")
+/// Builds the Leptos storefront into `target/storefront-leptos/dist` (shipping build).
+pub(crate) fn build_storefront(toolchain: WasmToolchain) -> Result<(std::path::PathBuf, ModuleSizes)> {
+    let dist = repo_root().join("target/storefront-leptos/dist");
+    if dist.exists() {
+        std::fs::remove_dir_all(&dist)?;
+    }
+    let sizes = build_module(toolchain, "storefront-leptos", &[], &dist, "storefront-leptos (whole app)")?;
+    for file in ["index.html", "styles.css"] {
+        std::fs::copy(repo_root().join("examples/storefront-leptos/static").join(file), dist.join(file))?;
+    }
+    Ok((dist, sizes))
+}
+
+pub(crate) fn demo(args: &[String]) -> Result<()> {
+    let toolchain = toolchain::setup(Needs::default())?;
+    let (dist, _) = build_storefront(toolchain)?;
+    step("building the server");
+    run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether"]))?;
+    let addr = args.iter().position(|a| a == "--addr").and_then(|i| args.get(i + 1)).map_or("127.0.0.1:8787", String::as_str);
+    step(format!("serving the Leptos storefront with the built-in model (Ctrl-C stops); open the URL below"));
+    run(Command::new(repo_root().join("target/debug/tether"))
+        .args(["serve", "--model", "scripted", "--addr", addr, "--static"])
+        .arg(&dist))
 }
 
 /// A child process killed when dropped.
@@ -107,13 +128,19 @@ pub(crate) fn test(_args: &[String]) -> Result<()> {
 
     step("size of the browser runtime");
     let runtime = runtime_module(toolchain)?;
-    print_sizes(std::slice::from_ref(&runtime));
+    let (storefront, storefront_sizes) = build_storefront(toolchain)?;
+    print_sizes(&[runtime.clone(), storefront_sizes]);
     if runtime.total_gzip() > RUNTIME_SIZE_CEILING_GZIP {
         bail!(
             "the browser runtime is {} bytes gzip, over its ceiling of {RUNTIME_SIZE_CEILING_GZIP}",
             runtime.total_gzip()
         );
     }
+
+    step("end to end: the real server and the Leptos storefront in headless Chromium (Playwright)");
+    run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether"]))?;
+    run(in_repo("node").args(["--test", "--test-concurrency=1", "tests/e2e/leptos.test.mjs"]).env("TETHER_LEPTOS_DIST", &storefront))?;
+
     step("all tests passed");
     Ok(())
 }

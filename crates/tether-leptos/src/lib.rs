@@ -259,6 +259,29 @@ where
     });
 }
 
+/// Like [`use_agent_tool`], but the definition is computed from signals: when a signal it reads
+/// changes, the tool is registered again (replacing itself), e.g. a `cart_remove` whose
+/// `productId` enum lists what is in the cart now. The handler stays the same.
+pub fn use_agent_tool_reactive<D, F, Fut>(def: D, handler: F)
+where
+    D: Fn() -> ToolDef + 'static,
+    F: Fn(Value) -> Fut + 'static,
+    Fut: Future<Output = Result<Value, String>> + 'static,
+{
+    let context = use_agent();
+    let Some(owner) = context.with_client(Client::new_owner) else { return };
+    let handler: Handler = Rc::new(move |args| Box::pin(handler(args)));
+    Effect::new(move |_| {
+        let def = def();
+        context.with_client(|client| {
+            let _ = client.register_handler(owner, def, handler.clone());
+        });
+    });
+    on_cleanup(move || {
+        context.with_client(|client| client.unregister_owner(owner));
+    });
+}
+
 /// The JSON Schema of an argument type, as tool schemas use it.
 pub fn schema_of<A: schemars::JsonSchema>() -> Value {
     serde_json::to_value(schemars::schema_for!(A)).unwrap_or_else(|_| serde_json::json!({"type": "object"}))

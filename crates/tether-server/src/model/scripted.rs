@@ -216,6 +216,18 @@ fn goal_tool(intent: Intent, tools: &[ToolSpec]) -> Option<&ToolSpec> {
     }
 }
 
+/// Whether a tool of this name (whatever its description) would be the goal of `intent`.
+fn is_goal_name(intent: Intent, name: &str) -> bool {
+    let named = ToolSpec {
+        name: name.to_string(),
+        description: String::new(),
+        parameters: Value::Null,
+        risk: Default::default(),
+        global: false,
+    };
+    goal_tool(intent, std::slice::from_ref(&named)).is_some()
+}
+
 /// A tool that navigates to where the goal tool lives (the cart, for cart actions).
 fn navigation_tool(intent: Intent, tools: &[ToolSpec]) -> Option<(&ToolSpec, Option<Value>)> {
     let target = match intent {
@@ -515,21 +527,28 @@ fn respond(request: &ChatRequest) -> ModelReply {
     }
 
     let goal = goal_tool(intent, tools);
-    if let Some(goal) = goal {
-        let goal_steps: Vec<&Step<'_>> = steps.iter().filter(|s| s.call.name == goal.name).collect();
+    // The goal tool may have left the page when it ran (checkout navigates away): its call in
+    // this run still counts.
+    let goal_name = goal.map(|g| g.name.clone()).or_else(|| {
+        steps.iter().rev().find(|s| s.result.is_some() && is_goal_name(intent, &s.call.name)).map(|s| s.call.name.clone())
+    });
+    if let Some(goal_name) = goal_name {
+        let goal_steps: Vec<&Step<'_>> = steps.iter().filter(|s| s.call.name == goal_name).collect();
         if let Some(last) = goal_steps.last() {
             let result = last.result.unwrap_or("");
             if last.failed() && goal_steps.len() < 3 {
-                if let Some(args) = retry_with_alternative(goal, last.call, result) {
-                    return call(&goal.name, args, n);
+                if let Some(args) = goal.and_then(|goal| retry_with_alternative(goal, last.call, result)) {
+                    return call(&goal_name, args, n);
                 }
             }
             return if last.failed() {
-                answer(format!("I could not complete {}: {}", goal.name, summary(result)))
+                answer(format!("I could not complete {goal_name}: {}", summary(result)))
             } else {
-                answer(format!("Done: {} returned {}", goal.name, summary(result)))
+                answer(format!("Done: {goal_name} returned {}", summary(result)))
             };
         }
+    }
+    if let Some(goal) = goal {
         return match fill_args(goal, intent, request_text, &steps) {
             Ok(args) => call(&goal.name, args, n),
             Err(missing) => answer(format!("I need to know the {missing} to use {}.", goal.name)),
@@ -687,6 +706,23 @@ mod tests {
         });
         let reply = respond(&ChatRequest { messages, tools });
         assert_eq!(first_call(&reply), ("book_ticket", &json!({"train": 412, "seat_class": "tourist"})));
+    }
+
+    #[test]
+    fn a_goal_tool_that_navigated_away_still_counts() {
+        // `checkout` ran and left the cart page: the model answers instead of going back.
+        let tools = vec![tool("open_cart", "Open the cart page.", json!({"type": "object"}))];
+        let messages = vec![
+            user("check out"),
+            ChatMessage::Assistant {
+                content: String::new(),
+                tool_calls: vec![ModelToolCall { id: "c1".into(), name: "checkout".into(), arguments: json!({}) }],
+            },
+            ChatMessage::Tool { call_id: "c1".into(), name: "checkout".into(), content: "{\"order\":\"T-1001\"}".into() },
+        ];
+        let reply = respond(&ChatRequest { messages, tools });
+        assert!(reply.tool_calls.is_empty(), "{reply:?}");
+        assert!(reply.text.contains("Done: checkout"), "{}", reply.text);
     }
 
     #[test]

@@ -1,0 +1,269 @@
+//! The Tether demo storefront in Leptos (CSR): every page's components declare the tools the
+//! agent may use there (see `docs/storefront.md`), and a chat panel drives them.
+
+mod shop;
+
+use leptos::prelude::*;
+use serde_json::{json, Value};
+use tether_leptos::{
+    use_agent, use_agent_tool, use_agent_tool_reactive, AgentProvider, ApprovalDialog, ChatPanel, Risk, ToolDef,
+    ToolInspector,
+};
+use wasm_bindgen::prelude::*;
+
+use shop::{price, product, Route, Shop, PRODUCTS};
+
+/// The server's WebSocket endpoint on the same origin as the page.
+fn server_url() -> String {
+    let location = web_sys::window().expect("a browser window").location();
+    let scheme = if location.protocol().unwrap_or_default() == "https:" { "wss" } else { "ws" };
+    format!("{scheme}://{}/ws", location.host().unwrap_or_default())
+}
+
+/// Mounts the shop on the page.
+#[wasm_bindgen(start)]
+pub fn start() {
+    mount_to_body(App);
+}
+
+/// The whole app: the agent provider around the shop.
+#[component]
+pub fn App() -> impl IntoView {
+    let shop = Shop::new();
+    provide_context(shop);
+    view! {
+        <AgentProvider url=server_url()>
+            <Layout/>
+        </AgentProvider>
+    }
+}
+
+fn ids_enum() -> Value {
+    json!(PRODUCTS.iter().map(|p| p.id).collect::<Vec<_>>())
+}
+
+fn quantity_schema() -> Value {
+    json!({"type": "integer", "minimum": 1, "maximum": 10, "default": 1})
+}
+
+#[component]
+fn Layout() -> impl IntoView {
+    let shop = expect_context::<Shop>();
+    let mut pages = vec!["home".to_string(), "cart".to_string()];
+    pages.extend(PRODUCTS.iter().map(|p| format!("product/{}", p.id)));
+    use_agent_tool(
+        ToolDef::new("navigate", "Go to a page of the shop: home, cart, or a product page.")
+            .global(true)
+            .parameters(json!({
+                "type": "object",
+                "properties": {"to": {"type": "string", "enum": pages}},
+                "required": ["to"],
+                "additionalProperties": false
+            })),
+        move |args| async move {
+            let to = args["to"].as_str().unwrap_or("home").to_string();
+            shop.navigate(if to == "home" { "/".to_string() } else { format!("/{to}") });
+            Ok(json!({"page": to}))
+        },
+    );
+    use_agent_tool(ToolDef::new("open_cart", "Open the cart page.").global(true), move |_| async move {
+        shop.navigate("/cart".into());
+        Ok(json!({"page": "cart"}))
+    });
+    let errors = use_agent().state.errors;
+    view! {
+        <header>
+            <a href="/" on:click=shop.link("/")>"Tether Shop"</a>
+            <span class="spacer"></span>
+            <a class="cart-link" href="/cart" on:click=shop.link("/cart")>
+                "Cart "
+                <span class="badge" data-testid="cart-badge">{move || shop.item_count()}</span>
+            </a>
+        </header>
+        <div class="layout">
+            <main>
+                {move || match shop.route.get() {
+                    Route::Home => view! { <ProductGrid/> }.into_any(),
+                    Route::Product(id) => view! { <ProductPage id=id/> }.into_any(),
+                    Route::Cart => view! { <CartPage/> }.into_any(),
+                    Route::Done => view! { <DonePage/> }.into_any(),
+                    Route::Stress => view! { <StressPage/> }.into_any(),
+                    Route::NotFound => view! { <p>"There is no such page. " <a href="/" on:click=shop.link("/")>"Back to the shop"</a></p> }.into_any(),
+                }}
+            </main>
+            <aside class="assistant">
+                <ChatPanel/>
+                <section class="errors" aria-label="Runtime errors">
+                    <h2>"Errors"</h2>
+                    <ul data-testid="runtime-errors">
+                        <For each=move || errors.get() key=|e| e.clone() children=move |e| view! { <li data-testid="runtime-error">{e}</li> }/>
+                    </ul>
+                </section>
+                <ToolInspector/>
+            </aside>
+        </div>
+        <ApprovalDialog/>
+    }
+}
+
+#[component]
+fn ProductGrid() -> impl IntoView {
+    let shop = expect_context::<Shop>();
+    use_agent_tool(
+        ToolDef::new("product_view", "Open a product's page.").parameters(json!({
+            "type": "object",
+            "properties": {"productId": {"type": "string", "enum": ids_enum()}},
+            "required": ["productId"],
+            "additionalProperties": false
+        })),
+        move |args| async move {
+            let id = args["productId"].as_str().unwrap_or_default().to_string();
+            shop.navigate(format!("/product/{id}"));
+            Ok(json!({"page": format!("product/{id}")}))
+        },
+    );
+    use_agent_tool(
+        ToolDef::new("cart_add", "Add a product to the shopping cart.").parameters(json!({
+            "type": "object",
+            "properties": {"productId": {"type": "string", "enum": ids_enum()}, "quantity": quantity_schema()},
+            "required": ["productId"],
+            "additionalProperties": false
+        })),
+        move |args| async move { shop.add_from_args(&args) },
+    );
+    view! {
+        <h1>"Products"</h1>
+        <div class="grid">
+            {PRODUCTS
+                .iter()
+                .map(|p| {
+                    let id = p.id;
+                    let href = format!("/product/{id}");
+                    view! {
+                        <div class="card" data-testid="product-card" data-product=id>
+                            <h3><a href=href.clone() on:click=shop.link(&href)>{p.name}</a></h3>
+                            <p class="price">{price(p.price)}</p>
+                            <button on:click=move |_| shop.add(id, 1)>"Add to cart"</button>
+                        </div>
+                    }
+                })
+                .collect_view()}
+        </div>
+    }
+}
+
+#[component]
+fn ProductPage(id: String) -> impl IntoView {
+    let shop = expect_context::<Shop>();
+    let Some(found) = product(&id) else {
+        return view! { <p>"No such product."</p> }.into_any();
+    };
+    let product_id = found.id;
+    use_agent_tool(
+        ToolDef::new("product_view", "Show this product's details.").parameters(json!({
+            "type": "object",
+            "properties": {"productId": {"type": "string", "enum": [product_id]}},
+            "required": ["productId"],
+            "additionalProperties": false
+        })),
+        move |_| async move {
+            Ok(json!({"id": found.id, "name": found.name, "price": found.price, "description": found.description}))
+        },
+    );
+    use_agent_tool(
+        ToolDef::new("cart_add", "Add a product to the shopping cart.").parameters(json!({
+            "type": "object",
+            "properties": {"productId": {"type": "string", "enum": [product_id]}, "quantity": quantity_schema()},
+            "required": ["productId"],
+            "additionalProperties": false
+        })),
+        move |args| async move { shop.add_from_args(&args) },
+    );
+    view! {
+        <article class="card" data-testid="product-page" data-product=product_id>
+            <h1>{found.name}</h1>
+            <p>{found.description}</p>
+            <p class="price">{price(found.price)}</p>
+            <button on:click=move |_| shop.add(product_id, 1)>"Add to cart"</button>
+        </article>
+    }
+    .into_any()
+}
+
+#[component]
+fn CartPage() -> impl IntoView {
+    let shop = expect_context::<Shop>();
+    use_agent_tool(ToolDef::new("cart_view", "Show the items in the cart."), move |_| async move { Ok(shop.cart_json()) });
+    use_agent_tool_reactive(
+        move || {
+            let ids: Vec<&str> = shop.cart.with(|lines| lines.iter().map(|l| l.product_id).collect());
+            ToolDef::new("cart_remove", "Remove a product from the cart.").risk(Risk::High).parameters(json!({
+                "type": "object",
+                "properties": {"productId": {"type": "string", "enum": ids}},
+                "required": ["productId"],
+                "additionalProperties": false
+            }))
+        },
+        move |args| async move {
+            let id = args["productId"].as_str().unwrap_or_default().to_string();
+            shop.remove(&id);
+            Ok(shop.cart_json())
+        },
+    );
+    use_agent_tool(ToolDef::new("cart_clear", "Empty the cart.").risk(Risk::High), move |_| async move {
+        shop.clear();
+        Ok(shop.cart_json())
+    });
+    use_agent_tool(
+        ToolDef::new("checkout", "Place the order and pay for everything in the cart.").risk(Risk::Critical),
+        move |_| async move { shop.checkout() },
+    );
+    view! {
+        <section data-testid="cart-page">
+            <h1>"Your cart"</h1>
+            <Show when=move || shop.cart.with(|c| !c.is_empty()) fallback=|| view! { <p>"The cart is empty."</p> }>
+                <ul class="cart-lines">
+                    <For
+                        each=move || shop.cart.get()
+                        key=|line| (line.product_id, line.quantity)
+                        children=move |line| {
+                            let name = product(line.product_id).map(|p| p.name).unwrap_or("?");
+                            let id = line.product_id;
+                            view! {
+                                <li data-testid="cart-item" data-product=id>
+                                    <span>{name} " × " {line.quantity}</span>
+                                    <button on:click=move |_| shop.remove(id)>"Remove"</button>
+                                </li>
+                            }
+                        }
+                    />
+                </ul>
+                <p class="price">"Total: " {move || price(shop.total())}</p>
+            </Show>
+        </section>
+    }
+}
+
+#[component]
+fn DonePage() -> impl IntoView {
+    let shop = expect_context::<Shop>();
+    view! {
+        <section>
+            <h1>"Thank you!"</h1>
+            <p>"Your order number is " <strong data-testid="order-number">{move || shop.last_order.get().unwrap_or_default()}</strong></p>
+            <a href="/" on:click=shop.link("/")>"Back to the shop"</a>
+        </section>
+    }
+}
+
+/// Registers 29 tools: with the layout's two globals the page has 31, and the 31st is refused
+/// (the cap is 30), loudly.
+#[component]
+fn StressPage() -> impl IntoView {
+    for n in 1..=29 {
+        use_agent_tool(ToolDef::new(format!("stress_tool_{n}"), format!("Stress tool number {n}.")), move |_| async move {
+            Ok(json!({"n": n}))
+        });
+    }
+    view! { <h1>"A page with 31 tools (29 here, 2 global)"</h1> <p>"The inspector shows which one was refused."</p> }
+}

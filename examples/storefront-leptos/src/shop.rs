@@ -1,0 +1,172 @@
+//! The shop's state: products, the cart, the route, and the orders placed.
+
+use leptos::ev::MouseEvent;
+use leptos::prelude::*;
+use serde_json::{json, Value};
+use wasm_bindgen::prelude::*;
+
+/// A product of the catalogue.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Product {
+    pub(crate) id: &'static str,
+    pub(crate) name: &'static str,
+    /// In cents.
+    pub(crate) price: u32,
+    pub(crate) description: &'static str,
+}
+
+/// The catalogue (`docs/storefront.md`).
+pub(crate) const PRODUCTS: [Product; 4] = [
+    Product { id: "mug-red", name: "Red mug", price: 1200, description: "A red ceramic mug, 350 ml." },
+    Product { id: "mug-blue", name: "Blue mug", price: 1200, description: "A blue ceramic mug, 350 ml." },
+    Product { id: "tee-black", name: "Black T-shirt", price: 2000, description: "A black cotton T-shirt." },
+    Product { id: "poster-space", name: "Space poster", price: 1500, description: "A poster of the Milky Way, 50 × 70 cm." },
+];
+
+pub(crate) fn product(id: &str) -> Option<Product> {
+    PRODUCTS.iter().copied().find(|p| p.id == id)
+}
+
+pub(crate) fn price(cents: u32) -> String {
+    format!("${}.{:02}", cents / 100, cents % 100)
+}
+
+/// One line of the cart.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct CartLine {
+    pub(crate) product_id: &'static str,
+    pub(crate) quantity: u32,
+}
+
+/// A page of the shop.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Route {
+    Home,
+    Product(String),
+    Cart,
+    Done,
+    Stress,
+    NotFound,
+}
+
+impl Route {
+    fn parse(path: &str) -> Route {
+        match path.trim_end_matches('/') {
+            "" => Route::Home,
+            "/cart" => Route::Cart,
+            "/checkout/done" => Route::Done,
+            "/stress" => Route::Stress,
+            other => match other.strip_prefix("/product/") {
+                Some(id) => Route::Product(id.to_string()),
+                None => Route::NotFound,
+            },
+        }
+    }
+}
+
+fn current_path() -> String {
+    web_sys::window().and_then(|w| w.location().pathname().ok()).unwrap_or_else(|| "/".into())
+}
+
+/// The shop's reactive state; `Copy` handles, provided as context.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shop {
+    pub(crate) route: RwSignal<Route>,
+    pub(crate) cart: RwSignal<Vec<CartLine>>,
+    pub(crate) last_order: RwSignal<Option<String>>,
+    orders: RwSignal<u32>,
+}
+
+impl Shop {
+    /// The state, with the route read from the address bar and kept in step with Back/Forward.
+    pub(crate) fn new() -> Shop {
+        let shop = Shop {
+            route: RwSignal::new(Route::parse(&current_path())),
+            cart: RwSignal::new(Vec::new()),
+            last_order: RwSignal::new(None),
+            orders: RwSignal::new(1000),
+        };
+        let on_popstate = Closure::<dyn Fn()>::new(move || shop.route.set(Route::parse(&current_path())));
+        if let Some(window) = web_sys::window() {
+            let _ = window.add_event_listener_with_callback("popstate", on_popstate.as_ref().unchecked_ref());
+        }
+        // The listener lives as long as the page.
+        on_popstate.forget();
+        shop
+    }
+
+    /// Goes to `path` without reloading the page.
+    pub(crate) fn navigate(&self, path: String) {
+        if let Some(history) = web_sys::window().and_then(|w| w.history().ok()) {
+            let _ = history.push_state_with_url(&JsValue::NULL, "", Some(&path));
+        }
+        self.route.set(Route::parse(&path));
+    }
+
+    /// An `on:click` handler for a link to `path`.
+    pub(crate) fn link(&self, path: &str) -> impl Fn(MouseEvent) + 'static + use<> {
+        let (shop, path) = (*self, path.to_string());
+        move |event: MouseEvent| {
+            event.prevent_default();
+            shop.navigate(path.clone());
+        }
+    }
+
+    pub(crate) fn item_count(&self) -> u32 {
+        self.cart.with(|lines| lines.iter().map(|l| l.quantity).sum())
+    }
+
+    pub(crate) fn total(&self) -> u32 {
+        self.cart.with(|lines| lines.iter().map(|l| product(l.product_id).map_or(0, |p| p.price) * l.quantity).sum())
+    }
+
+    pub(crate) fn add(&self, id: &str, quantity: u32) {
+        let Some(found) = product(id) else { return };
+        self.cart.update(|lines| match lines.iter_mut().find(|l| l.product_id == found.id) {
+            Some(line) => line.quantity += quantity,
+            None => lines.push(CartLine { product_id: found.id, quantity }),
+        });
+    }
+
+    /// The `cart_add` handler: the arguments are validated (and `quantity` defaulted) already.
+    pub(crate) fn add_from_args(&self, args: &Value) -> Result<Value, String> {
+        let id = args["productId"].as_str().unwrap_or_default();
+        let quantity = args["quantity"].as_u64().unwrap_or(1) as u32;
+        if product(id).is_none() {
+            return Err(format!("no product {id:?}"));
+        }
+        self.add(id, quantity);
+        Ok(self.cart_json())
+    }
+
+    pub(crate) fn remove(&self, id: &str) {
+        self.cart.update(|lines| lines.retain(|l| l.product_id != id));
+    }
+
+    pub(crate) fn clear(&self) {
+        self.cart.set(Vec::new());
+    }
+
+    pub(crate) fn cart_json(&self) -> Value {
+        let items: Vec<Value> = self.cart.with_untracked(|lines| {
+            lines
+                .iter()
+                .map(|l| json!({"productId": l.product_id, "name": product(l.product_id).map(|p| p.name), "quantity": l.quantity}))
+                .collect()
+        });
+        json!({"items": items, "total": self.total()})
+    }
+
+    /// The `checkout` handler: places the order and shows the confirmation.
+    pub(crate) fn checkout(&self) -> Result<Value, String> {
+        if self.cart.with_untracked(Vec::is_empty) {
+            return Err("the cart is empty: nothing to order".into());
+        }
+        self.orders.update(|n| *n += 1);
+        let order = format!("T-{}", self.orders.get_untracked());
+        self.clear();
+        self.last_order.set(Some(order.clone()));
+        self.navigate("/checkout/done".into());
+        Ok(json!({"order": order}))
+    }
+}

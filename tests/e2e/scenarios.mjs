@@ -1,0 +1,141 @@
+// The storefront conformance suite (docs/storefront.md, "Scenarios"): the same tests run against
+// every storefront build. `defineScenarios({ app, dist })` registers them with node:test.
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import {
+  startServer, startProxy, launchBrowser, recordFrames, artifactPath, say, ask, answers, nextAnswer, waitForText,
+} from "./harness.mjs";
+
+export function defineScenarios({ app, dist }) {
+  let server;
+  let browser;
+
+  before(async () => {
+    server = await startServer(dist);
+    browser = await launchBrowser();
+  });
+
+  after(async () => {
+    await browser?.close();
+    server?.stop();
+  });
+
+  async function open(path = "/", port = server.port) {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const page = await context.newPage();
+    const frames = recordFrames(page);
+    const errors = [];
+    page.on("pageerror", (error) => errors.push(error));
+    await page.goto(`http://127.0.0.1:${port}${path}`);
+    await page.getByTestId("inspector-connection").filter({ hasText: "Open" }).waitFor();
+    return { page, frames, errors, close: () => context.close() };
+  }
+
+  test(`${app}: "add the red mug to my cart" puts one mug in the cart`, async () => {
+    const { page, errors, close } = await open();
+    const answer = await ask(page, "add the red mug to my cart");
+    assert.equal(answer.status, "completed");
+    await waitForText(page, "cart-badge", "1");
+    assert.deepEqual(errors, []);
+    await close();
+  });
+
+  test(`${app}: removing the mug asks first; Reject keeps it, Approve removes it`, async () => {
+    const { page, close } = await open();
+    await ask(page, "add the red mug to my cart");
+    let count = await answers(page);
+    await say(page, "remove the mug");
+    const dialog = page.getByTestId("approval-dialog");
+    await dialog.waitFor();
+    assert.equal((await page.getByTestId("approval-risk").textContent()).trim(), "high");
+    assert.match(await page.getByTestId("approval-args").innerText(), /mug-red/);
+    await page.screenshot({ path: artifactPath(app, "approval-dialog.png") });
+    await page.getByTestId("approval-reject").click();
+    let answer = await nextAnswer(page, count);
+    assert.match(answer.text, /cart_remove/);
+    assert.match(answer.text, /denied|rejected/i, "the model was told");
+    await page.locator('[data-testid="cart-item"][data-product="mug-red"]').waitFor();
+    await waitForText(page, "cart-badge", "1");
+
+    count = await answers(page);
+    await say(page, "remove the mug");
+    await dialog.waitFor();
+    await page.getByTestId("approval-approve").click();
+    answer = await nextAnswer(page, count);
+    assert.equal(answer.status, "completed");
+    await waitForText(page, "cart-badge", "0");
+    await page.getByTestId("tool-inspector").screenshot({ path: artifactPath(app, "inspector.png") });
+    await close();
+  });
+
+  test(`${app}: "check out" needs a critical approval and places the order`, async () => {
+    const { page, close } = await open();
+    await ask(page, "add the black t-shirt to my cart");
+    await ask(page, "show my cart");
+    const count = await answers(page);
+    await say(page, "check out");
+    await page.getByTestId("approval-dialog").waitFor();
+    assert.equal((await page.getByTestId("approval-risk").textContent()).trim(), "critical");
+    await page.screenshot({ path: artifactPath(app, "checkout-approval.png") });
+    await page.getByTestId("approval-approve").click();
+    const answer = await nextAnswer(page, count);
+    assert.equal(answer.status, "completed");
+    const order = await page.getByTestId("order-number").innerText();
+    assert.match(order, /^T-\d+$/);
+    await close();
+  });
+
+  test(`${app}: navigating to a product page sends exactly one CONTEXT_UPDATE, before the result`, async () => {
+    const { page, frames, close } = await open();
+    const answer = await ask(page, "go to the product page for the blue mug");
+    assert.equal(answer.status, "completed");
+    await page.locator('[data-testid="product-page"][data-product="mug-blue"]').waitFor();
+    const call = frames.find((f) => f.dir === "received" && f.frame.type === "TOOL_CALL" && f.frame.name === "product_view");
+    assert.ok(call, "the model called product_view");
+    const result = frames.find((f) => f.dir === "sent" && f.frame.type === "TOOL_RESULT" && f.frame.callId === call.frame.callId);
+    assert.ok(result, "the result was sent");
+    const updates = frames.filter((f) => f.dir === "sent" && f.frame.type === "CONTEXT_UPDATE" && f.at > call.at && f.at < result.at);
+    assert.equal(updates.length, 1, "one CONTEXT_UPDATE for the whole navigation");
+    const names = updates[0].frame.tools.map((t) => t.name).sort();
+    assert.deepEqual(names, ["cart_add", "navigate", "open_cart", "product_view"]);
+    assert.deepEqual(updates[0].frame.tools.find((t) => t.name === "cart_add").parameters.properties.productId.enum, ["mug-blue"]);
+    await close();
+  });
+
+  test(`${app}: the page's 31st tool is refused loudly`, async () => {
+    const { page, close } = await open("/stress");
+    await waitForText(page, "inspector-count", "30");
+    const refused = page.locator('[data-testid="inspector-refused"]');
+    await refused.first().waitFor();
+    assert.equal(await refused.first().getAttribute("data-event"), "tool.registry.limit");
+    assert.match(await refused.first().textContent(), /stress_tool_29/);
+    await page.getByTestId("runtime-error").first().waitFor();
+    assert.match(await page.getByTestId("runtime-errors").textContent(), /stress_tool_29.*at most 30/);
+    await close();
+  });
+
+  test(`${app}: a socket cut during a tool call loses nothing and applies the result once`, async () => {
+    const proxy = await startProxy(server.port);
+    const { page, frames, close } = await open("/", proxy.port);
+    await ask(page, "add the red mug to my cart");
+    await ask(page, "show my cart");
+    const count = await answers(page);
+    await say(page, "clear my cart");
+    await page.getByTestId("approval-dialog").waitFor();
+    assert.ok(proxy.killAll() > 0, "connections were cut");
+    await page.getByTestId("approval-approve").click();
+    const answer = await nextAnswer(page, count);
+    assert.equal(answer.status, "completed");
+    assert.match(answer.text, /cart_clear/);
+    await waitForText(page, "cart-badge", "0");
+    const ends = frames.filter(
+      (f) => f.dir === "received" && f.frame.type === "EVENT" && f.frame.event.kind === "tool_execution_end" && f.frame.event.tool === "cart_clear",
+    );
+    assert.equal(ends.length, 1, "the server applied the result once");
+    const welcomes = frames.filter((f) => f.dir === "received" && f.frame.type === "WELCOME");
+    assert.ok(welcomes.length >= 2 && welcomes.at(-1).frame.resumed, "the client resumed its session");
+    await close();
+    await proxy.stop();
+  });
+}
