@@ -19,7 +19,8 @@ cargo xtask <task>
   test             everything CI runs: setup, lints, native, wasm and browser tests, size budget
   demo             build the Leptos storefront and serve it with the built-in model
   size             size report of the browser modules (raw, wasm-bindgen, wasm-opt -Oz, gzip, twiggy)
-  bench            criterion benchmarks (core) and the browser latency benchmark
+  bench            criterion benchmarks (core, server), hook and loopback benches, and the
+                   browser latency benchmark (`--browser`: only that one)
   protocol-schema  regenerate crates/tether-protocol/protocol.schema.json after a version bump
 ";
 
@@ -32,7 +33,7 @@ fn main() -> Result<()> {
         "test" => tasks::test(rest),
         "demo" => tasks::demo(rest),
         "size" => tasks::size(),
-        "bench" => tasks::bench(),
+        "bench" => tasks::bench(rest),
         "protocol-schema" => tasks::protocol_schema(),
         "help" | "--help" | "-h" => {
             eprint!("{HELP}");

@@ -54,9 +54,34 @@ fn twiggy_top(module: &ModuleSizes) -> Result<()> {
     run(in_repo("twiggy").args(["top", "-n", "20"]).arg(&module.wasm_path))
 }
 
-pub(crate) fn bench() -> Result<()> {
-    run(in_repo("cargo").args(["bench", "-p", "tether-core"]))?;
-    run(in_repo("cargo").args(["bench", "-p", "tether-server"]))
+pub(crate) fn bench(args: &[String]) -> Result<()> {
+    let only_browser = args.iter().any(|a| a == "--browser");
+    if !only_browser {
+        run(in_repo("cargo").args(["bench", "-p", "tether-core"]))?;
+        run(in_repo("cargo").args(["bench", "-p", "tether-server"]))?;
+    }
+    browser_latency()
+}
+
+/// The latency benchmark in headless Chromium (bench/browser), ajv side by side.
+fn browser_latency() -> Result<()> {
+    let toolchain = toolchain::setup(Needs { browser: true })?;
+    let runtime = runtime_module(toolchain)?;
+    let dir = repo_root().join("target/bench-browser");
+    std::fs::create_dir_all(&dir)?;
+    let pkg = runtime.wasm_path.parent().context("the module has a folder")?;
+    for file in ["tether_web.js", "tether_web_bg.wasm"] {
+        std::fs::copy(pkg.join(file), dir.join(file))?;
+    }
+    std::fs::copy(repo_root().join("bench/browser/latency.html"), dir.join("latency.html"))?;
+    std::fs::write(dir.join("index.html"), "<!doctype html><title>Tether benchmarks</title><a href=\"/latency.html\">latency</a>")?;
+    run(in_repo("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(repo_root().join("bench/browser")))?;
+    run(in_repo(repo_root().join("node_modules/.bin/esbuild"))
+        .args(["bench/browser/latency.mjs", "--bundle", "--format=esm", "--external:/tether_web.js", "--log-level=warning"])
+        .arg(format!("--outfile={}", dir.join("bench.js").display())))?;
+    run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether"]))?;
+    step("latency in headless Chromium (tether vs ajv in the same page and run)");
+    run(in_repo("node").arg("bench/browser/run.mjs").arg(&dir))
 }
 
 /// Builds the Leptos storefront into `target/storefront-leptos/dist` (shipping build).

@@ -262,6 +262,8 @@ struct ToolEntry {
 /// A call in flight, as the edge sees it.
 #[derive(Default)]
 struct CallState {
+    /// Set for [`Client::invoke_local`]: the outcome goes here, not to the server.
+    local: Option<futures_channel::oneshot::Sender<Outcome>>,
     abort: Option<AbortHandle>,
     url_before: Option<String>,
     revision_before: u64,
@@ -533,6 +535,37 @@ impl Client {
         self.0.inner.borrow().recent.iter().cloned().collect()
     }
 
+    /// Runs a tool here, without the server: the same lookup, validation, defaults, risk policy
+    /// (approval included) and handler as a `TOOL_CALL`. For dev tools and tests; the outcome
+    /// is not sent anywhere.
+    pub fn invoke_local(&self, tool: &str, args: Value) -> LocalFuture<Outcome> {
+        let (sender, receiver) = futures_channel::oneshot::channel();
+        let call_id = {
+            let mut inner = self.inner();
+            inner.next_frame += 1;
+            format!("local-{}", inner.next_frame)
+        };
+        let request = CallRequest { call_id: call_id.clone(), tool: tool.to_string(), args, server_risk: Default::default() };
+        self.start_call_with(request, Some(sender));
+        let tool = tool.to_string();
+        Box::pin(async move {
+            receiver.await.unwrap_or(Outcome {
+                call_id,
+                tool,
+                status: ResultStatus::Cancelled,
+                content: Value::String("the call was dropped".into()),
+            })
+        })
+    }
+
+    /// Checks arguments against a registered tool's schema: every problem, empty when valid.
+    pub fn validate(&self, tool: &str, args: &Value) -> Option<Vec<String>> {
+        use tether_core::validate::CompiledSchema;
+        let inner = self.0.inner.borrow();
+        let registered = inner.registry.get(tool)?;
+        Some(registered.schema().errors(args).iter().map(ToString::to_string).collect())
+    }
+
     /// The connection's state.
     pub fn connection_state(&self) -> ConnectionState {
         self.0.inner.borrow().state
@@ -782,6 +815,10 @@ impl Client {
     }
 
     fn start_call(&self, request: CallRequest) {
+        self.start_call_with(request, None);
+    }
+
+    fn start_call_with(&self, request: CallRequest, local: Option<futures_channel::oneshot::Sender<Outcome>>) {
         let call_id = request.call_id.clone();
         let step = {
             let mut inner = self.inner();
@@ -796,7 +833,7 @@ impl Client {
                 }
                 return;
             }
-            inner.calls.insert(call_id, CallState::default());
+            inner.calls.insert(call_id, CallState { local, ..CallState::default() });
             step
         };
         if let Some(step) = step {
@@ -945,6 +982,10 @@ impl Client {
         };
         if let Some(abort) = &state.abort {
             abort.abort();
+        }
+        if let Some(local) = state.local {
+            let _ = local.send(outcome);
+            return;
         }
         if state.cancelled_by_server {
             // The server no longer waits for it: record it, send nothing.

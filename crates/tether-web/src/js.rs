@@ -416,6 +416,24 @@ impl TetherClient {
         to_js(&self.client.recent_calls()).unchecked_into()
     }
 
+    /// Runs a tool here without the server (dev tools, benchmarks): lookup, validation,
+    /// defaults, risk policy and handler, as for a call from the model.
+    #[wasm_bindgen(js_name = invokeLocal)]
+    pub async fn invoke_local(&self, name: String, args: JsValue) -> Result<JsValue, JsError> {
+        let args: Value = if args.is_undefined() { Value::Object(Default::default()) } else { from_js(args, "arguments")? };
+        let outcome = self.client.invoke_local(&name, args).await;
+        Ok(to_js(&serde_json::json!({
+            "callId": outcome.call_id, "tool": outcome.tool, "status": outcome.status, "content": outcome.content
+        })))
+    }
+
+    /// Checks arguments against a registered tool's schema; returns every problem (empty when
+    /// valid). Throws for an unknown tool.
+    pub fn validate(&self, name: String, args: JsValue) -> Result<Vec<String>, JsError> {
+        let args: Value = from_js(args, "arguments")?;
+        self.client.validate(&name, &args).ok_or_else(|| JsError::new(&format!("unknown tool {name:?}")))
+    }
+
     /// The session id, once connected.
     #[wasm_bindgen(js_name = sessionId)]
     pub fn session_id(&self) -> Option<String> {
