@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use tether_core::CoreError;
-use tether_core::validate::{CompactValidator, CompiledSchema, FullValidator, NativeRegex, Validator};
+use tether_core::validate::{
+    COMPACT_KEYWORDS, CompactValidator, CompiledSchema, FullValidator, NativeRegex, Validator,
+};
 
 fn suite_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/json-schema-test-suite/draft2020-12")
@@ -76,38 +78,19 @@ fn compact_and_full_agree_with_the_official_suite() {
 fn keyword_files_of_the_subset_are_accepted() {
     // A refusal in these files would hide a gap in the compact validator behind "skipped".
     let compact = CompactValidator::new(NativeRegex);
-    for file in [
-        "type",
-        "enum",
-        "const",
-        "required",
-        "properties",
-        "additionalProperties",
-        "items",
-        "prefixItems",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "multipleOf",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "minItems",
-        "maxItems",
-        "uniqueItems",
-        "allOf",
-        "anyOf",
-        "oneOf",
-        "not",
-        "default",
-        "ref",
-    ] {
-        let groups: Vec<Value> =
-            serde_json::from_str(&std::fs::read_to_string(suite_dir().join(format!("{file}.json"))).unwrap()).unwrap();
+    let mut checked = 0;
+    for keyword in COMPACT_KEYWORDS {
+        let path = suite_dir().join(format!("{}.json", keyword.trim_start_matches('$')));
+        // `description` and `title` have no suite file; `defs.json` only tests the meta-schema (remote).
+        if !path.exists() || *keyword == "$defs" {
+            continue;
+        }
+        let groups: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let accepted = groups.iter().filter(|group| compact.compile(&group["schema"]).is_ok()).count();
-        assert!(accepted * 2 >= groups.len(), "{file}.json: only {accepted} of {} groups compiled", groups.len());
+        assert!(accepted * 2 >= groups.len(), "{keyword}: only {accepted} of {} groups compiled", groups.len());
+        checked += 1;
     }
+    assert!(checked >= 24, "only {checked} keyword files were found");
 }
 
 fn leaf_value() -> impl Strategy<Value = Value> {
