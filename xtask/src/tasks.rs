@@ -33,7 +33,10 @@ pub(crate) fn size() -> Result<()> {
     let toolchain = toolchain::setup(Needs::default())?;
     let runtime = runtime_module(toolchain)?;
     print_sizes(std::slice::from_ref(&runtime));
-    twiggy_top(&runtime)
+    twiggy_top(&runtime)?;
+    step("the React package next to @copilotkit/react-core (installed from npm on first use)");
+    run(in_repo("npm").args(["run", "--silent", "react:build"]))?;
+    run(in_repo("npm").args(["run", "--silent", "size"]))
 }
 
 /// The biggest contributors to a module, by `twiggy top` (installed on first use).
@@ -50,8 +53,11 @@ fn twiggy_top(module: &ModuleSizes) -> Result<()> {
         };
         install(true).or_else(|_| install(false))?;
     }
-    step(format!("top contributors of {} (twiggy top)", module.label));
-    run(in_repo("twiggy").args(["top", "-n", "20"]).arg(&module.wasm_path))
+    step(format!("top contributors of {} (twiggy top, before wasm-opt, with names)", module.label));
+    let named = repo_root().join("target/pkg/twiggy");
+    run(in_repo("wasm-bindgen").args(["--target", "web", "--keep-debug", "--out-dir"]).arg(&named).arg(&module.raw_path))?;
+    let file = module.wasm_path.file_name().context("a file name")?;
+    run(in_repo("twiggy").args(["top", "-n", "25"]).arg(named.join(file)))
 }
 
 pub(crate) fn bench(args: &[String]) -> Result<()> {
@@ -162,9 +168,16 @@ pub(crate) fn test(_args: &[String]) -> Result<()> {
         );
     }
 
-    step("end to end: the real server and the Leptos storefront in headless Chromium (Playwright)");
+    step("the React package: build, unit tests (vitest), types (tsc), packaging (npm pack into a fresh Vite app)");
+    for script in ["react:build", "react:test", "react:typecheck", "react:pack-test", "storefront-react:build"] {
+        run(in_repo("npm").args(["run", "--silent", script]))?;
+    }
+
+    step("end to end: the real server and both storefronts in headless Chromium (Playwright)");
     run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether"]))?;
-    run(in_repo("node").args(["--test", "--test-concurrency=1", "tests/e2e/leptos.test.mjs"]).env("TETHER_LEPTOS_DIST", &storefront))?;
+    run(in_repo("node")
+        .args(["--test", "--test-concurrency=1", "tests/e2e/leptos.test.mjs", "tests/e2e/react.test.mjs"])
+        .env("TETHER_LEPTOS_DIST", &storefront))?;
 
     step("all tests passed");
     Ok(())

@@ -24,8 +24,10 @@ pub(crate) struct ModuleSizes {
     pub(crate) wasm_gzip: u64,
     /// gzip -9 of the generated JS glue, minified as a bundler ships it (esbuild --minify).
     pub(crate) js_gzip: u64,
-    /// The optimised `.wasm`, for twiggy.
+    /// The optimised `.wasm`.
     pub(crate) wasm_path: PathBuf,
+    /// The `.wasm` cargo produced (with names, for twiggy).
+    pub(crate) raw_path: PathBuf,
 }
 
 impl ModuleSizes {
@@ -86,6 +88,7 @@ pub(crate) fn build_module(
         wasm_gzip: gzip_size(&bindgen_path)?,
         js_gzip: minified_gzip_size(&out_dir.join(format!("{crate_name}.js")))?,
         wasm_path: bindgen_path,
+        raw_path,
     })
 }
 

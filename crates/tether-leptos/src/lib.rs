@@ -160,11 +160,11 @@ fn apply_event(state: &AgentState, event: &ClientEvent) {
                 state.running.set(false);
             }
         }
-        ClientEvent::ServerError { code, message } => {
+        // The error itself reaches the list through the error callback.
+        ClientEvent::ServerError { code, .. } => {
             if matches!(code, tether_web::ErrorCode::RunInProgress | tether_web::ErrorCode::RunFailed) {
                 state.running.set(false);
             }
-            state.errors.update(|errors| errors.push(format!("{code:?}: {message}")));
         }
         _ => {}
     }

@@ -992,18 +992,17 @@ impl Client {
             self.record(&outcome, None);
             return;
         }
-        let navigated = {
-            let inner = self.0.inner.borrow();
-            state.url_before.is_some() && (current_url() != state.url_before || inner.changes != state.changes_before)
-        };
-        if !navigated {
-            self.send_result(outcome, None);
-            return;
-        }
         let client = self.clone();
         spawn_local(async move {
-            let settle_ms = client.settle().await;
-            client.send_result(outcome, Some(settle_ms));
+            // Tools that a framework registers a microtask after the handler (React applies
+            // mounts that way) count as the handler's navigation too.
+            yield_microtasks().await;
+            let navigated = {
+                let inner = client.0.inner.borrow();
+                state.url_before.is_some() && (current_url() != state.url_before || inner.changes != state.changes_before)
+            };
+            let settle_ms = if navigated { Some(client.settle().await) } else { None };
+            client.send_result(outcome, settle_ms);
         });
     }
 

@@ -410,6 +410,23 @@ impl TetherClient {
         to_js(&self.client.tools()).unchecked_into()
     }
 
+    /// The most recent refused registrations: `{name, reason, event}`.
+    pub fn refused(&self) -> JsValue {
+        let refused: Vec<serde_json::Value> = self
+            .client
+            .refused()
+            .iter()
+            .map(|r| {
+                let event = match r.error {
+                    tether_core::CoreError::ToolLimit { .. } => tether_core::LIMIT_EVENT,
+                    _ => "tool.registry.refused",
+                };
+                serde_json::json!({"name": r.name, "reason": r.error.to_string(), "event": event})
+            })
+            .collect();
+        to_js(&refused)
+    }
+
     /// The most recent finished calls.
     #[wasm_bindgen(js_name = recentCalls)]
     pub fn recent_calls(&self) -> JsCallRecords {

@@ -136,7 +136,9 @@ impl Shop {
             return Err(format!("no product {id:?}"));
         }
         self.add(id, quantity);
-        Ok(self.cart_json())
+        let cart: serde_json::Map<String, Value> =
+            self.cart.with_untracked(|lines| lines.iter().map(|l| (l.product_id.to_string(), json!(l.quantity))).collect());
+        Ok(json!({"cart": cart, "items": self.item_count()}))
     }
 
     pub(crate) fn remove(&self, id: &str) {

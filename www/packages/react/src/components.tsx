@@ -1,0 +1,168 @@
+import { useEffect, useRef, useState, type FormEvent, type KeyboardEvent } from "react";
+import type { Risk } from "../wasm/tether_web.js";
+import { useApprovalRequests, useTether, useTetherState } from "./hooks.js";
+import type { ConnectionState } from "./store.js";
+
+const riskClass = (risk: Risk) =>
+  `tether-risk tether-risk-${risk === "none" || risk === "low" ? "low" : risk === "high" ? "high" : "critical"}`;
+
+/**
+ * Asks the user to approve `high` and `critical` calls, one at a time: the tool, its risk, its
+ * description and the exact arguments. Approve takes the focus; Escape rejects.
+ */
+export function ApprovalDialog() {
+  const { current, approve, reject } = useApprovalRequests();
+  const approveButton = useRef<HTMLButtonElement>(null);
+  useEffect(() => {
+    if (current) approveButton.current?.focus();
+  }, [current]);
+  if (!current) return null;
+  const onKeyDown = (event: KeyboardEvent) => {
+    if (event.key === "Escape") {
+      event.preventDefault();
+      reject(current.callId, "the user pressed Escape");
+    }
+  };
+  return (
+    <div className="tether-approval-backdrop">
+      <div
+        className="tether-approval"
+        role="dialog"
+        aria-modal="true"
+        aria-labelledby="tether-approval-title"
+        aria-describedby="tether-approval-description"
+        data-testid="approval-dialog"
+        onKeyDown={onKeyDown}
+      >
+        <h2 id="tether-approval-title">
+          The assistant wants to run <code>{current.tool}</code>
+        </h2>
+        <p>
+          <span className={riskClass(current.risk)} data-testid="approval-risk">
+            {current.risk}
+          </span>
+        </p>
+        <p id="tether-approval-description">{current.description}</p>
+        <pre className="tether-approval-args" data-testid="approval-args">
+          {JSON.stringify(current.args, null, 2)}
+        </pre>
+        <div className="tether-approval-buttons">
+          <button
+            className="tether-approve"
+            data-testid="approval-approve"
+            ref={approveButton}
+            onClick={() => approve(current.callId)}
+          >
+            Approve
+          </button>
+          <button
+            className="tether-reject"
+            data-testid="approval-reject"
+            onClick={() => reject(current.callId, "the user pressed Reject")}
+          >
+            Reject
+          </button>
+        </div>
+      </div>
+    </div>
+  );
+}
+
+/** A chat with the agent; answers stream in. Agent lines carry `data-status` once done. */
+export function ChatPanel() {
+  const { sendMessage } = useTether();
+  const messages = useTetherState((s) => s.messages);
+  const running = useTetherState((s) => s.running);
+  const [draft, setDraft] = useState("");
+  const onSubmit = (event: FormEvent) => {
+    event.preventDefault();
+    if (draft.trim() && !running) {
+      sendMessage(draft);
+      setDraft("");
+    }
+  };
+  return (
+    <section className="tether-chat" aria-label="Assistant" data-testid="chat-panel">
+      <ol className="tether-chat-lines" aria-live="polite">
+        {messages.map((line) => (
+          <li key={line.key} className={`tether-line tether-line-${line.role}`} data-testid="chat-message" data-status={line.status ?? ""}>
+            {line.text}
+          </li>
+        ))}
+      </ol>
+      <form className="tether-chat-form" onSubmit={onSubmit}>
+        <input
+          type="text"
+          aria-label="Message to the assistant"
+          placeholder="Ask the assistant…"
+          data-testid="chat-input"
+          value={draft}
+          onChange={(event) => setDraft(event.target.value)}
+        />
+        <button type="submit" data-testid="chat-send" disabled={running}>
+          {running ? "Working…" : "Send"}
+        </button>
+      </form>
+    </section>
+  );
+}
+
+const connectionLabel = (state: ConnectionState) => state.charAt(0).toUpperCase() + state.slice(1);
+
+/** The registry as the model sees it, live: active tools, refused ones, and the last calls. */
+export function ToolInspector() {
+  const { tools, refused, calls, connection, contextUpdates } = useTetherState();
+  return (
+    <aside className="tether-inspector" aria-label="Tool inspector" data-testid="tool-inspector">
+      <h2>
+        Tools the model sees <span data-testid="inspector-count">{tools.length}</span> ·{" "}
+        <span data-testid="inspector-connection">{connectionLabel(connection)}</span> · updates{" "}
+        <span data-testid="inspector-context-updates">{contextUpdates}</span>
+      </h2>
+      <ul>
+        {tools.map((tool) => (
+          <li key={tool.name} data-testid="inspector-tool" data-tool={tool.name}>
+            <code>{tool.name}</code> <span className={riskClass(tool.risk)}>{tool.risk}</span>
+            {tool.global ? " global" : null}
+            <small> {tool.description}</small>
+          </li>
+        ))}
+      </ul>
+      {refused.length > 0 && (
+        <>
+          <h3>Refused</h3>
+          <ul>
+            {refused.map((r) => (
+              <li key={r.tool} data-testid="inspector-refused" data-event={r.event}>
+                <code>{r.tool}</code> — {r.reason}
+              </li>
+            ))}
+          </ul>
+        </>
+      )}
+      <h3>Last calls</h3>
+      <ol>
+        {calls.map((call) => (
+          <li key={call.callId} data-testid="inspector-call" data-status={call.status}>
+            <code>{call.tool}</code> → {call.status}
+            {call.settleMs != null ? ` (settled in ${Math.round(call.settleMs)} ms)` : null}
+          </li>
+        ))}
+      </ol>
+    </aside>
+  );
+}
+
+/** The errors the runtime reported (refused tools, server and connection errors). */
+export function RuntimeErrors() {
+  const errors = useTetherState((s) => s.errors);
+  return (
+    <ul data-testid="runtime-errors">
+      {errors.map((error, i) => (
+        <li key={i} data-testid="runtime-error">
+          {error.message}
+        </li>
+      ))}
+    </ul>
+  );
+}

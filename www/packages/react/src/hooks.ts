@@ -1,0 +1,255 @@
+import {
+  createContext,
+  createElement,
+  useContext,
+  useEffect,
+  useLayoutEffect,
+  useMemo,
+  useRef,
+  useSyncExternalStore,
+  type ReactNode,
+} from "react";
+import { flushSync } from "react-dom";
+import type {
+  ApprovalAnswer,
+  ApprovalRequest,
+  ClientOptions,
+  ResolverHooks,
+  Risk,
+  TetherEvent,
+  ToolDefinition,
+} from "../wasm/tether_web.js";
+import { loadTether, type WasmSource } from "./runtime.js";
+import { toJsonSchema, type ArgsOf, type ToolSchema } from "./schema.js";
+import { Slot, TetherStore, type ClientFactory, type TetherState } from "./store.js";
+
+const StoreContext = createContext<TetherStore | null>(null);
+
+/** The message every hook throws outside `<TetherProvider>`. */
+export const OUTSIDE_PROVIDER =
+  "@tether/react: useAgentTool and the other Tether hooks must be called inside <TetherProvider url=…>; wrap the app (or this component) in it";
+
+const useIsomorphicLayoutEffect = typeof window === "undefined" ? useEffect : useLayoutEffect;
+
+function useStore(): TetherStore {
+  const store = useContext(StoreContext);
+  if (!store) throw new Error(OUTSIDE_PROVIDER);
+  return store;
+}
+
+/** A ref that always holds the latest value (updated before effects and tool calls can read it). */
+function useLatest<T>(value: T) {
+  const ref = useRef(value);
+  useIsomorphicLayoutEffect(() => {
+    ref.current = value;
+  });
+  return ref;
+}
+
+export interface TetherProviderProps {
+  /** The server's WebSocket URL, e.g. `ws://localhost:8787/ws`. A new URL makes a new client. */
+  url: string;
+  /** Reconnect and settle timings. Read when the client is made. */
+  options?: ClientOptions;
+  /** Where the wasm comes from (default: the file shipped in this package, next to its glue). */
+  wasm?: WasmSource;
+  /** Makes the client instead of `new TetherClient(url, options)` (tests, custom runtimes). */
+  createClient?: ClientFactory;
+  children?: ReactNode;
+}
+
+/**
+ * Connects to the agent server and provides what every Tether hook needs. The runtime's wasm is
+ * loaded once per page; the client connects on mount and disconnects on unmount.
+ */
+export function TetherProvider({ url, options, wasm, createClient, children }: TetherProviderProps) {
+  const settings = useLatest({ options, wasm, createClient });
+  const store = useMemo(
+    () =>
+      new TetherStore(
+        url,
+        (u, o) => settings.current.createClient?.(u, o) ?? loadTether(settings.current.wasm).then((Client) => new Client(u, o)),
+        settings.current.options,
+        flushSync,
+      ),
+    [url, settings],
+  );
+  useEffect(() => {
+    store.attach();
+    return () => store.detach();
+  }, [store]);
+  return createElement(StoreContext.Provider, { value: store }, children);
+}
+
+/** What `useTether()` returns: the actions and the client (null until the runtime is loaded). */
+export interface Tether {
+  sendMessage(text: string): void;
+  answerApproval(callId: string, answer: ApprovalAnswer): void;
+  readonly client: TetherStore["client"];
+}
+
+/** The provider's actions: send a chat message, answer an approval; `client` for anything else. */
+export function useTether(): Tether {
+  const store = useStore();
+  return useMemo(
+    () => ({
+      sendMessage: (text: string) => store.sendMessage(text),
+      answerApproval: (callId: string, answer: ApprovalAnswer) => store.answerApproval(callId, answer),
+      get client() {
+        return store.client;
+      },
+    }),
+    [store],
+  );
+}
+
+/** The live state: connection, tools the model sees, refusals, calls, chat, approvals, errors. */
+export function useTetherState(): TetherState;
+export function useTetherState<T>(select: (state: TetherState) => T): T;
+export function useTetherState<T>(select?: (state: TetherState) => T): T | TetherState {
+  const store = useStore();
+  const get = () => (select ? select(store.getState()) : store.getState());
+  return useSyncExternalStore(store.subscribe, get, get);
+}
+
+/** Calls `listener` with every runtime event while the component is mounted (latest listener). */
+export function useTetherEvents(listener: (event: TetherEvent) => void): void {
+  const store = useStore();
+  const latest = useLatest(listener);
+  useEffect(() => store.listen((event) => latest.current(event)), [store, latest]);
+}
+
+/** Approval requests waiting for the user, and the ways to answer them. */
+export interface ApprovalRequests {
+  /** Oldest first. */
+  requests: ApprovalRequest[];
+  /** The one to show now. */
+  current: ApprovalRequest | undefined;
+  approve(callId: string): void;
+  reject(callId: string, reason?: string): void;
+  answer(callId: string, answer: ApprovalAnswer): void;
+}
+
+/** The `high` and `critical` calls waiting for the user's decision (build your own dialog). */
+export function useApprovalRequests(): ApprovalRequests {
+  const store = useStore();
+  const requests = useTetherState((s) => s.approvals);
+  return useMemo(
+    () => ({
+      requests,
+      current: requests[0],
+      approve: (callId: string) => store.answerApproval(callId, true),
+      reject: (callId: string, reason?: string) => store.answerApproval(callId, { approved: false, reason }),
+      answer: (callId: string, answer: ApprovalAnswer) => store.answerApproval(callId, answer),
+    }),
+    [store, requests],
+  );
+}
+
+/** A tool as a component declares it. */
+export interface AgentTool<S extends ToolSchema | undefined = ToolSchema | undefined> {
+  /** Letters, digits, `_` and `-`; at most 64 characters. */
+  name: string;
+  /** What it does, written for the model. */
+  description: string;
+  /** The arguments: a zod 4 schema or a JSON Schema object. Default: no arguments. */
+  schema?: S;
+  /** Default "none"; "high" and "critical" ask the user first. */
+  risk?: Risk;
+  /** Stays registered when the component unmounts. */
+  global?: boolean;
+  /** Handler timeout in milliseconds (default 10000). */
+  timeoutMs?: number;
+}
+
+/** Runs a tool: gets validated arguments (defaults applied); returns JSON or throws. */
+export type AgentToolHandler<S> = (args: ArgsOf<S>) => unknown | Promise<unknown>;
+
+function definition(tool: AgentTool): ToolDefinition {
+  const def: ToolDefinition = { name: tool.name, description: tool.description, parameters: toJsonSchema(tool.schema) };
+  if (tool.risk !== undefined) def.risk = tool.risk;
+  if (tool.global !== undefined) def.global = tool.global;
+  if (tool.timeoutMs !== undefined) def.timeoutMs = tool.timeoutMs;
+  return def;
+}
+
+/** Registers `want` for the calling component while it is mounted and while `key` holds. */
+function useRegistration(key: string, want: () => Omit<Parameters<TetherStore["want"]>[1] & object, "key">) {
+  const store = useStore();
+  const slot = useMemo(() => new Slot(), [store]);
+  const make = useLatest(want);
+  useEffect(() => {
+    store.want(slot, { key, ...make.current() });
+    return () => store.want(slot, null);
+  }, [store, slot, key, make]);
+}
+
+/**
+ * Registers a tool while the calling component is mounted.
+ *
+ * The handler is kept in a ref: it always sees the component's current props and state, and a
+ * re-render with the same definition changes nothing. A changed definition re-registers the
+ * tool in place. StrictMode's double mount leaves one registration and sends no extra update.
+ */
+export function useAgentTool<S extends ToolSchema | undefined = undefined>(
+  tool: AgentTool<S>,
+  handler: AgentToolHandler<S>,
+): void {
+  const store = useStore();
+  const latest = useLatest(handler);
+  const def = definition(tool);
+  const key = JSON.stringify(def);
+  useRegistration(key, () => ({
+    names: [def.name],
+    register: (client, owner) => client.registerTool(owner, def, (args) => store.runHandler(() => latest.current(args))),
+  }));
+}
+
+/** One tool of a resolver group (named `prefix_name` for the model). */
+export interface ResolverTool<S extends ToolSchema | undefined = ToolSchema | undefined> extends AgentTool<S> {
+  handler: AgentToolHandler<S>;
+}
+
+/** A group of tools named `prefix_name` that share hooks around every call. */
+export interface AgentToolResolver {
+  prefix: string;
+  tools: ResolverTool<any>[]; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+/** Builds a typed resolver tool (infers the handler's argument type from `schema`). */
+export function resolverTool<S extends ToolSchema | undefined = undefined>(tool: ResolverTool<S>): ResolverTool<S> {
+  return tool;
+}
+
+const resolverName = (prefix: string, name: string) => (prefix.endsWith("_") ? prefix + name : `${prefix}_${name}`);
+
+/**
+ * Registers a resolver group while the component is mounted: `onBeforeAnyCall` may refuse a
+ * call (return a reason or throw), `onAfterAnyCall` and `onErrorAnyCall` observe. Handlers and
+ * hooks are read at call time, like `useAgentTool`'s.
+ */
+export function useAgentToolResolver(resolver: AgentToolResolver, hooks: ResolverHooks = {}): void {
+  const store = useStore();
+  const latest = useLatest({ resolver, hooks });
+  const defs = resolver.tools.map(definition);
+  const key = JSON.stringify([resolver.prefix, defs]);
+  useRegistration(key, () => ({
+    names: defs.map((d) => resolverName(resolver.prefix, d.name)),
+    register: (client, owner) =>
+      client.registerResolver(
+        owner,
+        resolver.prefix,
+        defs,
+        defs.map((d) => (args: unknown) => {
+          const tool = latest.current.resolver.tools.find((t) => t.name === d.name);
+          if (!tool) throw new Error(`the tool ${d.name} is gone`);
+          return store.runHandler(() => tool.handler(args));
+        }),
+        {
+          onBeforeAnyCall: (tool, args) => latest.current.hooks.onBeforeAnyCall?.(tool, args),
+          onAfterAnyCall: (tool, output) => latest.current.hooks.onAfterAnyCall?.(tool, output),
+          onErrorAnyCall: (tool, error) => latest.current.hooks.onErrorAnyCall?.(tool, error),
+        },
+      ),
+  }));
+}

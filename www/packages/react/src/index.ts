@@ -1,0 +1,52 @@
+// @tether/react: tools for AI agents declared in React components, run by the Tether runtime
+// (Rust compiled to WebAssembly, shipped in this package and loaded once per page).
+
+export {
+  TetherProvider,
+  useAgentTool,
+  useAgentToolResolver,
+  resolverTool,
+  useTether,
+  useTetherState,
+  useTetherEvents,
+  useApprovalRequests,
+  OUTSIDE_PROVIDER,
+} from "./hooks.js";
+export type {
+  TetherProviderProps,
+  Tether,
+  AgentTool,
+  AgentToolHandler,
+  AgentToolResolver,
+  ResolverTool,
+  ApprovalRequests,
+} from "./hooks.js";
+export { ApprovalDialog, ChatPanel, ToolInspector, RuntimeErrors } from "./components.js";
+export { loadTether } from "./runtime.js";
+export type { WasmSource } from "./runtime.js";
+export { toJsonSchema } from "./schema.js";
+export type { ToolSchema, JsonSchema, StandardSchemaLike, ArgsOf } from "./schema.js";
+export type {
+  TetherState,
+  ChatLine,
+  RefusedTool,
+  ConnectionState,
+  TetherClientLike,
+  ClientFactory,
+} from "./store.js";
+export type {
+  TetherClient,
+  Risk,
+  ToolDefinition,
+  ToolHandler,
+  ToolSpec,
+  ApprovalRequest,
+  ApprovalAnswer,
+  Approver,
+  TetherNotification,
+  TetherError,
+  TetherEvent,
+  ResolverHooks,
+  ClientOptions,
+  CallRecord,
+} from "../wasm/tether_web.js";

@@ -1,0 +1,360 @@
+import type {
+  ApprovalAnswer,
+  ApprovalRequest,
+  CallRecord,
+  ClientOptions,
+  TetherClient,
+  TetherError,
+  TetherEvent,
+  TetherNotification,
+  ToolSpec,
+} from "../wasm/tether_web.js";
+
+/** The part of `TetherClient` the provider uses (tests pass a fake through `createClient`). */
+export type TetherClientLike = Pick<
+  TetherClient,
+  | "connect"
+  | "disconnect"
+  | "newOwner"
+  | "registerTool"
+  | "registerResolver"
+  | "unregisterOwner"
+  | "unregisterTool"
+  | "setApprover"
+  | "onNotify"
+  | "onError"
+  | "subscribe"
+  | "unsubscribe"
+  | "sendMessage"
+  | "tools"
+>;
+
+/** Makes the client once the provider mounts. */
+export type ClientFactory = (url: string, options?: ClientOptions) => TetherClientLike | Promise<TetherClientLike>;
+
+export type ConnectionState = Extract<TetherEvent, { type: "connection" }>["state"];
+
+/** One line of the chat. */
+export interface ChatLine {
+  /** Stable key: the run id for agent lines. */
+  key: string;
+  role: "user" | "agent" | "system";
+  text: string;
+  /** How the run ended, once it did (agent lines). */
+  status?: string;
+}
+
+/** A registration the runtime refused (over the cap, invalid name or schema). */
+export interface RefusedTool {
+  tool: string;
+  /** `tool.registry.limit` or `tool.registry.refused`. */
+  event: string;
+  reason: string;
+}
+
+/** What the provider keeps up to date from the runtime's events. */
+export interface TetherState {
+  connection: ConnectionState;
+  sessionId: string | null;
+  /** The tools as the model sees them (updated when a `CONTEXT_UPDATE` leaves). */
+  tools: ToolSpec[];
+  refused: RefusedTool[];
+  /** The last calls, newest last. */
+  calls: CallRecord[];
+  messages: ChatLine[];
+  /** A run is in progress. */
+  running: boolean;
+  /** Approval requests waiting for the user, oldest first. */
+  approvals: ApprovalRequest[];
+  /** Errors the runtime reported, newest last. */
+  errors: TetherError[];
+  /** How many `CONTEXT_UPDATE` frames were sent. */
+  contextUpdates: number;
+}
+
+/** A component's wish: the tools it wants registered now, under one owner. */
+export interface Want {
+  /** Equal keys mean equal registrations (definitions, not handlers). */
+  key: string;
+  /** The tool names it registers. */
+  names: string[];
+  register(client: TetherClientLike, owner: number): void;
+}
+
+/** One hook call site: what it wants and what the runtime has. */
+let slotCount = 0;
+
+export class Slot {
+  /** Render order (parents before children, siblings in order): the order tools are registered in. */
+  readonly seq = ++slotCount;
+  owner: number | undefined;
+  want: Want | null = null;
+  have: Want | null = null;
+}
+
+const KEPT = 50;
+
+const keep = <T>(list: T[], item: T): T[] => [...list, item].slice(-KEPT);
+
+const initialState: TetherState = {
+  connection: "idle",
+  sessionId: null,
+  tools: [],
+  refused: [],
+  calls: [],
+  messages: [],
+  running: false,
+  approvals: [],
+  errors: [],
+  contextUpdates: 0,
+};
+
+/**
+ * The provider's engine: owns the client, mirrors its events into an immutable state for
+ * `useSyncExternalStore`, and reconciles the tools that mounted components want.
+ *
+ * Registry changes are applied in one microtask per tick, removals first: React runs an
+ * unmount's cleanup and the next mount's effect in the same tick, so a StrictMode double
+ * mount (want, unwant, want) nets out to nothing, and a page change (old page's tools out,
+ * new page's in) reaches the runtime in one batch, which it sends as one `CONTEXT_UPDATE`.
+ */
+export class TetherStore {
+  client: TetherClientLike | null = null;
+  private state: TetherState = initialState;
+  private readonly listeners = new Set<() => void>();
+  private readonly eventListeners = new Set<(event: TetherEvent) => void>();
+  private readonly dirty = new Set<Slot>();
+  private readonly slots = new Set<Slot>();
+  private readonly answers = new Map<string, (answer: ApprovalAnswer) => void>();
+  private queued: string[] = [];
+  private scheduled = false;
+  private mounted = 0;
+  private started = false;
+  private closed = false;
+  private subscription: number | undefined;
+  private wants = 0;
+
+  constructor(
+    readonly url: string,
+    private readonly create: ClientFactory,
+    private readonly options?: ClientOptions,
+    private readonly commit: (update: () => void) => void = (update) => update(),
+  ) {}
+
+  // ---- lifecycle: connect on the first mount, disconnect when the last unmount sticks ----
+
+  attach(): void {
+    this.mounted++;
+    if (this.closed) {
+      // Shown again after a real unmount (e.g. a hidden <Activity>): a new client.
+      this.closed = false;
+      this.started = false;
+    }
+    if (this.started) return;
+    this.started = true;
+    Promise.resolve()
+      .then(() => this.create(this.url, this.options))
+      .then(
+        (client) => this.open(client),
+        (error: unknown) => this.pushError({ kind: "connection", message: `the runtime did not load: ${String(error)}` }),
+      );
+  }
+
+  detach(): void {
+    this.mounted--;
+    queueMicrotask(() => {
+      if (this.mounted === 0) this.close();
+    });
+  }
+
+  private open(client: TetherClientLike): void {
+    if (this.closed) return;
+    this.client = client;
+    this.subscription = client.subscribe((event) => this.onEvent(event));
+    client.onError((error) => this.pushError(error));
+    client.onNotify((n: TetherNotification) =>
+      this.update({
+        messages: keep(this.state.messages, {
+          key: `notify-${n.callId}`,
+          role: "system",
+          text: `Running ${n.tool} ${JSON.stringify(n.args)}`,
+        }),
+      }),
+    );
+    client.setApprover(
+      (request) =>
+        new Promise<ApprovalAnswer>((resolve) => {
+          this.answers.set(request.callId, resolve);
+          this.update({ approvals: [...this.state.approvals, request] });
+        }),
+    );
+    // Tools wanted before the runtime was ready: registered before the first connection.
+    this.reconcile();
+    client.connect();
+    for (const text of this.queued.splice(0)) client.sendMessage(text);
+  }
+
+  private close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    const client = this.client;
+    this.client = null;
+    // A later client starts from nothing: every slot that still wants tools registers again.
+    for (const slot of this.slots) {
+      slot.have = null;
+      slot.owner = undefined;
+      if (slot.want) this.dirty.add(slot);
+    }
+    if (!client) return;
+    if (this.subscription !== undefined) client.unsubscribe(this.subscription);
+    client.disconnect();
+    for (const answer of this.answers.values()) answer("dismissed");
+    this.answers.clear();
+  }
+
+  // ---- state for useSyncExternalStore ----
+
+  getState = (): TetherState => this.state;
+
+  subscribe = (listener: () => void): (() => void) => {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  };
+
+  /** Every runtime event, as it happens. */
+  listen(listener: (event: TetherEvent) => void): () => void {
+    this.eventListeners.add(listener);
+    return () => this.eventListeners.delete(listener);
+  }
+
+  private update(patch: Partial<TetherState>): void {
+    this.state = { ...this.state, ...patch };
+    for (const listener of [...this.listeners]) listener();
+  }
+
+  private pushError(error: TetherError): void {
+    this.update({ errors: keep(this.state.errors, error) });
+  }
+
+  private onEvent(event: TetherEvent): void {
+    const s = this.state;
+    switch (event.type) {
+      case "connection":
+        this.update({ connection: event.state });
+        break;
+      case "welcome":
+        this.update({ sessionId: event.sessionId });
+        break;
+      case "contextSent":
+        this.update({ contextUpdates: s.contextUpdates + 1, tools: this.client?.tools() ?? s.tools });
+        break;
+      case "toolRefused":
+        this.update({
+          refused: [...s.refused.filter((r) => r.tool !== event.tool), { tool: event.tool, event: event.event, reason: event.reason }],
+        });
+        break;
+      case "callFinished":
+        this.update({ calls: keep(s.calls, event.record) });
+        break;
+      case "agentMessage": {
+        const index = s.messages.findIndex((line) => line.key === event.runId);
+        const messages = [...s.messages];
+        const status = event.status ?? undefined;
+        if (index < 0) messages.push({ key: event.runId, role: "agent", text: event.delta, status });
+        else messages[index] = { ...messages[index]!, text: messages[index]!.text + event.delta, status };
+        this.update({ messages, running: event.done ? false : s.running });
+        break;
+      }
+      case "serverError":
+        if (event.code === "run_in_progress" || event.code === "run_failed") this.update({ running: false });
+        break;
+    }
+    for (const listener of [...this.eventListeners]) listener(event);
+  }
+
+  // ---- actions ----
+
+  /** Sends the user's message (queued until the runtime is loaded) and shows it in the chat. */
+  sendMessage(text: string): void {
+    const trimmed = text.trim();
+    if (!trimmed) return;
+    this.update({
+      messages: [...this.state.messages, { key: `user-${this.state.messages.length}`, role: "user", text: trimmed }],
+      running: true,
+    });
+    if (this.client) this.client.sendMessage(trimmed);
+    else this.queued.push(trimmed);
+  }
+
+  /** Answers the approval request of `callId`. */
+  answerApproval(callId: string, answer: ApprovalAnswer): void {
+    const resolve = this.answers.get(callId);
+    this.answers.delete(callId);
+    this.update({ approvals: this.state.approvals.filter((r) => r.callId !== callId) });
+    resolve?.(answer);
+  }
+
+  // ---- tools ----
+
+  /**
+   * Runs a tool handler. Its synchronous state updates are committed at once (`flushSync`), so
+   * the components it mounts or unmounts state their tools (applied in this tick's microtask)
+   * before the runtime decides whether the page changed; if it did, the runtime waits for the
+   * page to settle and sends the new tool list before the result.
+   */
+  runHandler(handler: () => unknown): unknown {
+    let result: unknown;
+    this.commit(() => {
+      result = handler();
+    });
+    return result;
+  }
+
+  /** Records what `slot` wants; applied with every other change of this tick in one microtask. */
+  want(slot: Slot, want: Want | null): void {
+    this.wants++;
+    slot.want = want;
+    if (want) this.slots.add(slot);
+    else if (!slot.have) this.slots.delete(slot);
+    this.dirty.add(slot);
+    if (this.scheduled) return;
+    this.scheduled = true;
+    queueMicrotask(() => {
+      this.scheduled = false;
+      this.reconcile();
+    });
+  }
+
+  private reconcile(): void {
+    const client = this.client;
+    if (!client || this.dirty.size === 0) return;
+    // React runs effects children first; register in render order (the layout's tools before the
+    // page's), as the components appear on the page.
+    const slots = [...this.dirty].sort((a, b) => a.seq - b.seq);
+    this.dirty.clear();
+    // Removals first: they free room under the cap.
+    for (const slot of slots) {
+      const { have, want } = slot;
+      if (!have || (want && want.key === have.key)) continue;
+      if (!want) {
+        client.unregisterOwner(slot.owner!);
+        slot.have = null;
+        this.slots.delete(slot);
+      } else {
+        for (const name of have.names) if (!want.names.includes(name)) client.unregisterTool(slot.owner!, name);
+      }
+    }
+    for (const slot of slots) {
+      const { have, want } = slot;
+      if (!want || (have && have.key === want.key)) continue;
+      slot.owner ??= client.newOwner();
+      slot.have = want;
+      try {
+        // The same name re-registered replaces the tool in place (its calls in flight go on).
+        want.register(client, slot.owner);
+      } catch {
+        // A refusal (over the cap, invalid schema) is reported to onError and the inspector.
+      }
+    }
+  }
+}

@@ -1,0 +1,388 @@
+import { StrictMode, useState, type ReactNode } from "react";
+import { act, cleanup, fireEvent, render, screen } from "@testing-library/react";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { z } from "zod";
+import {
+  ApprovalDialog,
+  ChatPanel,
+  OUTSIDE_PROVIDER,
+  RuntimeErrors,
+  TetherProvider,
+  ToolInspector,
+  useAgentTool,
+  useAgentToolResolver,
+  useApprovalRequests,
+  useTetherEvents,
+} from "../src/index.js";
+import type { TetherEvent } from "../src/index.js";
+import { FakeClient } from "./fake-client.js";
+
+afterEach(cleanup);
+
+/** Lets effects, the reconcile microtask and the fake runtime's flush run. */
+const settle = () => act(() => new Promise<void>((resolve) => setTimeout(resolve, 0)));
+
+function setup(ui: ReactNode, { strict = false } = {}) {
+  const client = new FakeClient();
+  const createClient = vi.fn(() => client);
+  const wrap = (children: ReactNode) => {
+    const tree = (
+      <TetherProvider url="ws://test/ws" createClient={createClient}>
+        {children}
+      </TetherProvider>
+    );
+    return strict ? <StrictMode>{tree}</StrictMode> : tree;
+  };
+  const view = render(wrap(ui));
+  return { client, createClient, rerender: (next: ReactNode) => view.rerender(wrap(next)), unmount: view.unmount };
+}
+
+function Echo({ label = "echo", risk }: { label?: string; risk?: "none" | "high" }) {
+  useAgentTool({ name: "echo", description: `Echo (${label}).`, risk }, (args) => ({ echoed: args, label }));
+  return null;
+}
+
+describe("useAgentTool", () => {
+  it("registers on mount and unregisters on unmount", async () => {
+    const { client, rerender, unmount, createClient } = setup(<Echo />);
+    await settle();
+    expect(createClient).toHaveBeenCalledTimes(1);
+    expect(client.names()).toEqual(["echo"]);
+    expect(client.log).toEqual(["register echo", "connect"]);
+    expect(await client.call("echo", { a: 1 })).toEqual({ echoed: { a: 1 }, label: "echo" });
+    rerender(null);
+    await settle();
+    expect(client.names()).toEqual([]);
+    expect(client.log.at(-1)).toBe("unregisterOwner 1");
+    expect(client.contextUpdates).toHaveLength(2);
+    unmount();
+    await settle();
+    expect(client.log.at(-1)).toBe("disconnect");
+  });
+
+  it("leaves exactly one registration under StrictMode and sends no extra CONTEXT_UPDATE", async () => {
+    function Page() {
+      const [show, setShow] = useState(false);
+      return (
+        <>
+          <button onClick={() => setShow(true)}>show</button>
+          {show && <Echo />}
+        </>
+      );
+    }
+    const { client } = setup(<Page />, { strict: true });
+    await settle();
+    expect(client.log).toEqual(["connect"]);
+    expect(client.contextUpdates).toHaveLength(0);
+    fireEvent.click(screen.getByText("show"));
+    await settle();
+    expect(client.log.filter((l) => l !== "connect")).toEqual(["register echo"]);
+    expect(client.names()).toEqual(["echo"]);
+    expect(client.contextUpdates).toHaveLength(1);
+  });
+
+  it("connects once under StrictMode (the provider's double mount is absorbed too)", async () => {
+    const { client, createClient } = setup(<Echo />, { strict: true });
+    await settle();
+    expect(createClient).toHaveBeenCalledTimes(1);
+    expect(client.log).toEqual(["register echo", "connect"]);
+  });
+
+  it("a provider shown again after an unmount reconnects with a new client and its tools", async () => {
+    const clients: FakeClient[] = [];
+    const createClient = () => {
+      clients.push(new FakeClient());
+      return clients.at(-1)!;
+    };
+    // The same provider instance (same store) unmounts its effects and mounts them again later,
+    // as a hidden <Activity> does.
+    const { Activity } = await import("react");
+    const tree = (mode: "visible" | "hidden") => (
+      <Activity mode={mode}>
+        <TetherProvider url="ws://test/ws" createClient={createClient}>
+          <Echo />
+        </TetherProvider>
+      </Activity>
+    );
+    const view = render(tree("visible"));
+    await settle();
+    view.rerender(tree("hidden"));
+    await settle();
+    expect(clients[0]!.log.at(-1)).toBe("disconnect");
+    view.rerender(tree("visible"));
+    await settle();
+    expect(clients).toHaveLength(2);
+    expect(clients[1]!.names()).toEqual(["echo"]);
+    expect(clients[1]!.connected).toBe(true);
+  });
+
+  it("does not re-register on a re-render with the same definition", async () => {
+    const { client, rerender } = setup(<Echo />);
+    await settle();
+    rerender(<Echo />);
+    rerender(<Echo />);
+    await settle();
+    expect(client.log.filter((l) => l.startsWith("register"))).toHaveLength(1);
+    expect(client.contextUpdates).toHaveLength(1);
+  });
+
+  it("re-registers in place when the definition changes, once per tick", async () => {
+    function Two({ label }: { label: string }) {
+      useAgentTool({ name: "first", description: "First." }, () => 1);
+      useAgentTool({ name: "second", description: `Second ${label}.` }, () => 2);
+      return null;
+    }
+    const { client, rerender } = setup(<Two label="a" />);
+    await settle();
+    rerender(<Two label="b" />);
+    await settle();
+    expect(client.names()).toEqual(["first", "second"]);
+    expect(client.tools()[1]!.description).toBe("Second b.");
+    expect(client.log.filter((l) => l.startsWith("unregister"))).toEqual([]);
+    expect(client.contextUpdates).toHaveLength(2);
+  });
+
+  it("a handler sees state updated after registration (no stale closure)", async () => {
+    function Counter() {
+      const [count, setCount] = useState(0);
+      useAgentTool({ name: "read_count", description: "Read the count." }, () => ({ count }));
+      return <button onClick={() => setCount((n) => n + 1)}>inc</button>;
+    }
+    const { client } = setup(<Counter />);
+    await settle();
+    expect(await client.call("read_count")).toEqual({ count: 0 });
+    fireEvent.click(screen.getByText("inc"));
+    fireEvent.click(screen.getByText("inc"));
+    await settle();
+    expect(await client.call("read_count")).toEqual({ count: 2 });
+    expect(client.log.filter((l) => l.startsWith("register"))).toHaveLength(1);
+  });
+
+  it("a handler that mounts tools commits at once: their tools are registered in the same tick", async () => {
+    function Echoes() {
+      useAgentTool({ name: "echo_1", description: "Echo 1." }, () => 1);
+      useAgentTool({ name: "echo_2", description: "Echo 2." }, () => 2);
+      return null;
+    }
+    function Page() {
+      const [show, setShow] = useState(false);
+      useAgentTool({ name: "show", description: "Show the echoes." }, () => {
+        setShow(true);
+        return { shown: true };
+      });
+      return show ? <Echoes /> : null;
+    }
+    const { client } = setup(<Page />);
+    await settle();
+    client.log.length = 0;
+    let registeredInSameTick: string[] = [];
+    await act(async () => {
+      await client.call("show");
+      // The handler's state update was committed inside the call (flushSync) and the new tools
+      // are applied in this tick's microtask; the runtime yields one microtask after a handler
+      // before deciding whether the page changed, so it sees them and waits for the page.
+      await Promise.resolve();
+      registeredInSameTick = client.names();
+    });
+    await settle();
+    expect(registeredInSameTick).toEqual(["show", "echo_1", "echo_2"]);
+    expect(client.log).toEqual(["register echo_1", "register echo_2"]);
+  });
+
+  it("a page change reaches the runtime as one batch: one CONTEXT_UPDATE", async () => {
+    function Home() {
+      useAgentTool({ name: "product_view", description: "Open a product's page." }, () => null);
+      useAgentTool({ name: "cart_add", description: "Add." }, () => null);
+      return null;
+    }
+    function Product() {
+      useAgentTool({ name: "product_view", description: "Show this product's details." }, () => null);
+      useAgentTool({ name: "cart_add", description: "Add this one." }, () => null);
+      return null;
+    }
+    function Layout({ page }: { page: "home" | "product" }) {
+      useAgentTool({ name: "navigate", description: "Go.", global: true }, () => null);
+      return page === "home" ? <Home /> : <Product />;
+    }
+    const { client, rerender } = setup(<Layout page="home" />);
+    await settle();
+    expect(client.contextUpdates).toHaveLength(1);
+    rerender(<Layout page="product" />);
+    await settle();
+    expect(client.contextUpdates).toHaveLength(2);
+    expect(client.tools().map((t) => t.description)).toEqual(["Go.", "Show this product's details.", "Add this one."]);
+  });
+
+  it("keeps global tools when their component unmounts", async () => {
+    function Global() {
+      useAgentTool({ name: "navigate", description: "Go.", global: true }, () => null);
+      return null;
+    }
+    const { client, rerender } = setup(<Global />);
+    await settle();
+    rerender(null);
+    await settle();
+    expect(client.names()).toEqual(["navigate"]);
+  });
+
+  it("converts a zod schema with zod's own converter (input side: defaults are optional)", async () => {
+    const schema = z.object({
+      productId: z.enum(["mug-red", "mug-blue"]),
+      quantity: z.number().int().min(1).max(10).default(1),
+    });
+    let got: { productId: string; quantity: number } | undefined;
+    function Add() {
+      useAgentTool({ name: "cart_add", description: "Add.", schema }, (args) => {
+        got = args; // typed: { productId: "mug-red" | "mug-blue"; quantity: number }
+        return { ok: true };
+      });
+      return null;
+    }
+    const { client } = setup(<Add />);
+    await settle();
+    const parameters = client.tools()[0]!.parameters as Record<string, any>;
+    expect(parameters.type).toBe("object");
+    expect(parameters.properties.productId.enum).toEqual(["mug-red", "mug-blue"]);
+    expect(parameters.properties.quantity).toMatchObject({ type: "integer", minimum: 1, maximum: 10, default: 1 });
+    expect(parameters.required).toEqual(["productId"]);
+    await client.call("cart_add", { productId: "mug-red", quantity: 1 });
+    expect(got).toEqual({ productId: "mug-red", quantity: 1 });
+  });
+
+  it("passes a plain JSON Schema as it is", async () => {
+    const schema = { type: "object", properties: { to: { type: "string", enum: ["home", "cart"] } }, required: ["to"] };
+    function Nav() {
+      useAgentTool({ name: "navigate", description: "Go.", schema: { ...schema } }, () => null);
+      return null;
+    }
+    const { client, rerender } = setup(<Nav />);
+    await settle();
+    rerender(<Nav />);
+    await settle();
+    expect(client.tools()[0]!.parameters).toEqual(schema);
+    expect(client.log.filter((l) => l.startsWith("register"))).toHaveLength(1);
+  });
+
+  it("reports refusals over the cap", async () => {
+    function Many() {
+      for (let n = 1; n <= 31; n++) useAgentTool({ name: `stress_tool_${n}`, description: `Stress tool number ${n}.` }, () => ({ n }));
+      return (
+        <>
+          <ToolInspector />
+          <RuntimeErrors />
+        </>
+      );
+    }
+    const { client } = setup(<Many />);
+    await settle();
+    await settle();
+    expect(client.names()).toHaveLength(30);
+    expect(screen.getByTestId("inspector-count").textContent).toBe("30");
+    expect(screen.getByTestId("inspector-refused").getAttribute("data-event")).toBe("tool.registry.limit");
+    expect(screen.getByTestId("runtime-errors").textContent).toMatch(/stress_tool_31/);
+  });
+
+  it("throws a clear error outside the provider", () => {
+    vi.spyOn(console, "error").mockImplementation(() => {});
+    expect(() => render(<Echo />)).toThrow(OUTSIDE_PROVIDER);
+  });
+});
+
+describe("useAgentToolResolver", () => {
+  it("registers prefixed tools with hooks that see the latest props", async () => {
+    const seen: string[] = [];
+    function Flights({ mark }: { mark: string }) {
+      useAgentToolResolver(
+        {
+          prefix: "flights",
+          tools: [
+            { name: "search", description: "Search flights.", handler: () => ({ mark }) },
+            { name: "book", description: "Book a flight.", risk: "high", handler: () => "booked" },
+          ],
+        },
+        {
+          onBeforeAnyCall: (tool) => (tool === "flights_book" ? "not today" : undefined),
+          onAfterAnyCall: (tool) => void seen.push(`${mark}:${tool}`),
+        },
+      );
+      return null;
+    }
+    const { client, rerender } = setup(<Flights mark="a" />);
+    await settle();
+    expect(client.names()).toEqual(["flights_search", "flights_book"]);
+    rerender(<Flights mark="b" />);
+    await settle();
+    expect(await client.call("flights_search")).toEqual({ mark: "b" });
+    expect(await client.call("flights_book")).toEqual({ refused: "not today" });
+    expect(seen).toEqual(["b:flights_search"]);
+    expect(client.log.filter((l) => l.startsWith("resolver"))).toHaveLength(1);
+  });
+});
+
+describe("events, approvals and the chat", () => {
+  it("useTetherEvents gets every event", async () => {
+    const events: TetherEvent[] = [];
+    function Spy() {
+      useTetherEvents((event) => events.push(event));
+      return null;
+    }
+    const { client } = setup(<Spy />);
+    await settle();
+    act(() => client.emit({ type: "connection", state: "open", attempt: 0 }));
+    expect(events).toEqual([{ type: "connection", state: "open", attempt: 0 }]);
+  });
+
+  it("ApprovalDialog shows a request and answers it", async () => {
+    const { client } = setup(<ApprovalDialog />);
+    await settle();
+    expect(screen.queryByTestId("approval-dialog")).toBeNull();
+    let answer: Promise<unknown> | undefined;
+    act(() => {
+      answer = Promise.resolve(
+        client.approver!({ callId: "c1", tool: "cart_remove", description: "Remove.", risk: "high", args: { productId: "mug-red" } }),
+      );
+    });
+    expect(screen.getByTestId("approval-risk").textContent).toBe("high");
+    expect(screen.getByTestId("approval-args").textContent).toMatch(/mug-red/);
+    expect(document.activeElement).toBe(screen.getByTestId("approval-approve"));
+    fireEvent.click(screen.getByTestId("approval-reject"));
+    await expect(answer).resolves.toEqual({ approved: false, reason: "the user pressed Reject" });
+    expect(screen.queryByTestId("approval-dialog")).toBeNull();
+  });
+
+  it("useApprovalRequests lists pending requests oldest first", async () => {
+    let api: ReturnType<typeof useApprovalRequests> | undefined;
+    function Custom() {
+      api = useApprovalRequests();
+      return null;
+    }
+    const { client } = setup(<Custom />);
+    await settle();
+    let first: Promise<unknown> | undefined;
+    act(() => {
+      first = Promise.resolve(client.approver!({ callId: "a", tool: "t", description: "", risk: "critical", args: {} }));
+      void client.approver!({ callId: "b", tool: "t", description: "", risk: "high", args: {} });
+    });
+    expect(api!.requests.map((r) => r.callId)).toEqual(["a", "b"]);
+    act(() => api!.approve("a"));
+    await expect(first).resolves.toBe(true);
+    expect(api!.current?.callId).toBe("b");
+  });
+
+  it("ChatPanel sends a message and streams the answer with its status", async () => {
+    const { client } = setup(<ChatPanel />);
+    await settle();
+    fireEvent.change(screen.getByTestId("chat-input"), { target: { value: "add the red mug" } });
+    fireEvent.submit(screen.getByTestId("chat-input"));
+    expect(client.sent).toEqual(["add the red mug"]);
+    expect((screen.getByTestId("chat-send") as HTMLButtonElement).disabled).toBe(true);
+    act(() => client.emit({ type: "agentMessage", runId: "r1", delta: "(scripted model) ", done: false }));
+    act(() => client.emit({ type: "agentMessage", runId: "r1", delta: "Done.", done: true, status: "completed" }));
+    const lines = screen.getAllByTestId("chat-message");
+    expect(lines.map((l) => [l.textContent, l.getAttribute("data-status")])).toEqual([
+      ["add the red mug", ""],
+      ["(scripted model) Done.", "completed"],
+    ]);
+    expect((screen.getByTestId("chat-send") as HTMLButtonElement).disabled).toBe(false);
+  });
+});

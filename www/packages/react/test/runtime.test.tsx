@@ -1,0 +1,126 @@
+// The hooks on the real runtime: the wasm shipped in the package (loaded once, from the file, by
+// the package's "node" wasm source), speaking the protocol over a real WebSocket to a small
+// in-process peer that counts the frames.
+import { readFileSync } from "node:fs";
+import { StrictMode, useState, type ReactNode } from "react";
+import { flushSync } from "react-dom";
+import { act, cleanup, render, screen, waitFor } from "@testing-library/react";
+import { WebSocketServer, type WebSocket as PeerSocket } from "ws";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { loadTether, TetherProvider, ToolInspector, useAgentTool } from "../src/index.js";
+
+interface Frame {
+  type: string;
+  [key: string]: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+let server: WebSocketServer;
+let url: string;
+let frames: Frame[] = [];
+let socket: PeerSocket | undefined;
+
+beforeAll(async () => {
+  // vitest's jsdom environment gives modules a non-file import.meta.url: hand the bytes over
+  // (in plain Node the package's "node" wasm source reads the file itself).
+  await loadTether(readFileSync(process.env.TETHER_WASM!));
+  server = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+  await new Promise((resolve) => server.once("listening", resolve));
+  url = `ws://127.0.0.1:${(server.address() as { port: number }).port}/ws`;
+  server.on("connection", (ws) => {
+    socket = ws;
+    ws.on("message", (data) => {
+      const frame = JSON.parse(String(data)) as Frame;
+      frames.push(frame);
+      if (frame.type === "HELLO") {
+        ws.send(
+          JSON.stringify({
+            type: "WELCOME",
+            id: "w1",
+            protocolVersion: 1,
+            sessionId: "s1",
+            resumeToken: "t1",
+            resumed: false,
+            maxActiveTools: 30,
+            maxFrameBytes: 1_000_000,
+            capabilities: ["tool_result_ack"],
+          }),
+        );
+      }
+      if (frame.type === "TOOL_RESULT") ws.send(JSON.stringify({ type: "TOOL_RESULT_ACK", id: `a-${frame.callId}`, callId: frame.callId }));
+    });
+  });
+});
+
+afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+afterEach(() => {
+  cleanup();
+  frames = [];
+});
+
+const contextUpdates = () => frames.filter((f) => f.type === "CONTEXT_UPDATE");
+const toolNames = (f: Frame) => (f.tools as { name: string }[]).map((t) => t.name);
+const sleep = (ms: number) => act(() => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+
+async function mount(children: ReactNode) {
+  const view = render(
+    <StrictMode>
+      <TetherProvider url={url}>
+        {children}
+        <ToolInspector />
+      </TetherProvider>
+    </StrictMode>,
+  );
+  await waitFor(() => expect(screen.getByTestId("inspector-connection").textContent).toBe("Open"));
+  await sleep(20);
+  return view;
+}
+
+describe("on the real runtime", () => {
+  it("loads the wasm once per page", async () => {
+    const first = loadTether();
+    expect(loadTether(new Uint8Array())).toBe(first);
+    const Client = await first;
+    expect(typeof Client.prototype.registerTool).toBe("function");
+  });
+
+  it("StrictMode: one registration, one CONTEXT_UPDATE", async () => {
+    function Page() {
+      const [show, setShow] = useState(false);
+      useAgentTool({ name: "show_echo", description: "Show the echo tool." }, () => {
+        flushSync(() => setShow(true));
+        return { shown: true };
+      });
+      return show ? <Echo /> : null;
+    }
+    function Echo() {
+      useAgentTool({ name: "echo", description: "Echo." }, (args) => args);
+      return null;
+    }
+    await mount(<Page />);
+    expect(contextUpdates().map(toolNames)).toEqual([["show_echo"]]);
+    socket!.send(JSON.stringify({ type: "TOOL_CALL", id: "c", callId: "call-1", runId: "r", name: "show_echo", args: {} }));
+    await waitFor(() => expect(frames.some((f) => f.type === "TOOL_RESULT")).toBe(true));
+    await sleep(50);
+    // One more CONTEXT_UPDATE, with the new tool once. (Its order against the result needs a real
+    // page: under jsdom the runtime sees no window, so it does not wait for the page to settle;
+    // the e2e suite checks the order in Chromium.)
+    expect(contextUpdates().map(toolNames)).toEqual([["show_echo"], ["show_echo", "echo"]]);
+    expect(frames.find((f) => f.type === "TOOL_RESULT")).toMatchObject({ callId: "call-1", status: "ok", content: { shown: true } });
+    expect(frames.filter((f) => f.type === "TOOL_RESULT")).toHaveLength(1);
+  });
+
+  it("a handler reads state set after registration", async () => {
+    let setLabel: (label: string) => void = () => {};
+    function Labelled() {
+      const [label, set] = useState("first");
+      setLabel = set;
+      useAgentTool({ name: "read_label", description: "Read the label." }, () => ({ label }));
+      return null;
+    }
+    await mount(<Labelled />);
+    act(() => setLabel("second"));
+    socket!.send(JSON.stringify({ type: "TOOL_CALL", id: "c", callId: "call-2", runId: "r", name: "read_label", args: {} }));
+    await waitFor(() => expect(frames.find((f) => f.type === "TOOL_RESULT")).toMatchObject({ content: { label: "second" } }));
+    expect(contextUpdates()).toHaveLength(1);
+  });
+});

@@ -1,0 +1,274 @@
+// The Tether demo storefront in React: every page's components declare the tools the agent may
+// use there (docs/storefront.md), and a chat panel drives them.
+import { z } from "zod";
+import {
+  ApprovalDialog,
+  ChatPanel,
+  RuntimeErrors,
+  TetherProvider,
+  ToolInspector,
+  useAgentTool,
+} from "@tether/react";
+import {
+  PRODUCT_IDS,
+  PRODUCTS,
+  ShopProvider,
+  addToCart,
+  cartJson,
+  cartSummary,
+  itemCount,
+  price,
+  product,
+  total,
+  useShop,
+} from "./shop.js";
+
+/** The server's WebSocket endpoint on the same origin as the page. */
+const SERVER_URL = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
+
+const PAGES = ["home", "cart", ...PRODUCTS.map((p) => `product/${p.id}`)] as [string, ...string[]];
+
+// Schemas that never change are built once (zod 4; converted to JSON Schema by the package).
+const navigateSchema = z.object({ to: z.enum(PAGES) });
+const quantity = z.number().int().min(1).max(10).default(1);
+const gridViewSchema = z.object({ productId: z.enum(PRODUCT_IDS) });
+const gridAddSchema = z.object({ productId: z.enum(PRODUCT_IDS), quantity });
+const NO_ARGS = { type: "object" };
+
+export function App() {
+  return (
+    <ShopProvider>
+      <TetherProvider url={SERVER_URL}>
+        <Layout />
+      </TetherProvider>
+    </ShopProvider>
+  );
+}
+
+function Layout() {
+  const shop = useShop();
+  useAgentTool(
+    { name: "navigate", description: "Go to a page of the shop: home, cart, or a product page.", schema: navigateSchema, global: true },
+    ({ to }) => {
+      shop.navigate(to === "home" ? "/" : `/${to}`);
+      return { page: to };
+    },
+  );
+  useAgentTool({ name: "open_cart", description: "Open the cart page.", schema: NO_ARGS, global: true }, () => {
+    shop.navigate("/cart");
+    return { page: "cart" };
+  });
+  const { route } = shop;
+  return (
+    <>
+      <header>
+        <a href="/" onClick={shop.link("/")}>
+          Tether Shop
+        </a>
+        <span className="spacer" />
+        <a className="cart-link" href="/cart" onClick={shop.link("/cart")}>
+          Cart{" "}
+          <span className="badge" data-testid="cart-badge">
+            {itemCount(shop.cart)}
+          </span>
+        </a>
+      </header>
+      <div className="layout">
+        <main>
+          {route.page === "home" ? (
+            <ProductGrid />
+          ) : route.page === "product" ? (
+            <ProductPage key={route.id} id={route.id} />
+          ) : route.page === "cart" ? (
+            <CartPage />
+          ) : route.page === "done" ? (
+            <DonePage />
+          ) : route.page === "stress" ? (
+            <StressPage />
+          ) : (
+            <p>
+              There is no such page.{" "}
+              <a href="/" onClick={shop.link("/")}>
+                Back to the shop
+              </a>
+            </p>
+          )}
+        </main>
+        <aside className="assistant">
+          <ChatPanel />
+          <section className="errors" aria-label="Runtime errors">
+            <h2>Errors</h2>
+            <RuntimeErrors />
+          </section>
+          <ToolInspector />
+        </aside>
+      </div>
+      <ApprovalDialog />
+    </>
+  );
+}
+
+function ProductGrid() {
+  const shop = useShop();
+  useAgentTool({ name: "product_view", description: "Open a product's page.", schema: gridViewSchema }, ({ productId }) => {
+    shop.navigate(`/product/${productId}`);
+    return { page: `product/${productId}` };
+  });
+  useAgentTool({ name: "cart_add", description: "Add a product to the shopping cart.", schema: gridAddSchema }, ({ productId, quantity }) => {
+    const cart = addToCart(shop.cart, productId, quantity);
+    shop.setCart(cart);
+    return cartSummary(cart);
+  });
+  return (
+    <>
+      <h1>Products</h1>
+      <div className="grid">
+        {PRODUCTS.map((p) => (
+          <div key={p.id} className="card" data-testid="product-card" data-product={p.id}>
+            <h3>
+              <a href={`/product/${p.id}`} onClick={shop.link(`/product/${p.id}`)}>
+                {p.name}
+              </a>
+            </h3>
+            <p className="price">{price(p.price)}</p>
+            <button onClick={() => shop.setCart(addToCart(shop.cart, p.id, 1))}>Add to cart</button>
+          </div>
+        ))}
+      </div>
+    </>
+  );
+}
+
+function ProductPage({ id }: { id: string }) {
+  const shop = useShop();
+  const found = product(id);
+  // Plain JSON Schema works as well as zod: the enum holds only this product.
+  const only = { type: "string", enum: [id] };
+  useAgentTool(
+    {
+      name: "product_view",
+      description: "Show this product's details.",
+      schema: { type: "object", properties: { productId: only }, required: ["productId"], additionalProperties: false },
+    },
+    () => (found ? { id: found.id, name: found.name, price: found.price, description: found.description } : null),
+  );
+  useAgentTool(
+    {
+      name: "cart_add",
+      description: "Add a product to the shopping cart.",
+      schema: {
+        type: "object",
+        properties: { productId: only, quantity: { type: "integer", minimum: 1, maximum: 10, default: 1 } },
+        required: ["productId"],
+        additionalProperties: false,
+      },
+    },
+    (args: { productId: string; quantity: number }) => {
+      const cart = addToCart(shop.cart, args.productId, args.quantity);
+      shop.setCart(cart);
+      return cartSummary(cart);
+    },
+  );
+  if (!found) return <p>No such product.</p>;
+  return (
+    <article className="card" data-testid="product-page" data-product={found.id}>
+      <h1>{found.name}</h1>
+      <p>{found.description}</p>
+      <p className="price">{price(found.price)}</p>
+      <button onClick={() => shop.setCart(addToCart(shop.cart, found.id, 1))}>Add to cart</button>
+    </article>
+  );
+}
+
+function CartPage() {
+  const shop = useShop();
+  const { cart } = shop;
+  useAgentTool({ name: "cart_view", description: "Show the items in the cart.", schema: NO_ARGS }, () => cartJson(shop.cart));
+  // Re-registered when the cart changes: the enum lists what can be removed now.
+  useAgentTool(
+    {
+      name: "cart_remove",
+      description: "Remove a product from the cart.",
+      risk: "high",
+      schema: {
+        type: "object",
+        properties: { productId: { type: "string", enum: cart.map((l) => l.productId) } },
+        required: ["productId"],
+        additionalProperties: false,
+      },
+    },
+    ({ productId }: { productId: string }) => {
+      const next = shop.cart.filter((l) => l.productId !== productId);
+      shop.setCart(next);
+      return cartJson(next);
+    },
+  );
+  useAgentTool({ name: "cart_clear", description: "Empty the cart.", risk: "high", schema: NO_ARGS }, () => {
+    shop.setCart([]);
+    return cartJson([]);
+  });
+  useAgentTool(
+    { name: "checkout", description: "Place the order and pay for everything in the cart.", risk: "critical", schema: NO_ARGS },
+    () => {
+      if (shop.cart.length === 0) throw new Error("the cart is empty: nothing to order");
+      return { order: shop.placeOrder() };
+    },
+  );
+  return (
+    <section data-testid="cart-page">
+      <h1>Your cart</h1>
+      {cart.length === 0 ? (
+        <p>The cart is empty.</p>
+      ) : (
+        <>
+          <ul className="cart-lines">
+            {cart.map((line) => (
+              <li key={line.productId} data-testid="cart-item" data-product={line.productId}>
+                <span>
+                  {product(line.productId)?.name ?? "?"} × {line.quantity}
+                </span>
+                <button onClick={() => shop.setCart(shop.cart.filter((l) => l.productId !== line.productId))}>Remove</button>
+              </li>
+            ))}
+          </ul>
+          <p className="price">Total: {price(total(cart))}</p>
+        </>
+      )}
+    </section>
+  );
+}
+
+function DonePage() {
+  const shop = useShop();
+  return (
+    <section>
+      <h1>Thank you!</h1>
+      <p>
+        Your order number is <strong data-testid="order-number">{shop.lastOrder ?? ""}</strong>
+      </p>
+      <a href="/" onClick={shop.link("/")}>
+        Back to the shop
+      </a>
+    </section>
+  );
+}
+
+const STRESS = Array.from({ length: 29 }, (_, i) => i + 1);
+
+/** 29 tools of its own next to the layout's 2 globals: the 31st, `stress_tool_29`, is refused (cap 30), loudly. */
+function StressPage() {
+  return (
+    <>
+      <h1>A page with 31 tools</h1>
+      <p>The layout's 2 and 29 of its own: the inspector shows which one was refused.</p>
+      {STRESS.map((n) => (
+        <StressTool key={n} n={n} />
+      ))}
+    </>
+  );
+}
+
+function StressTool({ n }: { n: number }) {
+  useAgentTool({ name: `stress_tool_${n}`, description: `Stress tool number ${n}.`, schema: NO_ARGS }, () => ({ n }));
+  return null;
+}

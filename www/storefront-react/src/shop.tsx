@@ -1,0 +1,132 @@
+// The shop's state: products, the cart, the route, and the orders placed (docs/storefront.md).
+import { createContext, useCallback, useContext, useEffect, useMemo, useState, type MouseEvent, type ReactNode } from "react";
+
+export interface Product {
+  id: string;
+  name: string;
+  /** In cents. */
+  price: number;
+  description: string;
+}
+
+export const PRODUCTS: Product[] = [
+  { id: "mug-red", name: "Red mug", price: 1200, description: "A red ceramic mug, 350 ml." },
+  { id: "mug-blue", name: "Blue mug", price: 1200, description: "A blue ceramic mug, 350 ml." },
+  { id: "tee-black", name: "Black T-shirt", price: 2000, description: "A black cotton T-shirt." },
+  { id: "poster-space", name: "Space poster", price: 1500, description: "A poster of the Milky Way, 50 × 70 cm." },
+];
+
+export const PRODUCT_IDS = PRODUCTS.map((p) => p.id) as [string, ...string[]];
+
+export const product = (id: string) => PRODUCTS.find((p) => p.id === id);
+
+export const price = (cents: number) => `$${Math.floor(cents / 100)}.${String(cents % 100).padStart(2, "0")}`;
+
+export interface CartLine {
+  productId: string;
+  quantity: number;
+}
+
+export type Route =
+  | { page: "home" }
+  | { page: "product"; id: string }
+  | { page: "cart" }
+  | { page: "done" }
+  | { page: "stress" }
+  | { page: "notFound" };
+
+export function parseRoute(path: string): Route {
+  const trimmed = path.replace(/\/+$/, "");
+  if (trimmed === "") return { page: "home" };
+  if (trimmed === "/cart") return { page: "cart" };
+  if (trimmed === "/checkout/done") return { page: "done" };
+  if (trimmed === "/stress") return { page: "stress" };
+  if (trimmed.startsWith("/product/")) return { page: "product", id: trimmed.slice("/product/".length) };
+  return { page: "notFound" };
+}
+
+export const itemCount = (cart: CartLine[]) => cart.reduce((n, l) => n + l.quantity, 0);
+export const total = (cart: CartLine[]) => cart.reduce((sum, l) => sum + (product(l.productId)?.price ?? 0) * l.quantity, 0);
+
+export function addToCart(cart: CartLine[], id: string, quantity: number): CartLine[] {
+  return cart.some((l) => l.productId === id)
+    ? cart.map((l) => (l.productId === id ? { ...l, quantity: l.quantity + quantity } : l))
+    : [...cart, { productId: id, quantity }];
+}
+
+/** `cart_add`'s result: `{"cart": {"<id>": qty, …}, "items": n}`. */
+export const cartSummary = (cart: CartLine[]) => ({
+  cart: Object.fromEntries(cart.map((l) => [l.productId, l.quantity])),
+  items: itemCount(cart),
+});
+
+/** `cart_view`'s result: `{"items": [{productId, name, quantity}], "total": cents}`. */
+export const cartJson = (cart: CartLine[]) => ({
+  items: cart.map((l) => ({ productId: l.productId, name: product(l.productId)?.name ?? null, quantity: l.quantity })),
+  total: total(cart),
+});
+
+export interface Shop {
+  route: Route;
+  cart: CartLine[];
+  lastOrder: string | null;
+  navigate(path: string): void;
+  link(path: string): (event: MouseEvent) => void;
+  setCart(cart: CartLine[]): void;
+  placeOrder(): string;
+}
+
+const ShopContext = createContext<Shop | null>(null);
+
+export function useShop(): Shop {
+  const shop = useContext(ShopContext);
+  if (!shop) throw new Error("useShop must be called inside <ShopProvider>");
+  return shop;
+}
+
+export function ShopProvider({ children }: { children: ReactNode }) {
+  const [route, setRoute] = useState<Route>(() => parseRoute(location.pathname));
+  const [cart, setCart] = useState<CartLine[]>([]);
+  const [orders, setOrders] = useState(1000);
+  const [lastOrder, setLastOrder] = useState<string | null>(null);
+
+  useEffect(() => {
+    const onPopState = () => setRoute(parseRoute(location.pathname));
+    addEventListener("popstate", onPopState);
+    return () => removeEventListener("popstate", onPopState);
+  }, []);
+
+  const navigate = useCallback((path: string) => {
+    history.pushState(null, "", path);
+    setRoute(parseRoute(path));
+  }, []);
+
+  const link = useCallback(
+    (path: string) => (event: MouseEvent) => {
+      event.preventDefault();
+      navigate(path);
+    },
+    [navigate],
+  );
+
+  const shop = useMemo<Shop>(
+    () => ({
+      route,
+      cart,
+      lastOrder,
+      navigate,
+      link,
+      setCart,
+      placeOrder() {
+        const order = `T-${orders + 1}`;
+        setOrders(orders + 1);
+        setLastOrder(order);
+        setCart([]);
+        navigate("/checkout/done");
+        return order;
+      },
+    }),
+    [route, cart, lastOrder, orders, navigate, link],
+  );
+  return <ShopContext.Provider value={shop}>{children}</ShopContext.Provider>;
+}
