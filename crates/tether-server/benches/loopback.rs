@@ -71,6 +71,9 @@ async fn main() {
     let sessions: usize = std::env::var("SESSIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let mut child = Command::new(env!("CARGO_BIN_EXE_tether"))
         .args(["serve", "--addr", "127.0.0.1:0", "--model", "scripted"])
+        // One client address opens every session, and one connection sends thousands of frames a
+        // second: lift those two limits for the measurement.
+        .args(["--max-sessions-per-ip", "0", "--max-frames-per-second", "0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -2,12 +2,13 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use tether_server::{
-    AgentLoop, ChatModel, DeclarativeHooks, HookConfig, OpenAiConfig, OpenAiProvider, ScriptedModel, ServerConfig,
-    TetherServer,
+    AgentLoop, ChatModel, DeclarativeHooks, HookConfig, OpenAiConfig, OpenAiProvider, RiskFloor, ScriptedModel,
+    ServerConfig, TetherServer,
 };
 
 #[derive(Debug, Parser)]
@@ -51,6 +52,52 @@ struct ServeArgs {
     /// Most turns per run.
     #[arg(long, default_value_t = tether_server::DEFAULT_MAX_TURNS)]
     max_turns: u32,
+    /// Longest wall time of a run, in seconds.
+    #[arg(long, default_value_t = tether_server::DEFAULT_RUN_TIMEOUT.as_secs())]
+    max_run_seconds: u64,
+    /// Largest frame a client may send, in bytes.
+    #[arg(long, default_value_t = tether_protocol::DEFAULT_MAX_FRAME_BYTES)]
+    max_frame_bytes: usize,
+    /// Most frames per second one connection may send (bursts of twice as many pass); 0: no limit.
+    #[arg(long, default_value_t = tether_server::DEFAULT_MAX_FRAMES_PER_SECOND)]
+    max_frames_per_second: u32,
+    /// Largest argument schema of one tool, in bytes of JSON.
+    #[arg(long, default_value_t = tether_server::DEFAULT_MAX_SCHEMA_BYTES)]
+    max_schema_bytes: usize,
+    /// Deepest nesting of objects and arrays in one tool's argument schema.
+    #[arg(long, default_value_t = tether_server::DEFAULT_MAX_SCHEMA_DEPTH)]
+    max_schema_depth: usize,
+    /// Longest tool description, in characters.
+    #[arg(long, default_value_t = tether_server::DEFAULT_MAX_DESCRIPTION_CHARS)]
+    max_description_chars: usize,
+    /// Most sessions one client IP address may have at once; 0: no limit.
+    #[arg(long, default_value_t = tether_server::DEFAULT_MAX_SESSIONS_PER_IP)]
+    max_sessions_per_ip: usize,
+    /// Most tool calls one session may have outstanding at once.
+    #[arg(long, default_value_t = tether_server::DEFAULT_MAX_PENDING_CALLS)]
+    max_pending_calls: usize,
+    /// How long a disconnected session waits for its client to come back, in seconds.
+    #[arg(long, default_value_t = 30)]
+    reconnect_grace_seconds: u64,
+    /// A browser origin allowed to connect, besides this server's own origin; may be given
+    /// several times. `*` allows any origin, `localhost` any page on a loopback host, and `*` in
+    /// a pattern matches any run of characters (`https://*.example.com`). Default: `localhost`.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    allow_origins: Vec<String>,
+    /// Name of an environment variable holding the token(s) clients must present
+    /// (`Authorization: Bearer TOKEN` or `?token=TOKEN` on the WebSocket URL); several tokens
+    /// may be separated by commas. Without it, no token is needed.
+    #[arg(long, value_name = "VAR")]
+    token_env: Option<String>,
+    /// The operator's risk floor for tools matching a name pattern, as PATTERN=RISK with RISK one
+    /// of none, low, high, critical, blocked, e.g. `delete_*=blocked`; may be given several
+    /// times (the strictest matching floor applies).
+    #[arg(long = "risk-floor", value_name = "PATTERN=RISK")]
+    risk_floors: Vec<RiskFloor>,
+    /// A policy file (YAML): `riskFloor: {cart_clear: critical, "delete_*": blocked}`. Its floors
+    /// are added to those of --risk-floor.
+    #[arg(long)]
+    policy: Option<PathBuf>,
 }
 
 fn model(args: &ServeArgs) -> Result<Arc<dyn ChatModel>> {
@@ -68,11 +115,48 @@ fn model(args: &ServeArgs) -> Result<Arc<dyn ChatModel>> {
     Ok(Arc::new(OpenAiProvider::new(config)?))
 }
 
+fn server_config(args: &ServeArgs) -> Result<ServerConfig> {
+    let mut config = ServerConfig {
+        max_active_tools: args.max_active_tools,
+        max_frame_bytes: args.max_frame_bytes,
+        max_frames_per_second: args.max_frames_per_second,
+        max_schema_bytes: args.max_schema_bytes,
+        max_schema_depth: args.max_schema_depth,
+        max_description_chars: args.max_description_chars,
+        max_sessions_per_ip: args.max_sessions_per_ip,
+        max_pending_calls: args.max_pending_calls,
+        reconnect_grace: Duration::from_secs(args.reconnect_grace_seconds),
+        risk_floors: args.risk_floors.clone(),
+        ..ServerConfig::default()
+    };
+    if !args.allow_origins.is_empty() {
+        config.allowed_origins = args.allow_origins.clone();
+    }
+    if let Some(var) = &args.token_env {
+        let tokens = std::env::var(var).with_context(|| format!("--token-env {var}: the variable is not set"))?;
+        config.auth_tokens = tokens.split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect();
+        if config.auth_tokens.is_empty() {
+            bail!("--token-env {var}: the variable holds no token");
+        }
+    }
+    if let Some(path) = &args.policy {
+        let text = std::fs::read_to_string(path).with_context(|| format!("--policy {}", path.display()))?;
+        config.risk_floors.extend(RiskFloor::from_yaml_str(&text, &path.display().to_string())?);
+    }
+    if !config.risk_floors.is_empty() {
+        let floors: Vec<String> = config.risk_floors.iter().map(ToString::to_string).collect();
+        tracing::info!("risk floors: {}", floors.join(", "));
+    }
+    Ok(config)
+}
+
 #[allow(clippy::print_stdout)]
 async fn serve(args: ServeArgs) -> Result<()> {
     let model = model(&args)?;
     let model_name = model.name().to_string();
-    let mut agent = AgentLoop::new(model.clone()).with_max_turns(args.max_turns);
+    let mut agent = AgentLoop::new(model.clone())
+        .with_max_turns(args.max_turns)
+        .with_run_timeout(Duration::from_secs(args.max_run_seconds.max(1)));
     if !args.hooks.is_empty() {
         // Invalid hooks refuse to start the server, with a message naming the hook and the field.
         let mut config = HookConfig::default();
@@ -90,7 +174,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         );
         agent = agent.with_hooks(declarative.hooks());
     }
-    let config = ServerConfig { max_active_tools: args.max_active_tools, ..ServerConfig::default() };
+    let config = server_config(&args)?;
     let mut server = TetherServer::new(config, agent);
     if let Some(dir) = &args.static_dir {
         if !dir.join("index.html").is_file() {

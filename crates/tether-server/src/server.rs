@@ -2,22 +2,24 @@
 //! runs started by `USER_MESSAGE`, and server-side tools.
 
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use tether_core::validate::{CompiledSchema, FullSchema, FullValidator, Validator, format_validation_errors};
 use tether_protocol::{
-    ClientFrame, ErrorCode, ErrorFrame, Hello, PROTOCOL_VERSION, ResultStatus, RunEvent, ServerFrame, ToolCall,
-    ToolCollisionEvent, ToolProgressEvent, ToolSpec, Welcome, decode_client_frame,
+    ClientFrame, ErrorCode, ErrorFrame, Hello, PROTOCOL_VERSION, ResultStatus, Risk, RunEvent, RunStatus, ServerFrame,
+    ToolCall, ToolCollisionEvent, ToolProgressEvent, ToolSpec, Welcome, decode_client_frame,
 };
 use tokio::sync::mpsc;
 
@@ -26,7 +28,11 @@ use crate::agent::hooks::ToolOutput;
 use crate::agent::{AgentLoop, RunSink, ToolHost};
 use crate::config::ServerConfig;
 use crate::model::BoxFuture;
+use crate::policy::{origin_allowed, presented_token, token_accepted};
 use crate::session::{Outbound, Session, Sessions};
+
+/// The WebSocket close code for a refused connection (policy violation).
+const CLOSE_POLICY: u16 = 1008;
 
 /// What a server-side tool's handler returns.
 pub type ServerToolResult = Result<Value, String>;
@@ -69,6 +75,39 @@ pub(crate) struct App {
     pub(crate) server_tools: Vec<ServerTool>,
     pub(crate) sessions: Sessions,
     connection_counter: AtomicU64,
+    stats: Stats,
+}
+
+/// Counters since the server started, reported by `/healthz` (for operators and load tests).
+#[derive(Default)]
+struct Stats {
+    /// Runs started.
+    runs_started: AtomicU64,
+    /// Runs ended, whatever their status.
+    runs_ended: AtomicU64,
+    /// Runs ended with status `completed`.
+    runs_completed: AtomicU64,
+    /// `TOOL_RESULT`s applied (the first one for each call).
+    results_applied: AtomicU64,
+    /// `TOOL_RESULT`s for calls already answered: acknowledged again, not applied.
+    results_duplicate: AtomicU64,
+}
+
+impl Stats {
+    fn count(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn json(&self) -> Value {
+        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        serde_json::json!({
+            "runsStarted": read(&self.runs_started),
+            "runsEnded": read(&self.runs_ended),
+            "runsCompleted": read(&self.runs_completed),
+            "resultsApplied": read(&self.results_applied),
+            "resultsDuplicate": read(&self.results_duplicate),
+        })
+    }
 }
 
 /// A Tether server: configure it, then [`TetherServer::serve`] it or mount its
@@ -103,6 +142,7 @@ impl TetherServer {
             server_tools,
             sessions: Sessions::default(),
             connection_counter: AtomicU64::new(0),
+            stats: Stats::default(),
         };
         TetherServer { app: Arc::new(app), static_dir }
     }
@@ -167,10 +207,56 @@ impl TetherServer {
 }
 
 async fn healthz(State(app): State<Arc<App>>) -> Json<Value> {
-    Json(serde_json::json!({"status": "ok", "sessions": app.sessions.len(), "protocolVersion": PROTOCOL_VERSION}))
+    Json(serde_json::json!({
+        "status": "ok",
+        "sessions": app.sessions.len(),
+        "protocolVersion": PROTOCOL_VERSION,
+        "stats": app.stats.json(),
+    }))
 }
 
-async fn websocket(ws: WebSocketUpgrade, State(app): State<Arc<App>>) -> Response {
+/// Why a connection may not open a session (its origin or its token), or `None`.
+fn admission(config: &ServerConfig, headers: &HeaderMap, query: Option<&str>) -> Option<String> {
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = String::from_utf8_lossy(origin.as_bytes());
+        let host = headers.get(header::HOST).and_then(|host| host.to_str().ok());
+        if !origin_allowed(&config.allowed_origins, &origin, host) {
+            return Some(format!("origin {origin} is not allowed here (--allow-origin)"));
+        }
+    }
+    if !config.auth_tokens.is_empty() {
+        let authorization = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
+        return match presented_token(authorization, query) {
+            None => Some("a token is required (Authorization: Bearer, or ?token= in the URL)".into()),
+            Some(token) if !token_accepted(&config.auth_tokens, Some(&token)) => Some("the token is not valid".into()),
+            Some(_) => None,
+        };
+    }
+    None
+}
+
+/// Cuts a close reason to what a close frame carries (123 bytes).
+fn close_reason(reason: &str) -> String {
+    let mut end = reason.len().min(120);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    reason[..end].to_string()
+}
+
+async fn websocket(
+    ws: WebSocketUpgrade,
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    uri: Uri,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+) -> Response {
+    let peer = peer.map(|Extension(ConnectInfo(addr))| addr);
+    let refusal = admission(&app.config, &headers, uri.query());
+    if let Some(reason) = &refusal {
+        // The reason names the origin, never a token.
+        tracing::warn!(peer = ?peer, reason = ?reason, "WebSocket connection refused");
+    }
     // The transport limit is far above the protocol limit, so that an oversized frame gets a
     // typed ERROR from the decoder and the session goes on; beyond it the socket closes (1009).
     let transport_limit = app.config.max_frame_bytes.saturating_mul(4).max(1 << 20);
@@ -179,8 +265,62 @@ async fn websocket(ws: WebSocketUpgrade, State(app): State<Arc<App>>) -> Respons
         .max_frame_size(transport_limit)
         .read_buffer_size(8 * 1024)
         .write_buffer_size(8 * 1024)
-        .on_upgrade(move |socket| connection(socket, app))
+        .on_upgrade(move |socket| async move {
+            match refusal {
+                Some(reason) => refuse(socket, &reason).await,
+                None => connection(socket, app, peer.map(|addr| addr.ip())).await,
+            }
+        })
         .into_response()
+}
+
+/// Tells a refused client why (an `ERROR unauthorized`, then a close frame with the reason) and
+/// waits briefly for its side of the close handshake.
+async fn refuse(mut socket: WebSocket, reason: &str) {
+    let frame = ServerFrame::Error(ErrorFrame {
+        id: "s0".into(),
+        code: ErrorCode::Unauthorized,
+        message: format!("connection refused: {reason}"),
+        reply_to: None,
+    });
+    let _ = socket.send(Message::Text(tether_protocol::encode_frame(&frame).into())).await;
+    let close = CloseFrame { code: CLOSE_POLICY, reason: close_reason(reason).into() };
+    let _ = socket.send(Message::Close(Some(close))).await;
+    let _ =
+        tokio::time::timeout(Duration::from_secs(5), async { while let Some(Ok(_)) = socket.recv().await {} }).await;
+}
+
+/// A token bucket: `per_second` frames a second on average, bursts of twice as many.
+struct FrameRate {
+    per_second: f64,
+    burst: f64,
+    tokens: f64,
+    last: Instant,
+    /// Whether the client was told about the frames dropped since the last one admitted.
+    told: bool,
+}
+
+impl FrameRate {
+    fn new(per_second: u32) -> Option<FrameRate> {
+        (per_second > 0).then(|| {
+            let burst = f64::from(per_second) * 2.0;
+            FrameRate { per_second: f64::from(per_second), burst, tokens: burst, last: Instant::now(), told: false }
+        })
+    }
+
+    fn admit(&mut self) -> bool {
+        let now = Instant::now();
+        let earned = now.duration_since(self.last).as_secs_f64() * self.per_second;
+        self.tokens = (self.tokens + earned).min(self.burst);
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            self.told = false;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 /// Sends an `ERROR` on a connection that has no session yet.
@@ -189,7 +329,7 @@ fn send_direct_error(tx: &mpsc::UnboundedSender<Outbound>, code: ErrorCode, mess
     let _ = tx.send(Outbound::Text(tether_protocol::encode_frame(&frame)));
 }
 
-async fn connection(socket: WebSocket, app: Arc<App>) {
+async fn connection(socket: WebSocket, app: Arc<App>, peer_ip: Option<IpAddr>) {
     let connection_id = app.connection_counter.fetch_add(1, Ordering::Relaxed);
     let (mut sink, mut stream) = socket.split();
     let (tx, mut rx) = mpsc::unbounded_channel::<Outbound>();
@@ -209,7 +349,27 @@ async fn connection(socket: WebSocket, app: Arc<App>) {
     });
 
     let mut session: Option<Arc<Session>> = None;
+    let mut rate = FrameRate::new(app.config.max_frames_per_second);
     while let Some(message) = stream.next().await {
+        if matches!(message, Ok(Message::Text(_) | Message::Binary(_))) {
+            let over = rate.as_mut().is_some_and(|rate| !rate.admit());
+            if let Some(rate) = rate.as_mut().filter(|_| over) {
+                if !rate.told {
+                    rate.told = true;
+                    tracing::warn!(peer = ?peer_ip, "frames over the rate limit: dropping them");
+                    let error = format!(
+                        "more than {} frames per second on this connection: frames are dropped unread until the \
+                         rate falls; send again more slowly",
+                        app.config.max_frames_per_second
+                    );
+                    match &session {
+                        Some(s) => s.send_error(ErrorCode::RateLimited, error, None),
+                        None => send_direct_error(&tx, ErrorCode::RateLimited, error, None),
+                    }
+                }
+                continue;
+            }
+        }
         let text = match message {
             Ok(Message::Text(text)) => text,
             Ok(Message::Binary(_)) => {
@@ -236,7 +396,7 @@ async fn connection(socket: WebSocket, app: Arc<App>) {
             }
         };
         match (frame, &session) {
-            (ClientFrame::Hello(hello), None) => match handshake(&app, hello, connection_id, &tx) {
+            (ClientFrame::Hello(hello), None) => match handshake(&app, hello, connection_id, &tx, peer_ip) {
                 Some(attached) => session = Some(attached),
                 None => break,
             },
@@ -276,6 +436,7 @@ fn handshake(
     hello: Hello,
     connection_id: u64,
     tx: &mpsc::UnboundedSender<Outbound>,
+    peer_ip: Option<IpAddr>,
 ) -> Option<Arc<Session>> {
     if hello.protocol_version != PROTOCOL_VERSION {
         let message =
@@ -284,20 +445,38 @@ fn handshake(
         let _ = tx.send(Outbound::Close(1002, message));
         return None;
     }
+    // Only the resume token proves a client owns a session: a known session id with a wrong
+    // token gets nothing of that session (no calls, no results, no frames), only a new one.
+    let mut wrong_token = false;
     let resumed = hello.resume.as_ref().and_then(|resume| {
         let session = app.sessions.get(&resume.session_id)?;
         if session.token_matches(&resume.token) {
             Some(session)
         } else {
-            tracing::warn!(session = resume.session_id, "resume refused: wrong token");
+            tracing::warn!(session = resume.session_id, peer = ?peer_ip, "resume refused: wrong token");
+            wrong_token = true;
             None
         }
     });
+    if wrong_token {
+        let message = "resume refused: the token does not match that session; a new session is started";
+        send_direct_error(tx, ErrorCode::Unauthorized, message.into(), Some(hello.id.clone()));
+    }
     let (session, was_resumed) = match resumed {
         Some(session) => (session, true),
         None => {
-            let session = Session::new(app.config.clone());
-            app.sessions.insert(session.clone());
+            let session = Session::new(app.config.clone(), peer_ip);
+            let limit = app.config.max_sessions_per_ip;
+            if let Err(count) = app.sessions.insert(session.clone(), limit) {
+                tracing::warn!(peer = ?peer_ip, count, limit, "session refused: too many sessions from this address");
+                let message = format!(
+                    "this address has {count} sessions, the most allowed (max_sessions_per_ip); close one or \
+                     resume it"
+                );
+                send_direct_error(tx, ErrorCode::LimitExceeded, message, Some(hello.id));
+                let _ = tx.send(Outbound::Close(CLOSE_POLICY, "too many sessions from this address".into()));
+                return None;
+            }
             (session, false)
         }
     };
@@ -340,7 +519,10 @@ fn handle(app: &Arc<App>, session: &Arc<Session>, frame: ClientFrame) {
         ClientFrame::ToolResult(result) => {
             let frame_id = result.id.clone();
             match session.apply_result(result) {
-                Ok(ack) => session.send(&ack),
+                Ok((ack, first)) => {
+                    Stats::count(if first { &app.stats.results_applied } else { &app.stats.results_duplicate });
+                    session.send(&ack);
+                }
                 Err(message) => session.send_error(ErrorCode::UnknownCall, message, Some(frame_id)),
             }
         }
@@ -357,7 +539,7 @@ fn start_run(app: &Arc<App>, session: &Arc<Session>, frame_id: String, text: Str
     let run_id = session.next_run_id();
     let (start, started) = tokio::sync::oneshot::channel::<()>();
     let task = {
-        let (app, session, run_id) = (app.clone(), session.clone(), run_id.clone());
+        let (app, session, run_id, message_id) = (app.clone(), session.clone(), run_id.clone(), frame_id.clone());
         tokio::spawn(async move {
             // Wait until the run is registered, so that its end is always recorded after it.
             if started.await.is_err() {
@@ -372,31 +554,51 @@ fn start_run(app: &Arc<App>, session: &Arc<Session>, frame_id: String, text: Str
             let sink = RunSink { on_delta: &on_delta, on_event: &on_event };
             let history = session.take_history();
             let outcome = app.agent.run(&host, &sink, &run_id, &text, history).await;
-            session.send_delta(&run_id, "", true, Some(outcome.status));
-            if let Some(error) = &outcome.error {
-                tracing::warn!(run = run_id, %error, "run failed");
-                session.send_error(ErrorCode::RunFailed, error.clone(), None);
+            Stats::count(&app.stats.runs_ended);
+            if outcome.status == RunStatus::Completed {
+                Stats::count(&app.stats.runs_completed);
             }
+            let (status, error) = (outcome.status, outcome.error);
+            // The run is over before the client hears so: a message sent right after the last
+            // AGENT_MESSAGE starts a new run instead of getting run_in_progress.
             session.end_run(&run_id, Some(outcome.messages));
+            if let Some(error) = error {
+                tracing::warn!(run = run_id, %error, "run failed");
+                session.send_error(ErrorCode::RunFailed, error, None);
+            }
+            let limit = match status {
+                RunStatus::MaxTurns => {
+                    Some(format!("the run stopped at the limit of {} turns (max_turns)", app.agent.max_turns()))
+                }
+                RunStatus::TimedOut => Some(format!(
+                    "the run stopped at the limit of {} s (run timeout)",
+                    app.agent.run_timeout().unwrap_or_default().as_secs_f64()
+                )),
+                _ => None,
+            };
+            if let Some(message) = limit {
+                tracing::info!(run = run_id, "{message}");
+                session.send_error(ErrorCode::LimitExceeded, message, Some(message_id));
+            }
+            // The last frame of a run.
+            session.send_delta(&run_id, "", true, Some(status));
         })
     };
-    if !session.begin_run(&run_id, || task.abort_handle()) {
+    if !session.begin_run(&run_id, || task.abort_handle(), frame_id) {
         task.abort();
-        session.send_error(
-            ErrorCode::RunInProgress,
-            "a run is in progress; wait for its end (AGENT_MESSAGE done) and send again",
-            Some(frame_id),
-        );
         return;
     }
+    Stats::count(&app.stats.runs_started);
     let _ = start.send(());
     // If the run task panics outside a hook, the session still hears about it and can run again.
-    let (session, run_id) = (session.clone(), run_id);
+    let (app, session, run_id) = (app.clone(), session.clone(), run_id);
     tokio::spawn(async move {
         if let Err(error) = task.await {
+            // Aborted (its session closed) or panicked: it ended all the same.
+            Stats::count(&app.stats.runs_ended);
             if error.is_panic() {
                 tracing::error!(run = run_id, "run panicked");
-                session.send_delta(&run_id, "", true, Some(tether_protocol::RunStatus::Failed));
+                session.send_delta(&run_id, "", true, Some(RunStatus::Failed));
                 session.send_error(ErrorCode::RunFailed, "the run failed unexpectedly (internal error)", None);
                 session.end_run(&run_id, None);
             }
@@ -424,6 +626,14 @@ impl ToolHost for SessionTools {
     }
 
     fn check(&self, name: &str, args: &Value) -> Result<(), ToolOutput> {
+        // The operator's `blocked` floor: refused here, so no TOOL_CALL is ever sent for it.
+        if self.app.config.risk_floor(name) == Risk::Blocked {
+            tracing::info!(session = self.session.id(), tool = name, "call refused: the tool is blocked by policy");
+            return Err(ToolOutput::new(
+                ResultStatus::Blocked,
+                format!("\"{name}\" is blocked by the server's policy: it was not run and will not be."),
+            ));
+        }
         if let Some(tool) = self.server_tool(name) {
             let errors = tool.schema.errors(args);
             return if errors.is_empty() {
@@ -467,9 +677,28 @@ impl ToolHost for SessionTools {
                 run_id: run_id.to_string(),
                 name: name.to_string(),
                 args,
-                risk: Default::default(),
+                // The client applies the stricter of this and its own risk, so it cannot lower it.
+                risk: self.app.config.risk_floor(name).stricter(self.session.client_risk(name)),
             };
             self.session.call_client_tool(frame).await
         })
+    }
+
+    fn admit(&self, asked: usize) -> usize {
+        let limit = self.app.config.max_pending_calls;
+        let room = limit.saturating_sub(self.session.pending_calls());
+        if asked > room {
+            tracing::warn!(session = self.session.id(), asked, limit, "model asked for more tool calls than allowed");
+            self.session.send_error(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "the model asked for {asked} tool calls at once; a session may have {limit} outstanding \
+                     (max_pending_calls): {} were not run",
+                    asked - room
+                ),
+                None,
+            );
+        }
+        room.min(asked)
     }
 }

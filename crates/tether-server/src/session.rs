@@ -7,6 +7,7 @@
 //! means nothing to another.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -66,6 +67,8 @@ struct State {
 pub struct Session {
     id: String,
     resume_token: String,
+    /// The address of the client that opened it, for the per-address session limit.
+    peer_ip: Option<IpAddr>,
     config: Arc<ServerConfig>,
     frame_counter: AtomicU64,
     run_counter: AtomicU64,
@@ -91,16 +94,44 @@ pub(crate) fn random_token() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Compares secrets in time independent of where they differ.
-fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Counts the bytes of JSON a value serialises to, without building the text.
+struct ByteCounter(usize);
+
+impl std::io::Write for ByteCounter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// How many bytes of JSON `value` is.
+fn json_bytes(value: &Value) -> usize {
+    let mut counter = ByteCounter(0);
+    // Writing a `Value` to a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0
+}
+
+/// How deeply objects and arrays nest in `value` (a scalar is 0, `{}` is 1). The decoder's
+/// recursion limit (128) bounds the recursion here.
+fn json_depth(value: &Value) -> usize {
+    match value {
+        Value::Object(map) => 1 + map.values().map(json_depth).max().unwrap_or(0),
+        Value::Array(items) => 1 + items.iter().map(json_depth).max().unwrap_or(0),
+        _ => 0,
+    }
 }
 
 impl Session {
-    pub(crate) fn new(config: Arc<ServerConfig>) -> Arc<Session> {
+    pub(crate) fn new(config: Arc<ServerConfig>, peer_ip: Option<IpAddr>) -> Arc<Session> {
         Arc::new(Session {
             id: format!("s-{}", &random_token()[..16]),
             resume_token: random_token(),
+            peer_ip,
             config,
             frame_counter: AtomicU64::new(0),
             run_counter: AtomicU64::new(0),
@@ -118,7 +149,7 @@ impl Session {
     }
 
     pub(crate) fn token_matches(&self, token: &str) -> bool {
-        same_secret(&self.resume_token, token)
+        crate::policy::same_secret(&self.resume_token, token)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -243,6 +274,7 @@ impl Session {
             if schemas.contains_key(&tool.name) {
                 return Err(invalid(format!("tool {:?} appears twice; the previous list is kept", tool.name)));
             }
+            self.check_tool_limits(tool)?;
             let schema = FullValidator.compile(&tool.parameters).map_err(|error| {
                 invalid(format!("tool {:?} has an invalid schema: {error}; the previous list is kept", tool.name))
             })?;
@@ -255,6 +287,47 @@ impl Session {
         state.revision = update.revision;
         state.page = update.page;
         Ok(count)
+    }
+
+    /// Checks the configured size limits of one announced tool.
+    fn check_tool_limits(&self, tool: &ToolSpec) -> Result<(), Refusal> {
+        let over = |what: String| Refusal {
+            code: ErrorCode::LimitExceeded,
+            message: format!("tool {:?}: {what}; the previous list is kept", tool.name),
+        };
+        let config = &self.config;
+        let description = tool.description.chars().count();
+        if description > config.max_description_chars {
+            return Err(over(format!(
+                "the description has {description} characters, over the limit of {} (max_description_chars)",
+                config.max_description_chars
+            )));
+        }
+        let bytes = json_bytes(&tool.parameters);
+        if bytes > config.max_schema_bytes {
+            return Err(over(format!(
+                "the parameters schema is {bytes} bytes, over the limit of {} (max_schema_bytes)",
+                config.max_schema_bytes
+            )));
+        }
+        let depth = json_depth(&tool.parameters);
+        if depth > config.max_schema_depth {
+            return Err(over(format!(
+                "the parameters schema nests {depth} levels deep, over the limit of {} (max_schema_depth)",
+                config.max_schema_depth
+            )));
+        }
+        Ok(())
+    }
+
+    /// The risk the client declared for its tool `name` (`none` if it has no such tool).
+    pub(crate) fn client_risk(&self, name: &str) -> tether_protocol::Risk {
+        self.lock().tools.iter().find(|tool| tool.name == name).map(|tool| tool.risk).unwrap_or_default()
+    }
+
+    /// How many tool calls are waiting for the client's result.
+    pub(crate) fn pending_calls(&self) -> usize {
+        self.lock().pending.len()
     }
 
     /// The client's tools now.
@@ -285,6 +358,14 @@ impl Session {
         let (reply, answer) = oneshot::channel();
         {
             let mut state = self.lock();
+            // The agent loop admits no more calls than the limit; this holds it for any caller.
+            if state.pending.len() >= self.config.max_pending_calls {
+                let limit = self.config.max_pending_calls;
+                return ToolOutput::new(
+                    ResultStatus::Denied,
+                    format!("Not run: {limit} tool calls are already waiting for the client (max_pending_calls)."),
+                );
+            }
             let text = encode_frame(&ServerFrame::ToolCall(frame.clone()));
             state.pending.insert(call_id.clone(), Pending { frame, reply });
             Self::send_locked(&mut state, self.config.outbox_limit, text);
@@ -316,10 +397,12 @@ impl Session {
     }
 
     /// Applies a `TOOL_RESULT` once. `Ok` carries the acknowledgement to send (duplicates are
-    /// acknowledged again, and ignored); `Err` is an unknown (or another session's) call.
-    pub(crate) fn apply_result(&self, result: ToolResult) -> Result<ServerFrame, String> {
+    /// acknowledged again, and ignored) and whether this was the first time; `Err` is an unknown
+    /// (or another session's) call.
+    pub(crate) fn apply_result(&self, result: ToolResult) -> Result<(ServerFrame, bool), String> {
         let mut state = self.lock();
         let call_id = result.call_id;
+        let first = state.pending.contains_key(&call_id);
         if let Some(pending) = state.pending.remove(&call_id) {
             let content = match result.content {
                 Value::String(text) => text,
@@ -337,13 +420,29 @@ impl Session {
             return Err(format!("TOOL_RESULT for unknown call {call_id:?}: this session never sent it"));
         }
         drop(state);
-        Ok(ServerFrame::ToolResultAck(ToolResultAck { id: self.next_frame_id(), call_id }))
+        Ok((ServerFrame::ToolResultAck(ToolResultAck { id: self.next_frame_id(), call_id }), first))
     }
 
-    /// Starts a run unless one is in progress. Returns `false` when one is.
-    pub(crate) fn begin_run(&self, run_id: &str, abort: impl FnOnce() -> tokio::task::AbortHandle) -> bool {
+    /// Starts a run unless one is in progress. When one is, answers the `USER_MESSAGE`
+    /// `frame_id` with `ERROR run_in_progress` and returns `false`. The refusal is queued under
+    /// the same lock as the run's end, so it always reaches the client before that run's last
+    /// frame: a client can send again when it sees that frame.
+    pub(crate) fn begin_run(
+        &self,
+        run_id: &str,
+        abort: impl FnOnce() -> tokio::task::AbortHandle,
+        frame_id: String,
+    ) -> bool {
         let mut state = self.lock();
         if state.run.is_some() {
+            let message = "a run is in progress; wait for its end (AGENT_MESSAGE done) and send again";
+            let frame = ErrorFrame {
+                id: self.next_frame_id(),
+                code: ErrorCode::RunInProgress,
+                message: message.into(),
+                reply_to: Some(frame_id),
+            };
+            Self::send_locked(&mut state, self.config.outbox_limit, encode_frame(&ServerFrame::Error(frame)));
             return false;
         }
         state.run = Some((run_id.to_string(), abort()));
@@ -382,26 +481,56 @@ impl Session {
     }
 }
 
-/// All sessions of a server.
+/// All sessions of a server, and how many each client address has.
 #[derive(Debug, Default)]
 pub(crate) struct Sessions {
-    by_id: Mutex<HashMap<String, Arc<Session>>>,
+    inner: Mutex<SessionIndex>,
+}
+
+#[derive(Debug, Default)]
+struct SessionIndex {
+    by_id: HashMap<String, Arc<Session>>,
+    per_ip: HashMap<IpAddr, usize>,
 }
 
 impl Sessions {
-    pub(crate) fn insert(&self, session: Arc<Session>) {
-        self.by_id.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(session.id.clone(), session);
+    fn lock(&self) -> std::sync::MutexGuard<'_, SessionIndex> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Adds a session unless its client address already has `per_ip_limit` sessions (0: no
+    /// limit). `Err` carries how many it has.
+    pub(crate) fn insert(&self, session: Arc<Session>, per_ip_limit: usize) -> Result<(), usize> {
+        let mut index = self.lock();
+        if let Some(ip) = session.peer_ip {
+            let count = index.per_ip.entry(ip).or_insert(0);
+            if per_ip_limit > 0 && *count >= per_ip_limit {
+                return Err(*count);
+            }
+            *count += 1;
+        }
+        index.by_id.insert(session.id.clone(), session);
+        Ok(())
     }
 
     pub(crate) fn get(&self, id: &str) -> Option<Arc<Session>> {
-        self.by_id.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(id).cloned()
+        self.lock().by_id.get(id).cloned()
     }
 
     pub(crate) fn remove(&self, id: &str) {
-        self.by_id.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(id);
+        let mut index = self.lock();
+        let Some(session) = index.by_id.remove(id) else { return };
+        if let Some(ip) = session.peer_ip {
+            if let Some(count) = index.per_ip.get_mut(&ip) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    index.per_ip.remove(&ip);
+                }
+            }
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.by_id.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+        self.lock().by_id.len()
     }
 }

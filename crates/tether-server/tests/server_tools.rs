@@ -3,8 +3,8 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
 use serde_json::json;
@@ -15,11 +15,15 @@ use tether_server::{AgentLoop, ScriptedModel, ServerConfig, ServerTool, TetherSe
 async fn a_server_tool_runs_in_process_and_wins_a_name_collision() {
     let runs = Arc::new(AtomicUsize::new(0));
     let counter = runs.clone();
-    let spec = tool("cart_add", "Add a product to the shopping cart (server side).", json!({
-        "type": "object",
-        "properties": {"productId": {"type": "string", "enum": ["mug-red", "mug-blue"]}},
-        "required": ["productId"]
-    }));
+    let spec = tool(
+        "cart_add",
+        "Add a product to the shopping cart (server side).",
+        json!({
+            "type": "object",
+            "properties": {"productId": {"type": "string", "enum": ["mug-red", "mug-blue"]}},
+            "required": ["productId"]
+        }),
+    );
     let server_tool = ServerTool::new(spec, move |args| {
         let counter = counter.clone();
         async move {
@@ -28,7 +32,8 @@ async fn a_server_tool_runs_in_process_and_wins_a_name_collision() {
         }
     })
     .unwrap();
-    let server = TetherServer::new(ServerConfig::default(), AgentLoop::new(Arc::new(ScriptedModel))).with_tool(server_tool);
+    let server =
+        TetherServer::new(ServerConfig::default(), AgentLoop::new(Arc::new(ScriptedModel))).with_tool(server_tool);
     let server = TestServer::start_server(server).await;
     let mut client = server.client().await;
     client.hello(None).await;
@@ -45,7 +50,9 @@ async fn a_server_tool_runs_in_process_and_wins_a_name_collision() {
     let mut text = String::new();
     loop {
         match client.recv().await {
-            ServerFrame::ToolCall(call) => panic!("the client was asked to run {}: the server tool must win", call.name),
+            ServerFrame::ToolCall(call) => {
+                panic!("the client was asked to run {}: the server tool must win", call.name)
+            }
             ServerFrame::AgentMessage(message) => {
                 text.push_str(&message.delta);
                 if message.done {

@@ -31,7 +31,10 @@ use crate::model::{BoxFuture, ChatMessage, ChatModel, ChatRequest, HOOK_LABEL, M
 
 /// Default most turns per run.
 pub const DEFAULT_MAX_TURNS: u32 = 10;
-/// Longest tool result the model reads, in bytes; longer ones are cut and marked.
+/// Default longest wall time of a run; a run over it ends as `timed_out`.
+pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(600);
+/// Longest tool result the model reads, in bytes; longer ones are cut and marked. Hook
+/// `additionalContext` and Stop feedback are cut to the same size.
 pub const MAX_TOOL_RESULT_BYTES: usize = 16 * 1024;
 
 /// Where tools run: the browser session, server-side tools, or a test double.
@@ -51,6 +54,12 @@ pub trait ToolHost: Send + Sync {
         name: &'a str,
         args: Value,
     ) -> BoxFuture<'a, ToolOutput>;
+
+    /// How many of the `asked` tool calls of one model reply may run. The calls after that
+    /// many are not run: the model reads a `denied` result saying why. The default admits all.
+    fn admit(&self, asked: usize) -> usize {
+        asked
+    }
 }
 
 /// Receives what a run produces as it happens.
@@ -145,7 +154,7 @@ fn cap(mut text: String) -> String {
 }
 
 impl AgentLoop {
-    /// A loop around `model` with the default system prompt and 10 turns at most.
+    /// A loop around `model` with the default system prompt, 10 turns and 600 s at most.
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
         AgentLoop {
             model,
@@ -153,7 +162,7 @@ impl AgentLoop {
             system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
             agent_name: "tether".to_string(),
             max_turns: DEFAULT_MAX_TURNS,
-            run_timeout: None,
+            run_timeout: Some(DEFAULT_RUN_TIMEOUT),
         }
     }
 
@@ -185,11 +194,21 @@ impl AgentLoop {
         self
     }
 
-    /// Bounds a run's wall time; a run over it ends as `timed_out`.
+    /// Bounds a run's wall time (default 600 s); a run over it ends as `timed_out`.
     #[must_use]
     pub fn with_run_timeout(mut self, timeout: Duration) -> Self {
         self.run_timeout = Some(timeout);
         self
+    }
+
+    /// The most turns per run.
+    pub fn max_turns(&self) -> u32 {
+        self.max_turns
+    }
+
+    /// The longest wall time of a run.
+    pub fn run_timeout(&self) -> Option<Duration> {
+        self.run_timeout
     }
 
     /// The model.
@@ -303,7 +322,7 @@ impl AgentLoop {
                     StopDecision::Reject { reason, hook } => {
                         rejections += 1;
                         state.messages.push(ChatMessage::User {
-                            content: format!("{HOOK_LABEL}Stop {hook} rejected the answer] {reason}"),
+                            content: cap(format!("{HOOK_LABEL}Stop {hook} rejected the answer] {reason}")),
                         });
                         self.end_turn(sink, &info, reply.text, 0).await?;
                         continue;
@@ -327,8 +346,19 @@ impl AgentLoop {
                 .messages
                 .push(ChatMessage::Assistant { content: reply.text.clone(), tool_calls: reply.tool_calls.clone() });
             let mut extra_context = Vec::new();
-            for tool_call in &reply.tool_calls {
-                let output = self.tool_call(host, sink, &info, tool_call, &visible).await?;
+            let asked = reply.tool_calls.len();
+            let admitted = host.admit(asked).min(asked);
+            for (n, tool_call) in reply.tool_calls.iter().enumerate() {
+                let refused = (n >= admitted).then(|| {
+                    ToolOutput::new(
+                        ResultStatus::Denied,
+                        format!(
+                            "Not run: you asked for {asked} tool calls at once and the server allows {admitted} \
+                             now. Call the others again, one turn at a time."
+                        ),
+                    )
+                });
+                let output = self.tool_call(host, sink, &info, tool_call, &visible, refused).await?;
                 state.messages.push(ChatMessage::Tool {
                     call_id: tool_call.id.clone(),
                     name: tool_call.name.clone(),
@@ -394,6 +424,7 @@ impl AgentLoop {
         info: &RunInfo,
         call: &ModelToolCall,
         visible: &[String],
+        refused: Option<ToolOutput>,
     ) -> Result<ToolOutput, ServerError> {
         let tool_use = ToolUse {
             run: info.clone(),
@@ -401,7 +432,9 @@ impl AgentLoop {
             name: call.name.clone(),
             args: call.arguments.clone(),
         };
-        let checked = if visible.iter().any(|name| name == &call.name) {
+        let checked = if let Some(refused) = refused {
+            Err(refused)
+        } else if visible.iter().any(|name| name == &call.name) {
             host.check(&call.name, &call.arguments)
         } else {
             Err(ToolOutput::new(

@@ -550,7 +550,7 @@ impl Runtime {
                 call.args,
                 call.name,
                 call.call_id,
-                output.for_model()
+                transcript::data(&output.for_model())
             );
             let text = self.lock_transcripts().text(&run_id, None, &extra);
             let transcript = self.write_transcript(&run_id, &text);
@@ -586,7 +586,10 @@ impl Runtime {
     /// `maxRejections` rejections were sent back); a rejection without a reason is an approval.
     async fn stop(&self, check: StopCheck) -> HookResult<StopDecision> {
         let run_id = check.run.run_id.clone();
-        let extra = format!("[assistant: final answer, under review by Stop hooks]\n{}\n", check.final_output);
+        let extra = format!(
+            "[assistant: final answer, under review by Stop hooks]\n{}\n",
+            transcript::data(&check.final_output)
+        );
         let text = self.lock_transcripts().text(&run_id, Some(&check.messages), &extra);
         let transcript = self.write_transcript(&run_id, &text);
         let path = transcript.clone().unwrap_or_default();

@@ -105,6 +105,15 @@ impl OpenAiProvider {
         body
     }
 
+    /// Removes the API key from text that came back from the provider (some echo it in their
+    /// error messages), before the text reaches logs, frames or the model.
+    fn redact(&self, text: String) -> String {
+        match &self.config.api_key {
+            Some(key) if key.len() >= 4 && text.contains(key.as_str()) => text.replace(key.as_str(), "[redacted]"),
+            _ => text,
+        }
+    }
+
     async fn send(&self, body: &Value) -> Result<reqwest::Response, ServerError> {
         let mut delay = self.config.retry_delay;
         let mut attempt = 0;
@@ -127,7 +136,8 @@ impl OpenAiProvider {
                 continue;
             }
             let text = response.text().await.unwrap_or_default();
-            return Err(ServerError::ProviderStatus { status: status.as_u16(), message: error_message(&text) });
+            let message = self.redact(error_message(&text));
+            return Err(ServerError::ProviderStatus { status: status.as_u16(), message });
         }
     }
 }
@@ -336,7 +346,7 @@ impl ChatModel for OpenAiProvider {
                     if let Some(message) = event.pointer("/error/message").and_then(Value::as_str) {
                         return Err(ServerError::ProviderStatus {
                             status: 200,
-                            message: message.chars().take(300).collect(),
+                            message: self.redact(message.chars().take(300).collect()),
                         });
                     }
                     let Some(delta) = event.pointer("/choices/0/delta") else { continue };

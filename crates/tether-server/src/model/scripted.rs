@@ -530,7 +530,11 @@ fn respond(request: &ChatRequest) -> ModelReply {
     // The goal tool may have left the page when it ran (checkout navigates away): its call in
     // this run still counts.
     let goal_name = goal.map(|g| g.name.clone()).or_else(|| {
-        steps.iter().rev().find(|s| s.result.is_some() && is_goal_name(intent, &s.call.name)).map(|s| s.call.name.clone())
+        steps
+            .iter()
+            .rev()
+            .find(|s| s.result.is_some() && is_goal_name(intent, &s.call.name))
+            .map(|s| s.call.name.clone())
     });
     if let Some(goal_name) = goal_name {
         let goal_steps: Vec<&Step<'_>> = steps.iter().filter(|s| s.call.name == goal_name).collect();
@@ -718,7 +722,11 @@ mod tests {
                 content: String::new(),
                 tool_calls: vec![ModelToolCall { id: "c1".into(), name: "checkout".into(), arguments: json!({}) }],
             },
-            ChatMessage::Tool { call_id: "c1".into(), name: "checkout".into(), content: "{\"order\":\"T-1001\"}".into() },
+            ChatMessage::Tool {
+                call_id: "c1".into(),
+                name: "checkout".into(),
+                content: "{\"order\":\"T-1001\"}".into(),
+            },
         ];
         let reply = respond(&ChatRequest { messages, tools });
         assert!(reply.tool_calls.is_empty(), "{reply:?}");

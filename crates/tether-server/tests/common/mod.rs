@@ -2,6 +2,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod soak;
+
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -55,12 +57,14 @@ pub struct Client {
     ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
     next_id: u64,
     pub welcome: Option<Welcome>,
+    /// The text of every frame received, as it came.
+    pub seen: Vec<String>,
 }
 
 impl Client {
     pub async fn connect(url: &str) -> Client {
         let (ws, _) = tokio_tungstenite::connect_async(url).await.expect("connect");
-        Client { ws, next_id: 0, welcome: None }
+        Client { ws, next_id: 0, welcome: None, seen: Vec::new() }
     }
 
     pub fn id(&mut self) -> String {
@@ -85,7 +89,10 @@ impl Client {
                 .expect("socket closed")
                 .expect("socket error");
             match message {
-                Message::Text(text) => return decode_server_frame(&text, usize::MAX).expect("server frames decode"),
+                Message::Text(text) => {
+                    self.seen.push(text.to_string());
+                    return decode_server_frame(&text, usize::MAX).expect("server frames decode");
+                }
                 Message::Close(frame) => panic!("server closed the socket: {frame:?}"),
                 _ => continue,
             }
@@ -200,4 +207,115 @@ pub fn storefront_tools() -> Vec<ToolSpec> {
         ),
         tool("open_cart", "Open the cart page.", json!({"type": "object"})),
     ]
+}
+
+impl Client {
+    /// Connects with extra request headers (`Origin`, `Authorization`, …).
+    pub async fn connect_with(url: &str, headers: &[(&str, &str)]) -> Client {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
+        let mut request = url.into_client_request().expect("a WebSocket URL");
+        for (name, value) in headers {
+            request
+                .headers_mut()
+                .insert(HeaderName::from_bytes(name.as_bytes()).unwrap(), HeaderValue::from_str(value).unwrap());
+        }
+        let (ws, _) = tokio_tungstenite::connect_async(request).await.expect("connect");
+        Client { ws, next_id: 0, welcome: None, seen: Vec::new() }
+    }
+
+    /// Waits for the server's close frame (skipping other frames) and returns its code and reason.
+    pub async fn closed(&mut self) -> (u16, String) {
+        loop {
+            let message = tokio::time::timeout(WAIT, self.ws.next()).await.expect("timed out waiting for the close");
+            match message {
+                Some(Ok(Message::Close(Some(frame)))) => return (frame.code.into(), frame.reason.to_string()),
+                Some(Ok(Message::Close(None))) => return (1005, String::new()),
+                Some(Ok(_)) => continue,
+                Some(Err(error)) => panic!("socket error before the close frame: {error}"),
+                None => panic!("the socket ended without a close frame"),
+            }
+        }
+    }
+
+    /// Sends a frame's text without waiting for anything.
+    pub async fn send_raw(&mut self, text: String) {
+        self.ws.send(Message::Text(text.into())).await.expect("send");
+    }
+}
+
+/// A model for tests that does what the user's message says, and records every request.
+///
+/// - `call NAME [JSON-ARGS] [xN]`: calls the tool NAME (N times in one reply), then, once the
+///   results are in, answers `done: <last result>`.
+/// - `loop NAME`: calls NAME every turn, never answering.
+/// - anything else: answers `ok`.
+#[derive(Default, Clone)]
+pub struct DirectModel {
+    pub requests: std::sync::Arc<std::sync::Mutex<Vec<tether_server::ChatRequest>>>,
+}
+
+impl DirectModel {
+    pub fn requests(&self) -> Vec<tether_server::ChatRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    fn reply(request: &tether_server::ChatRequest) -> tether_server::ModelReply {
+        use tether_server::{ChatMessage, ModelReply, ModelToolCall};
+        let text = |t: String| ModelReply { text: t, tool_calls: Vec::new(), malformed_tool_call: None };
+        let Some(position) = request.messages.iter().rposition(
+            |m| matches!(m, ChatMessage::User { content } if !content.starts_with(tether_server::model::HOOK_LABEL)),
+        ) else {
+            return text("ok".into());
+        };
+        let ChatMessage::User { content } = &request.messages[position] else { unreachable!() };
+        let words: Vec<&str> = content.split_whitespace().collect();
+        let results: Vec<&str> = request.messages[position..]
+            .iter()
+            .filter_map(|m| match m {
+                ChatMessage::Tool { content, .. } => Some(content.as_str()),
+                _ => None,
+            })
+            .collect();
+        match words.as_slice() {
+            ["loop", name] => ModelReply {
+                text: String::new(),
+                tool_calls: vec![ModelToolCall { id: "l".into(), name: (*name).into(), arguments: json!({}) }],
+                malformed_tool_call: None,
+            },
+            ["call", name, rest @ ..] if results.is_empty() => {
+                let (times, args) = match rest.last().and_then(|w| w.strip_prefix('x')).and_then(|n| n.parse().ok()) {
+                    Some(times) => (times, &rest[..rest.len() - 1]),
+                    None => (1, rest),
+                };
+                let arguments =
+                    if args.is_empty() { json!({}) } else { serde_json::from_str(&args.join(" ")).unwrap() };
+                let tool_calls = (0..times)
+                    .map(|n| ModelToolCall { id: format!("d{n}"), name: (*name).into(), arguments: arguments.clone() })
+                    .collect();
+                ModelReply { text: String::new(), tool_calls, malformed_tool_call: None }
+            }
+            ["call", ..] => text(format!("done: {}", results.last().unwrap())),
+            _ => text("ok".into()),
+        }
+    }
+}
+
+impl tether_server::ChatModel for DirectModel {
+    fn name(&self) -> &str {
+        "direct (test)"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a tether_server::ChatRequest,
+        on_delta: tether_server::model::DeltaSink<'a>,
+    ) -> tether_server::model::BoxFuture<'a, Result<tether_server::ModelReply, tether_server::ServerError>> {
+        self.requests.lock().unwrap().push(request.clone());
+        let reply = DirectModel::reply(request);
+        Box::pin(async move {
+            on_delta(&reply.text);
+            Ok(reply)
+        })
+    }
 }

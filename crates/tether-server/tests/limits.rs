@@ -1,0 +1,255 @@
+//! Every configurable limit over a real socket: the client gets a typed `ERROR` naming the
+//! limit, and the session (or the server) stays healthy afterwards.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use serde_json::json;
+use tether_protocol::*;
+use tether_server::{AgentLoop, ChatMessage, ScriptedModel, ServerConfig};
+
+fn scripted() -> AgentLoop {
+    AgentLoop::new(Arc::new(ScriptedModel))
+}
+
+/// A run on the storefront tools completes: the session is healthy.
+async fn run_works(client: &mut Client, revision: u64) {
+    client.context(revision, storefront_tools()).await;
+    client.say("add the red mug to my cart").await;
+    let call = client.tool_call().await;
+    assert_eq!(call.name, "cart_add");
+    client.result(&call.call_id, ResultStatus::Ok, json!("added")).await;
+    assert_eq!(client.answer().await.1, RunStatus::Completed);
+}
+
+#[tokio::test]
+async fn a_frame_over_max_frame_bytes_is_refused_and_the_session_goes_on() {
+    let config = ServerConfig { max_frame_bytes: 4096, ..ServerConfig::default() };
+    let server = TestServer::start(config, scripted()).await;
+    let mut client = server.client().await;
+    let welcome = client.hello(None).await;
+    assert_eq!(welcome.max_frame_bytes, 4096);
+    client.say(&"a".repeat(5000)).await;
+    let error = client.error().await;
+    assert_eq!(error.code, ErrorCode::FrameTooLarge);
+    assert!(error.message.contains("4096"), "{}", error.message);
+    run_works(&mut client, 1).await;
+}
+
+#[tokio::test]
+async fn frames_over_the_rate_are_dropped_with_one_error_and_the_session_survives() {
+    let config = ServerConfig { max_frames_per_second: 10, ..ServerConfig::default() };
+    let server = TestServer::start(config, scripted()).await;
+    let mut client = server.client().await;
+    client.hello(None).await;
+    let resume = client.resume_info();
+    // Far more than a burst (20) in one go: most of these are dropped unread.
+    for n in 0..200 {
+        client.send_raw(format!(r#"{{"type":"TOOL_PROGRESS","id":"p{n}","callId":"none","message":"flood"}}"#)).await;
+    }
+    let mut progress_events = 0;
+    let error = client
+        .recv_until(|frame| match frame {
+            ServerFrame::Error(error) => Some(error.clone()),
+            ServerFrame::Event(_) => {
+                progress_events += 1;
+                None
+            }
+            _ => None,
+        })
+        .await;
+    assert_eq!(error.code, ErrorCode::RateLimited);
+    assert!(error.message.contains("10 frames per second"), "{}", error.message);
+    // A burst is 20 frames; a slow machine may earn a few more while the flood is read.
+    assert!(progress_events <= 40, "{progress_events} frames got through before the error");
+    // The session is intact: the same client resumes it on a new connection and runs.
+    let mut again = server.client().await;
+    let welcome = again.hello(Some(resume)).await;
+    assert!(welcome.resumed);
+    run_works(&mut again, 1).await;
+}
+
+#[tokio::test]
+async fn a_schema_over_max_schema_bytes_is_refused_and_the_previous_list_kept() {
+    let config = ServerConfig { max_schema_bytes: 512, ..ServerConfig::default() };
+    let server = TestServer::start(config, scripted()).await;
+    let mut client = server.client().await;
+    let welcome = client.hello(None).await;
+    client.context(1, storefront_tools()).await;
+    let values: Vec<String> = (0..100).map(|n| format!("product-{n}")).collect();
+    let big = tool("pick", "Pick a product.", json!({"type": "object", "properties": {"id": {"enum": values}}}));
+    client.context(2, vec![big]).await;
+    let error = client.error().await;
+    assert_eq!((error.code, error.reply_to.as_deref()), (ErrorCode::LimitExceeded, Some("c3")));
+    assert!(error.message.contains("max_schema_bytes") && error.message.contains("pick"), "{}", error.message);
+    let session = server.server.session(&welcome.session_id).unwrap();
+    assert_eq!((session.client_tools().len(), session.revision()), (3, 1));
+    run_works(&mut client, 3).await;
+}
+
+#[tokio::test]
+async fn a_schema_over_max_schema_depth_is_refused_and_the_previous_list_kept() {
+    let config = ServerConfig { max_schema_depth: 6, ..ServerConfig::default() };
+    let server = TestServer::start(config, scripted()).await;
+    let mut client = server.client().await;
+    let welcome = client.hello(None).await;
+    client.context(1, storefront_tools()).await;
+    let mut schema = json!({"type": "string"});
+    for _ in 0..4 {
+        schema = json!({"type": "object", "properties": {"inner": schema}});
+    }
+    // Four objects, each with `properties` and the property itself: 8 levels.
+    client.context(2, vec![tool("deep", "Deep arguments.", schema)]).await;
+    let error = client.error().await;
+    assert_eq!(error.code, ErrorCode::LimitExceeded);
+    assert!(error.message.contains("max_schema_depth") && error.message.contains("deep"), "{}", error.message);
+    assert_eq!(server.server.session(&welcome.session_id).unwrap().client_tools().len(), 3);
+    run_works(&mut client, 3).await;
+}
+
+#[tokio::test]
+async fn a_description_over_max_description_chars_is_refused_and_one_at_the_limit_accepted() {
+    let config = ServerConfig { max_description_chars: 100, ..ServerConfig::default() };
+    let server = TestServer::start(config, scripted()).await;
+    let mut client = server.client().await;
+    let welcome = client.hello(None).await;
+    // Characters, not bytes: 100 two-byte characters are at the limit.
+    client.context(1, vec![tool("ok_tool", &"é".repeat(100), json!({"type": "object"}))]).await;
+    client.context(2, vec![tool("long_tool", &"a".repeat(101), json!({"type": "object"}))]).await;
+    let error = client.error().await;
+    assert_eq!((error.code, error.reply_to.as_deref()), (ErrorCode::LimitExceeded, Some("c3")));
+    assert!(error.message.contains("max_description_chars"), "{}", error.message);
+    let session = server.server.session(&welcome.session_id).unwrap();
+    assert_eq!(session.client_tools()[0].name, "ok_tool");
+    run_works(&mut client, 3).await;
+}
+
+#[tokio::test]
+async fn sessions_over_max_sessions_per_ip_are_refused_and_the_others_keep_working() {
+    let config = ServerConfig { max_sessions_per_ip: 2, ..ServerConfig::default() };
+    let server = TestServer::start(config, scripted()).await;
+    let mut first = server.client().await;
+    let mut second = server.client().await;
+    first.hello(None).await;
+    second.hello(None).await;
+    let mut third = server.client().await;
+    let id = third.id();
+    third.send(ClientFrame::Hello(Hello { id, protocol_version: PROTOCOL_VERSION, resume: None, client: None })).await;
+    let error = third.error().await;
+    assert_eq!((error.code, error.reply_to.as_deref()), (ErrorCode::LimitExceeded, Some("c1")));
+    assert!(error.message.contains("max_sessions_per_ip"), "{}", error.message);
+    assert_eq!(third.closed().await, (1008, "too many sessions from this address".to_string()));
+    assert_eq!(server.server.session_count(), 2);
+    // The existing sessions are untouched, and resuming one is not a new session.
+    run_works(&mut first, 1).await;
+    let resume = second.resume_info();
+    second.kill();
+    let mut back = server.client().await;
+    assert!(back.hello(Some(resume)).await.resumed);
+    run_works(&mut back, 1).await;
+}
+
+#[tokio::test]
+async fn calls_over_max_pending_calls_are_not_run_and_the_model_reads_why() {
+    let model = DirectModel::default();
+    let config = ServerConfig { max_pending_calls: 2, ..ServerConfig::default() };
+    let server = TestServer::start(config, AgentLoop::new(Arc::new(model.clone()))).await;
+    let mut client = server.client().await;
+    client.hello(None).await;
+    client.context(1, vec![tool("ping", "Ping.", json!({"type": "object"}))]).await;
+    client.say("call ping x5").await;
+    let error = client.error().await;
+    assert_eq!(error.code, ErrorCode::LimitExceeded);
+    assert!(
+        error.message.contains("max_pending_calls") && error.message.contains("3 were not run"),
+        "{}",
+        error.message
+    );
+    let mut calls = 0;
+    let status = loop {
+        match client.recv().await {
+            ServerFrame::ToolCall(call) => {
+                calls += 1;
+                client.result(&call.call_id, ResultStatus::Ok, json!(format!("pong {calls}"))).await;
+            }
+            ServerFrame::AgentMessage(m) if m.done => break m.status.unwrap(),
+            _ => {}
+        }
+    };
+    assert_eq!((calls, status), (2, RunStatus::Completed));
+    let last = model.requests().pop().unwrap();
+    let results: Vec<String> = last
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 5);
+    assert_eq!(&results[..2], ["pong 1", "pong 2"]);
+    assert!(results[2..].iter().all(|r| r.starts_with("[denied] Not run")), "{results:?}");
+}
+
+#[tokio::test]
+async fn a_run_at_max_turns_ends_with_a_limit_error_and_the_next_run_starts() {
+    let agent = AgentLoop::new(Arc::new(DirectModel::default())).with_max_turns(2);
+    let server = TestServer::start(ServerConfig::default(), agent).await;
+    let mut client = server.client().await;
+    client.hello(None).await;
+    client.context(1, vec![tool("ping", "Ping.", json!({"type": "object"}))]).await;
+    client.say("loop ping").await;
+    let (mut calls, mut error) = (0, None);
+    let status = loop {
+        match client.recv().await {
+            ServerFrame::ToolCall(call) => {
+                calls += 1;
+                client.result(&call.call_id, ResultStatus::Ok, json!("pong")).await;
+            }
+            ServerFrame::Error(e) => error = Some(e),
+            ServerFrame::AgentMessage(m) if m.done => break m.status.unwrap(),
+            _ => {}
+        }
+    };
+    assert_eq!((calls, status), (2, RunStatus::MaxTurns));
+    // The error comes before the run's last frame.
+    let error = error.expect("a limit error");
+    assert_eq!((error.code, error.reply_to.as_deref()), (ErrorCode::LimitExceeded, Some("c3")));
+    assert!(error.message.contains("2 turns"), "{}", error.message);
+    client.say("call ping").await;
+    let call = client.tool_call().await;
+    client.result(&call.call_id, ResultStatus::Ok, json!("pong")).await;
+    assert_eq!(client.answer().await, ("done: pong".to_string(), RunStatus::Completed));
+}
+
+#[tokio::test]
+async fn a_run_over_its_wall_time_ends_with_a_limit_error_and_the_next_run_starts() {
+    let agent = scripted().with_run_timeout(Duration::from_millis(300));
+    let server = TestServer::start(ServerConfig::default(), agent).await;
+    let mut client = server.client().await;
+    client.hello(None).await;
+    client.context(1, storefront_tools()).await;
+    client.say("add the red mug to my cart").await;
+    let call = client.tool_call().await;
+    // The client never answers: the run's wall-time limit ends it and the call is cancelled.
+    let (mut status, mut error, mut cancel) = (None, None, None);
+    while status.is_none() || error.is_none() || cancel.is_none() {
+        match client.recv().await {
+            ServerFrame::AgentMessage(m) if m.done => status = m.status,
+            ServerFrame::Error(e) => error = Some(e),
+            ServerFrame::ToolCancel(c) => cancel = Some(c),
+            _ => {}
+        }
+    }
+    assert_eq!(status, Some(RunStatus::TimedOut));
+    assert_eq!(cancel.unwrap().call_id, call.call_id);
+    let error = error.unwrap();
+    assert_eq!(error.code, ErrorCode::LimitExceeded);
+    assert!(error.message.contains("0.3 s"), "{}", error.message);
+    client.say("add the blue mug to my cart").await;
+    let next = client.tool_call().await;
+    assert_eq!(next.args, json!({"productId": "mug-blue"}));
+}
