@@ -3,11 +3,11 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 
 use crate::cmd::{in_repo, repo_root, run, step};
 use crate::toolchain::{self, Needs, WasmToolchain};
-use crate::wasm::{build_module, print_sizes, ModuleSizes};
+use crate::wasm::{ModuleSizes, build_module, print_sizes};
 
 /// Ceiling for the browser runtime (wasm + minified JS glue, gzip). The goal is 60 kB; this
 /// guard holds what is measured today so that growth fails the tests (see README, "Sizes").
@@ -26,7 +26,13 @@ pub(crate) fn protocol_schema() -> Result<()> {
 
 /// Builds the browser runtime module (with the JS API) and returns its sizes.
 fn runtime_module(toolchain: WasmToolchain) -> Result<ModuleSizes> {
-    build_module(toolchain, "tether-web", &["js-api"], &repo_root().join("target/pkg/tether-web"), "tether-web runtime (JS API)")
+    build_module(
+        toolchain,
+        "tether-web",
+        &["js-api"],
+        &repo_root().join("target/pkg/tether-web"),
+        "tether-web runtime (JS API)",
+    )
 }
 
 pub(crate) fn size() -> Result<()> {
@@ -55,7 +61,10 @@ fn twiggy_top(module: &ModuleSizes) -> Result<()> {
     }
     step(format!("top contributors of {} (twiggy top, before wasm-opt, with names)", module.label));
     let named = repo_root().join("target/pkg/twiggy");
-    run(in_repo("wasm-bindgen").args(["--target", "web", "--keep-debug", "--out-dir"]).arg(&named).arg(&module.raw_path))?;
+    run(in_repo("wasm-bindgen")
+        .args(["--target", "web", "--keep-debug", "--out-dir"])
+        .arg(&named)
+        .arg(&module.raw_path))?;
     let file = module.wasm_path.file_name().context("a file name")?;
     run(in_repo("twiggy").args(["top", "-n", "25"]).arg(named.join(file)))
 }
@@ -80,10 +89,19 @@ fn browser_latency() -> Result<()> {
         std::fs::copy(pkg.join(file), dir.join(file))?;
     }
     std::fs::copy(repo_root().join("bench/browser/latency.html"), dir.join("latency.html"))?;
-    std::fs::write(dir.join("index.html"), "<!doctype html><title>Tether benchmarks</title><a href=\"/latency.html\">latency</a>")?;
+    std::fs::write(
+        dir.join("index.html"),
+        "<!doctype html><title>Tether benchmarks</title><a href=\"/latency.html\">latency</a>",
+    )?;
     run(in_repo("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(repo_root().join("bench/browser")))?;
     run(in_repo(repo_root().join("node_modules/.bin/esbuild"))
-        .args(["bench/browser/latency.mjs", "--bundle", "--format=esm", "--external:/tether_web.js", "--log-level=warning"])
+        .args([
+            "bench/browser/latency.mjs",
+            "--bundle",
+            "--format=esm",
+            "--external:/tether_web.js",
+            "--log-level=warning",
+        ])
         .arg(format!("--outfile={}", dir.join("bench.js").display())))?;
     run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether"]))?;
     step("latency in headless Chromium (tether vs ajv in the same page and run)");
@@ -108,11 +126,32 @@ pub(crate) fn demo(args: &[String]) -> Result<()> {
     let (dist, _) = build_storefront(toolchain)?;
     step("building the server");
     run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether"]))?;
-    let addr = args.iter().position(|a| a == "--addr").and_then(|i| args.get(i + 1)).map_or("127.0.0.1:8787", String::as_str);
+    let addr =
+        args.iter().position(|a| a == "--addr").and_then(|i| args.get(i + 1)).map_or("127.0.0.1:8787", String::as_str);
     step(format!("serving the Leptos storefront with the built-in model (Ctrl-C stops); open the URL below"));
     run(Command::new(repo_root().join("target/debug/tether"))
         .args(["serve", "--model", "scripted", "--addr", addr, "--static"])
         .arg(&dist))
+}
+
+/// Runs each fuzz target for `seconds` (cargo-fuzz, libFuzzer; no sanitizer, so stable Rust works).
+fn fuzz(seconds: u32) -> Result<()> {
+    if !crate::cmd::on_path("cargo-fuzz") {
+        step("installing cargo-fuzz (first use)");
+        run(Command::new("cargo").args(["install", "cargo-fuzz", "--locked"]).current_dir(std::env::temp_dir()))?;
+    }
+    for (target, dict) in [("decode_client", "json"), ("decode_server", "json"), ("hooks_config", "yaml")] {
+        run(in_repo("cargo")
+            .args(["fuzz", "run", "--sanitizer", "none", target])
+            .arg(format!("fuzz/corpus/{target}"))
+            .arg(format!("fuzz/seeds/{target}"))
+            .arg("--")
+            .arg(format!("-max_total_time={seconds}"))
+            .arg("-rss_limit_mb=1024")
+            .arg(format!("-dict=fuzz/dicts/{dict}.dict"))
+            .env("RUSTC_BOOTSTRAP", "1"))?;
+    }
+    Ok(())
 }
 
 /// A child process killed when dropped.
@@ -146,11 +185,23 @@ pub(crate) fn test(_args: &[String]) -> Result<()> {
     step("formatting");
     run(in_repo("cargo").args(["fmt", "--all", "--check"]))?;
 
-    step("clippy (host crates)");
-    run(in_repo("cargo").args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;
+    step("clippy (every crate, the browser ones compiled for the host)");
+    run(in_repo("cargo").args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--features",
+        "tether-web/js-api",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
 
-    step("native tests");
-    run(in_repo("cargo").args(["test"]))?;
+    step("native tests (the browser-only crates run in the browser below)");
+    run(in_repo("cargo").args(["test", "--workspace", "--exclude", "tether-web", "--exclude", "storefront-leptos"]))?;
+
+    step("fuzzing: the protocol decoders and the hooks-config loader, 30 s each (see docs/security.md)");
+    fuzz(30)?;
 
     step("wasm32: the core builds; the browser runtime's tests in Node and headless Chromium");
     run(toolchain.cargo("build").args(["-p", "tether-core", "-p", "tether-protocol"]))?;

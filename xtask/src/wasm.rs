@@ -49,7 +49,10 @@ pub(crate) fn gzip_size(path: &Path) -> Result<u64> {
 pub(crate) fn minified_gzip_size(path: &Path) -> Result<u64> {
     let minified = path.with_extension("min.js");
     let esbuild = crate::cmd::repo_root().join("node_modules/.bin/esbuild");
-    run(in_repo(esbuild).arg(path).args(["--minify", "--format=esm", "--log-level=warning"]).arg(format!("--outfile={}", minified.display())))?;
+    run(in_repo(esbuild)
+        .arg(path)
+        .args(["--minify", "--format=esm", "--log-level=warning"])
+        .arg(format!("--outfile={}", minified.display())))?;
     gzip_size(&minified)
 }
 

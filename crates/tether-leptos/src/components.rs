@@ -6,7 +6,7 @@ use leptos::html;
 use leptos::prelude::*;
 use tether_web::{ApprovalDecision, Risk};
 
-use crate::{use_agent, ChatRole};
+use crate::{ChatRole, use_agent};
 
 fn risk_class(risk: Risk) -> &'static str {
     match risk {
@@ -70,7 +70,7 @@ pub fn ApprovalDialog() -> impl IntoView {
                                             {request.risk.as_str()}
                                         </span>
                                     </p>
-                                    <p id="tether-approval-description">{request.description.clone()}</p>
+                                    <p id="tether-approval-description">{request.description}</p>
                                     <pre class="tether-approval-args" data-testid="approval-args">{args}</pre>
                                     <div class="tether-approval-buttons">
                                         <button
@@ -87,7 +87,7 @@ pub fn ApprovalDialog() -> impl IntoView {
                                             on:click=move |_| {
                                                 answer(ApprovalDecision::Rejected {
                                                     reason: Some("the user pressed Reject".into()),
-                                                })
+                                                });
                                             }
                                         >
                                             "Reject"
@@ -173,13 +173,14 @@ pub fn ToolInspector() -> impl IntoView {
                     each=move || state.tools.get()
                     key=|tool| (tool.name.clone(), tool.risk, tool.global, tool.parameters.to_string())
                     children=move |tool| {
+                        let label = tool.name.clone();
                         view! {
-                            <li data-testid="inspector-tool" data-tool=tool.name.clone()>
-                                <code>{tool.name.clone()}</code>
+                            <li data-testid="inspector-tool" data-tool=tool.name>
+                                <code>{label}</code>
                                 " "
                                 <span class=risk_class(tool.risk)>{tool.risk.as_str()}</span>
                                 {tool.global.then_some(" global")}
-                                <small>" " {tool.description.clone()}</small>
+                                <small>" " {tool.description}</small>
                             </li>
                         }
                     }
@@ -193,10 +194,10 @@ pub fn ToolInspector() -> impl IntoView {
                         key=|refused| (refused.tool.clone(), refused.reason.clone())
                         children=move |refused| {
                             view! {
-                                <li data-testid="inspector-refused" data-event=refused.event.clone()>
-                                    <code>{refused.tool.clone()}</code>
+                                <li data-testid="inspector-refused" data-event=refused.event>
+                                    <code>{refused.tool}</code>
                                     " — "
-                                    {refused.reason.clone()}
+                                    {refused.reason}
                                 </li>
                             }
                         }

@@ -154,7 +154,12 @@ fn apply_event(state: &AgentState, event: &ClientEvent) {
                     line.text.push_str(delta);
                     line.status = *status;
                 }
-                None => lines.push(ChatLine { key: run_id.clone(), role: ChatRole::Agent, text: delta.clone(), status: *status }),
+                None => lines.push(ChatLine {
+                    key: run_id.clone(),
+                    role: ChatRole::Agent,
+                    text: delta.clone(),
+                    status: *status,
+                }),
             });
             if *done {
                 state.running.set(false);
@@ -191,8 +196,11 @@ pub fn AgentProvider(
         errors: RwSignal::new(Vec::new()),
         context_updates: RwSignal::new(0),
     };
-    let context =
-        AgentContext { client: StoredValue::new_local(client.clone()), responders: StoredValue::new_local(HashMap::new()), state };
+    let context = AgentContext {
+        client: StoredValue::new_local(client.clone()),
+        responders: StoredValue::new_local(HashMap::new()),
+        state,
+    };
 
     let tools_client = client.clone();
     client.subscribe(move |event| {
@@ -212,7 +220,12 @@ pub fn AgentProvider(
     client.on_notify(move |notification: &Notification| {
         state.messages.update(|lines| {
             let text = format!("Running {} {}", notification.tool, notification.args);
-            lines.push(ChatLine { key: format!("notify-{}", notification.call_id), role: ChatRole::System, text, status: None });
+            lines.push(ChatLine {
+                key: format!("notify-{}", notification.call_id),
+                role: ChatRole::System,
+                text,
+                status: None,
+            });
         });
     });
     client.on_error(move |error| {
@@ -300,7 +313,8 @@ where
     use_agent_tool(def, move |args| {
         let handler = handler.clone();
         async move {
-            let args: A = serde_json::from_value(args).map_err(|error| format!("arguments do not fit the tool: {error}"))?;
+            let args: A =
+                serde_json::from_value(args).map_err(|error| format!("arguments do not fit the tool: {error}"))?;
             handler(args).await
         }
     });

@@ -3,9 +3,9 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
-use tether_core::validate::{apply_defaults, CompactValidator, CompiledSchema, NativeRegex, Validator};
-use tether_leptos::{schema_of, use_agent_tool, ToolDef, OUTSIDE_PROVIDER};
+use serde_json::{Value, json};
+use tether_core::validate::{CompactValidator, CompiledSchema, NativeRegex, Validator, apply_defaults};
+use tether_leptos::{OUTSIDE_PROVIDER, ToolDef, schema_of, use_agent_tool};
 
 #[test]
 #[should_panic(expected = "must be called inside <AgentProvider")]
@@ -53,5 +53,8 @@ fn derived_schemas_work_with_the_compact_validator() {
     assert_eq!(typed, CartAdd { product_id: "mug-red".into(), quantity: 1, gift: None, shipping: Shipping::Express });
     let errors = compiled.errors(&json!({"productId": 7, "quantity": 0, "shipping": "teleport"}));
     let paths: Vec<&str> = errors.iter().map(|e| e.instance_path.as_str()).collect();
-    assert!(paths.contains(&"/productId") && paths.contains(&"/quantity") && paths.contains(&"/shipping"), "{errors:?}");
+    assert!(
+        paths.contains(&"/productId") && paths.contains(&"/quantity") && paths.contains(&"/shipping"),
+        "{errors:?}"
+    );
 }

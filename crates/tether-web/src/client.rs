@@ -53,16 +53,26 @@ fn browser_validator() -> BrowserValidator {
     tether_core::validate::FullValidator
 }
 
+/// A resolver's before-hook: gets the tool and arguments; `Err` refuses the call with that reason.
+pub type BeforeHook = Rc<dyn Fn(&str, &Value) -> LocalFuture<Result<(), String>>>;
+/// A resolver's after-hook: gets the tool and its output.
+pub type AfterHook = Rc<dyn Fn(&str, &Value)>;
+/// A resolver's error-hook: gets the tool and the handler's error.
+pub type ErrorHook = Rc<dyn Fn(&str, &str)>;
+
 /// Shared hooks of a resolver group, run around each of its tools' handlers.
 #[derive(Clone, Default)]
 pub struct ResolverHooks {
-    /// Before the handler (after approval); `Err` refuses the call with that reason.
-    pub before: Option<Rc<dyn Fn(&str, &Value) -> LocalFuture<Result<(), String>>>>,
+    /// Before the handler (after approval).
+    pub before: Option<BeforeHook>,
     /// After a successful handler, with its output.
-    pub after: Option<Rc<dyn Fn(&str, &Value)>>,
+    pub after: Option<AfterHook>,
     /// After a failed handler, with its error.
-    pub error: Option<Rc<dyn Fn(&str, &str)>>,
+    pub error: Option<ErrorHook>,
 }
+
+type NotifyCallback = Rc<dyn Fn(&Notification)>;
+type ErrorCallback = Rc<dyn Fn(&WebError)>;
 
 /// A `low`-risk call that is running: show the user what happens.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -292,8 +302,8 @@ struct Inner {
     flush_scheduled: bool,
     timer_at: Option<u64>,
     approver: Option<Approver>,
-    notify: Option<Rc<dyn Fn(&Notification)>>,
-    on_error: Option<Rc<dyn Fn(&WebError)>>,
+    notify: Option<NotifyCallback>,
+    on_error: Option<ErrorCallback>,
     listeners: Vec<(u32, Listener)>,
     next_listener: u32,
     recent: VecDeque<CallRecord>,
@@ -545,7 +555,8 @@ impl Client {
             inner.next_frame += 1;
             format!("local-{}", inner.next_frame)
         };
-        let request = CallRequest { call_id: call_id.clone(), tool: tool.to_string(), args, server_risk: Default::default() };
+        let request =
+            CallRequest { call_id: call_id.clone(), tool: tool.to_string(), args, server_risk: Default::default() };
         self.start_call_with(request, Some(sender));
         let tool = tool.to_string();
         Box::pin(async move {
@@ -881,7 +892,7 @@ impl Client {
                     client.after(step);
                 });
             }
-            Step::Run { call_id, tool, args, notify, .. } => self.run_handler(call_id, tool, args, notify),
+            Step::Run { call_id, tool, args, notify, .. } => self.run_handler(call_id, &tool, args, notify),
             Step::AfterHook { call_id, tool, resolver, output } => {
                 let hook = self.0.inner.borrow().resolvers.get(&resolver).and_then(|h| h.after.clone());
                 if let Some(hook) = hook {
@@ -909,10 +920,10 @@ impl Client {
         }
     }
 
-    fn run_handler(&self, call_id: String, tool: String, args: Value, notify: bool) {
+    fn run_handler(&self, call_id: String, tool: &str, args: Value, notify: bool) {
         let (handler, notify_callback) = {
             let mut inner = self.inner();
-            let handler = inner.registry.get(&tool).map(|t| t.handler().handler.clone());
+            let handler = inner.registry.get(tool).map(|t| t.handler().handler.clone());
             let (revision, changes) = (inner.registry.revision(), inner.changes);
             if let Some(state) = inner.calls.get_mut(&call_id) {
                 state.url_before = current_url();
@@ -928,7 +939,7 @@ impl Client {
         };
         if notify {
             if let Some(callback) = notify_callback {
-                callback(&Notification { call_id: call_id.clone(), tool: tool.clone(), args: args.clone() });
+                callback(&Notification { call_id: call_id.clone(), tool: tool.to_string(), args: args.clone() });
             }
         }
         let (abort, registration) = AbortHandle::new_pair();
@@ -999,10 +1010,11 @@ impl Client {
             yield_microtasks().await;
             let navigated = {
                 let inner = client.0.inner.borrow();
-                state.url_before.is_some() && (current_url() != state.url_before || inner.changes != state.changes_before)
+                state.url_before.is_some()
+                    && (current_url() != state.url_before || inner.changes != state.changes_before)
             };
             let settle_ms = if navigated { Some(client.settle().await) } else { None };
-            client.send_result(outcome, settle_ms);
+            client.send_result(&outcome, settle_ms);
         });
     }
 
@@ -1025,7 +1037,7 @@ impl Client {
         js_sys::Date::now() - started
     }
 
-    fn send_result(&self, outcome: Outcome, settle_ms: Option<f64>) {
+    fn send_result(&self, outcome: &Outcome, settle_ms: Option<f64>) {
         let result = {
             let mut inner = self.inner();
             let id = next_id(&mut inner);
@@ -1040,7 +1052,7 @@ impl Client {
         };
         // Kept in the outbox until acknowledged; resent after a reconnect.
         self.send_frame(&ClientFrame::ToolResult(result), true);
-        self.record(&outcome, settle_ms);
+        self.record(outcome, settle_ms);
     }
 
     fn record(&self, outcome: &Outcome, settle_ms: Option<f64>) {

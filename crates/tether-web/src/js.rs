@@ -144,15 +144,15 @@ fn to_js<T: Serialize>(value: &T) -> JsValue {
     serde_json::to_string(value).ok().and_then(|text| js_sys::JSON::parse(&text).ok()).unwrap_or(JsValue::NULL)
 }
 
-fn from_js<T: serde::de::DeserializeOwned>(value: JsValue, what: &str) -> Result<T, JsError> {
-    let text = js_sys::JSON::stringify(&value)
+fn from_js<T: serde::de::DeserializeOwned>(value: &JsValue, what: &str) -> Result<T, JsError> {
+    let text = js_sys::JSON::stringify(value)
         .ok()
         .and_then(|text| text.as_string())
         .ok_or_else(|| JsError::new(&format!("invalid {what}: not JSON-serialisable")))?;
     serde_json::from_str(&text).map_err(|error| JsError::new(&format!("invalid {what}: {error}")))
 }
 
-fn definition(value: JsValue) -> Result<ToolDef, JsError> {
+fn definition(value: &JsValue) -> Result<ToolDef, JsError> {
     let d: Definition = from_js(value, "tool definition")?;
     let mut def = ToolDef::new(d.name, d.description).risk(d.risk).global(d.global);
     if let Some(parameters) = d.parameters {
@@ -191,7 +191,7 @@ fn handler(function: js_sys::Function) -> crate::Handler {
             if output.is_undefined() {
                 return Ok(Value::Null);
             }
-            from_js(output, "handler result").map_err(|_| "the handler returned a value that is not JSON".to_string())
+            from_js(&output, "handler result").map_err(|_| "the handler returned a value that is not JSON".to_string())
         })
     })
 }
@@ -242,7 +242,7 @@ impl TetherClient {
     #[wasm_bindgen(constructor)]
     pub fn new(url: String, options: Option<JsClientOptions>) -> Result<TetherClient, JsError> {
         let options: Options = match options {
-            Some(options) if !JsValue::from(options.clone()).is_undefined() => from_js(options.into(), "options")?,
+            Some(options) if !options.is_undefined() => from_js(&options, "options")?,
             _ => Options::default(),
         };
         let mut config = ClientConfig::new(url);
@@ -274,10 +274,10 @@ impl TetherClient {
     pub fn register_tool(
         &self,
         owner: f64,
-        definition: JsToolDefinition,
+        definition: &JsToolDefinition,
         handler: JsToolHandler,
     ) -> Result<(), JsError> {
-        let def = self::definition(definition.into())?;
+        let def = self::definition(definition)?;
         let handler = self::handler(function(handler.into(), "handler")?);
         self.client
             .register_handler(tether_core::OwnerId(owner as u64), def, handler)
@@ -290,7 +290,7 @@ impl TetherClient {
     pub fn register_resolver(
         &self,
         owner: f64,
-        prefix: String,
+        prefix: &str,
         definitions: JsToolDefinitions,
         handlers: JsToolHandlers,
         hooks: Option<JsResolverHooks>,
@@ -304,7 +304,7 @@ impl TetherClient {
         }
         let mut tools = Vec::new();
         for (def, handler) in definitions.iter().zip(handlers.iter()) {
-            tools.push((definition(def)?, self::handler(function(handler, "handler")?)));
+            tools.push((definition(&def)?, self::handler(function(handler, "handler")?)));
         }
         let hooks = hooks.map(JsValue::from).filter(|h| !h.is_undefined() && !h.is_null());
         let get = |name: &str| -> Option<js_sys::Function> {
@@ -333,7 +333,7 @@ impl TetherClient {
                 let _ = on_error.call2(&JsValue::NULL, &tool.into(), &error.into());
             }));
         }
-        let results = self.client.register_resolver(tether_core::OwnerId(owner as u64), &prefix, tools, resolver);
+        let results = self.client.register_resolver(tether_core::OwnerId(owner as u64), prefix, tools, resolver);
         match results.into_iter().find_map(Result::err) {
             Some(error) => Err(JsError::new(&error.to_string())),
             None => Ok(()),
@@ -348,8 +348,8 @@ impl TetherClient {
 
     /// Removes one tool of `owner`.
     #[wasm_bindgen(js_name = unregisterTool)]
-    pub fn unregister_tool(&self, owner: f64, name: String) {
-        self.client.unregister(tether_core::OwnerId(owner as u64), &name);
+    pub fn unregister_tool(&self, owner: f64, name: &str) {
+        self.client.unregister(tether_core::OwnerId(owner as u64), name);
     }
 
     /// Sets the approval callback for high and critical tools.
@@ -401,8 +401,8 @@ impl TetherClient {
 
     /// Sends the user's message (queued until connected).
     #[wasm_bindgen(js_name = sendMessage)]
-    pub fn send_message(&self, text: String) {
-        self.client.send_message(&text);
+    pub fn send_message(&self, text: &str) {
+        self.client.send_message(text);
     }
 
     /// The tools as the model sees them now.
@@ -412,7 +412,7 @@ impl TetherClient {
 
     /// The most recent refused registrations: `{name, reason, event}`.
     pub fn refused(&self) -> JsValue {
-        let refused: Vec<serde_json::Value> = self
+        let refused: Vec<Value> = self
             .client
             .refused()
             .iter()
@@ -437,7 +437,8 @@ impl TetherClient {
     /// defaults, risk policy and handler, as for a call from the model.
     #[wasm_bindgen(js_name = invokeLocal)]
     pub async fn invoke_local(&self, name: String, args: JsValue) -> Result<JsValue, JsError> {
-        let args: Value = if args.is_undefined() { Value::Object(Default::default()) } else { from_js(args, "arguments")? };
+        let args: Value =
+            if args.is_undefined() { Value::Object(Default::default()) } else { from_js(&args, "arguments")? };
         let outcome = self.client.invoke_local(&name, args).await;
         Ok(to_js(&serde_json::json!({
             "callId": outcome.call_id, "tool": outcome.tool, "status": outcome.status, "content": outcome.content
@@ -446,9 +447,9 @@ impl TetherClient {
 
     /// Checks arguments against a registered tool's schema; returns every problem (empty when
     /// valid). Throws for an unknown tool.
-    pub fn validate(&self, name: String, args: JsValue) -> Result<Vec<String>, JsError> {
+    pub fn validate(&self, name: &str, args: &JsValue) -> Result<Vec<String>, JsError> {
         let args: Value = from_js(args, "arguments")?;
-        self.client.validate(&name, &args).ok_or_else(|| JsError::new(&format!("unknown tool {name:?}")))
+        self.client.validate(name, &args).ok_or_else(|| JsError::new(&format!("unknown tool {name:?}")))
     }
 
     /// The session id, once connected.

@@ -19,8 +19,8 @@ mod time;
 mod transport;
 
 pub use client::{
-    ApprovalView, Approver, BrowserValidator, CallRecord, Client, ClientConfig, ClientEvent, ConnectionState, Handler,
-    LocalFuture, Notification, ResolverHooks,
+    AfterHook, ApprovalView, Approver, BeforeHook, BrowserValidator, CallRecord, Client, ClientConfig, ClientEvent,
+    ConnectionState, ErrorHook, Handler, LocalFuture, Notification, ResolverHooks,
 };
 pub use regex::{BrowserRegex, JsRegex};
 pub use tether_core::{

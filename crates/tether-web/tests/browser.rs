@@ -7,9 +7,9 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use futures_channel::mpsc;
-use futures_util::future::{select, Either};
 use futures_util::StreamExt;
-use serde_json::{json, Value};
+use futures_util::future::{Either, select};
+use serde_json::{Value, json};
 use tether_web::*;
 use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::*;
@@ -17,9 +17,12 @@ use wasm_bindgen_test::*;
 wasm_bindgen_test_configure!(run_in_browser);
 
 fn peer_url() -> String {
-    option_env!("TETHER_TEST_PEER")
-        .expect("TETHER_TEST_PEER is not set: run the browser tests with `cargo xtask test`")
-        .to_string()
+    match option_env!("TETHER_TEST_PEER") {
+        Some(url) => url.to_string(),
+        None => panic!(
+            "TETHER_TEST_PEER was not set when this test was built: run the browser tests with `cargo xtask test`"
+        ),
+    }
 }
 
 /// Lets queued microtasks run: registrations made before it are flushed after it.
@@ -106,7 +109,9 @@ async fn an_unmount_removes_its_tools_but_not_its_globals() {
     for name in ["product_view", "cart_add", "cart_view"] {
         ok_tool(&h.client, page, name);
     }
-    h.client.register(page, ToolDef::new("navigate", "Go somewhere.").global(true), |_| async { Ok(json!(null)) }).unwrap();
+    h.client
+        .register(page, ToolDef::new("navigate", "Go somewhere.").global(true), |_| async { Ok(json!(null)) })
+        .unwrap();
     next_tick().await;
     assert_eq!(h.ask("contexts").await["tools"].as_array().unwrap().len(), 4);
     h.client.unregister_owner(page);
@@ -121,11 +126,12 @@ async fn a_handler_sees_state_changed_after_registration() {
     let count = Rc::new(Cell::new(0));
     let seen = count.clone();
     let owner = h.client.new_owner();
-    h.client.register(owner, ToolDef::new("read_count", "Read the counter."), move |_| {
-        let value = seen.get();
-        async move { Ok(json!(value)) }
-    })
-    .unwrap();
+    h.client
+        .register(owner, ToolDef::new("read_count", "Read the counter."), move |_| {
+            let value = seen.get();
+            async move { Ok(json!(value)) }
+        })
+        .unwrap();
     count.set(42);
     next_tick().await;
     let answer = h.ask("call read_count {}").await;
@@ -150,9 +156,9 @@ async fn a_refused_approval_never_runs_the_handler_and_invalid_calls_are_never_a
         Box::pin(async move { decision })
     }));
     let owner = h.client.new_owner();
-    let def = ToolDef::new("cart_clear", "Empty the cart.")
-        .risk(Risk::High)
-        .parameters(json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "additionalProperties": false}));
+    let def = ToolDef::new("cart_clear", "Empty the cart.").risk(Risk::High).parameters(
+        json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "additionalProperties": false}),
+    );
     h.client
         .register(owner, def, move |_| {
             counter.set(counter.get() + 1);

@@ -4,14 +4,14 @@
 mod shop;
 
 use leptos::prelude::*;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tether_leptos::{
-    use_agent, use_agent_tool, use_agent_tool_reactive, AgentProvider, ApprovalDialog, ChatPanel, Risk, ToolDef,
-    ToolInspector,
+    AgentProvider, ApprovalDialog, ChatPanel, Risk, ToolDef, ToolInspector, use_agent, use_agent_tool,
+    use_agent_tool_reactive,
 };
 use wasm_bindgen::prelude::*;
 
-use shop::{price, product, Route, Shop, PRODUCTS};
+use shop::{PRODUCTS, Route, Shop, price, product};
 
 /// The server's WebSocket endpoint on the same origin as the page.
 fn server_url() -> String {
@@ -52,22 +52,22 @@ fn Layout() -> impl IntoView {
     let mut pages = vec!["home".to_string(), "cart".to_string()];
     pages.extend(PRODUCTS.iter().map(|p| format!("product/{}", p.id)));
     use_agent_tool(
-        ToolDef::new("navigate", "Go to a page of the shop: home, cart, or a product page.")
-            .global(true)
-            .parameters(json!({
+        ToolDef::new("navigate", "Go to a page of the shop: home, cart, or a product page.").global(true).parameters(
+            json!({
                 "type": "object",
                 "properties": {"to": {"type": "string", "enum": pages}},
                 "required": ["to"],
                 "additionalProperties": false
-            })),
+            }),
+        ),
         move |args| async move {
             let to = args["to"].as_str().unwrap_or("home").to_string();
-            shop.navigate(if to == "home" { "/".to_string() } else { format!("/{to}") });
+            shop.navigate(&if to == "home" { "/".to_string() } else { format!("/{to}") });
             Ok(json!({"page": to}))
         },
     );
     use_agent_tool(ToolDef::new("open_cart", "Open the cart page.").global(true), move |_| async move {
-        shop.navigate("/cart".into());
+        shop.navigate("/cart");
         Ok(json!({"page": "cart"}))
     });
     let errors = use_agent().state.errors;
@@ -118,7 +118,7 @@ fn ProductGrid() -> impl IntoView {
         })),
         move |args| async move {
             let id = args["productId"].as_str().unwrap_or_default().to_string();
-            shop.navigate(format!("/product/{id}"));
+            shop.navigate(&format!("/product/{id}"));
             Ok(json!({"page": format!("product/{id}")}))
         },
     );
@@ -193,7 +193,10 @@ fn ProductPage(id: String) -> impl IntoView {
 #[component]
 fn CartPage() -> impl IntoView {
     let shop = expect_context::<Shop>();
-    use_agent_tool(ToolDef::new("cart_view", "Show the items in the cart."), move |_| async move { Ok(shop.cart_json()) });
+    use_agent_tool(
+        ToolDef::new("cart_view", "Show the items in the cart."),
+        move |_| async move { Ok(shop.cart_json()) },
+    );
     use_agent_tool_reactive(
         move || {
             let ids: Vec<&str> = shop.cart.with(|lines| lines.iter().map(|l| l.product_id).collect());
@@ -261,9 +264,10 @@ fn DonePage() -> impl IntoView {
 #[component]
 fn StressPage() -> impl IntoView {
     for n in 1..=29 {
-        use_agent_tool(ToolDef::new(format!("stress_tool_{n}"), format!("Stress tool number {n}.")), move |_| async move {
-            Ok(json!({"n": n}))
-        });
+        use_agent_tool(
+            ToolDef::new(format!("stress_tool_{n}"), format!("Stress tool number {n}.")),
+            move |_| async move { Ok(json!({"n": n})) },
+        );
     }
     view! { <h1>"A page with 31 tools (29 here, 2 global)"</h1> <p>"The inspector shows which one was refused."</p> }
 }

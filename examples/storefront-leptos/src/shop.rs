@@ -2,7 +2,7 @@
 
 use leptos::ev::MouseEvent;
 use leptos::prelude::*;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use wasm_bindgen::prelude::*;
 
 /// A product of the catalogue.
@@ -20,7 +20,12 @@ pub(crate) const PRODUCTS: [Product; 4] = [
     Product { id: "mug-red", name: "Red mug", price: 1200, description: "A red ceramic mug, 350 ml." },
     Product { id: "mug-blue", name: "Blue mug", price: 1200, description: "A blue ceramic mug, 350 ml." },
     Product { id: "tee-black", name: "Black T-shirt", price: 2000, description: "A black cotton T-shirt." },
-    Product { id: "poster-space", name: "Space poster", price: 1500, description: "A poster of the Milky Way, 50 × 70 cm." },
+    Product {
+        id: "poster-space",
+        name: "Space poster",
+        price: 1500,
+        description: "A poster of the Milky Way, 50 × 70 cm.",
+    },
 ];
 
 pub(crate) fn product(id: &str) -> Option<Product> {
@@ -96,11 +101,11 @@ impl Shop {
     }
 
     /// Goes to `path` without reloading the page.
-    pub(crate) fn navigate(&self, path: String) {
+    pub(crate) fn navigate(&self, path: &str) {
         if let Some(history) = web_sys::window().and_then(|w| w.history().ok()) {
-            let _ = history.push_state_with_url(&JsValue::NULL, "", Some(&path));
+            let _ = history.push_state_with_url(&JsValue::NULL, "", Some(path));
         }
-        self.route.set(Route::parse(&path));
+        self.route.set(Route::parse(path));
     }
 
     /// An `on:click` handler for a link to `path`.
@@ -108,7 +113,7 @@ impl Shop {
         let (shop, path) = (*self, path.to_string());
         move |event: MouseEvent| {
             event.prevent_default();
-            shop.navigate(path.clone());
+            shop.navigate(&path);
         }
     }
 
@@ -136,8 +141,9 @@ impl Shop {
             return Err(format!("no product {id:?}"));
         }
         self.add(id, quantity);
-        let cart: serde_json::Map<String, Value> =
-            self.cart.with_untracked(|lines| lines.iter().map(|l| (l.product_id.to_string(), json!(l.quantity))).collect());
+        let cart: serde_json::Map<String, Value> = self
+            .cart
+            .with_untracked(|lines| lines.iter().map(|l| (l.product_id.to_string(), json!(l.quantity))).collect());
         Ok(json!({"cart": cart, "items": self.item_count()}))
     }
 
@@ -168,7 +174,7 @@ impl Shop {
         let order = format!("T-{}", self.orders.get_untracked());
         self.clear();
         self.last_order.set(Some(order.clone()));
-        self.navigate("/checkout/done".into());
+        self.navigate("/checkout/done");
         Ok(json!({"order": order}))
     }
 }
