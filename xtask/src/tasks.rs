@@ -128,7 +128,7 @@ pub(crate) fn demo(args: &[String]) -> Result<()> {
     run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether"]))?;
     let addr =
         args.iter().position(|a| a == "--addr").and_then(|i| args.get(i + 1)).map_or("127.0.0.1:8787", String::as_str);
-    step(format!("serving the Leptos storefront with the built-in model (Ctrl-C stops); open the URL below"));
+    step("serving the Leptos storefront with the built-in model (Ctrl-C stops); open the URL below");
     run(Command::new(repo_root().join("target/debug/tether"))
         .args(["serve", "--model", "scripted", "--addr", addr, "--static"])
         .arg(&dist))
