@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use futures_util::{SinkExt, StreamExt};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tether_protocol::*;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::Message;
@@ -54,7 +54,13 @@ async fn next_frame(socket: &mut Socket) -> Option<ClientFrame> {
 }
 
 async fn answer(socket: &mut Socket, run: &str, text: String) -> Result<()> {
-    let frame = AgentMessage { id: "a".into(), run_id: run.into(), delta: text, done: true, status: Some(RunStatus::Completed) };
+    let frame = AgentMessage {
+        id: "a".into(),
+        run_id: run.into(),
+        delta: text,
+        done: true,
+        status: Some(RunStatus::Completed),
+    };
     send(socket, &ServerFrame::AgentMessage(frame)).await
 }
 
@@ -137,8 +143,17 @@ async fn connection(stream: TcpStream, sessions: Sessions) -> Result<()> {
                     "call" => {
                         let call = tool_call(&sessions, &session, tool, args);
                         send(&mut socket, &ServerFrame::ToolCall(call.clone())).await?;
-                        let Some(result) = wait_result(&mut socket, &sessions, &session, &call.call_id).await else { break };
-                        send(&mut socket, &ServerFrame::ToolResultAck(ToolResultAck { id: "k".into(), call_id: call.call_id.clone() })).await?;
+                        let Some(result) = wait_result(&mut socket, &sessions, &session, &call.call_id).await else {
+                            break;
+                        };
+                        send(
+                            &mut socket,
+                            &ServerFrame::ToolResultAck(ToolResultAck {
+                                id: "k".into(),
+                                call_id: call.call_id.clone(),
+                            }),
+                        )
+                        .await?;
                         let text = json!({"callId": call.call_id, "status": result.status.as_str(), "content": result.content});
                         answer(&mut socket, &message.id, text.to_string()).await?;
                     }
@@ -153,12 +168,14 @@ async fn connection(stream: TcpStream, sessions: Sessions) -> Result<()> {
                     "call-and-cancel" => {
                         let call = tool_call(&sessions, &session, tool, args);
                         send(&mut socket, &ServerFrame::ToolCall(call.clone())).await?;
-                        let cancel = ToolCancel { id: "x".into(), call_id: call.call_id.clone(), reason: "test cancels".into() };
+                        let cancel =
+                            ToolCancel { id: "x".into(), call_id: call.call_id.clone(), reason: "test cancels".into() };
                         send(&mut socket, &ServerFrame::ToolCancel(cancel)).await?;
                         let ping = tool_call(&sessions, &session, "ping", json!({}));
                         send(&mut socket, &ServerFrame::ToolCall(ping.clone())).await?;
                         let Some(_) = wait_result(&mut socket, &sessions, &session, &ping.call_id).await else { break };
-                        let cancelled_results = sessions.lock().unwrap()[&session].results.get(&call.call_id).copied().unwrap_or(0);
+                        let cancelled_results =
+                            sessions.lock().unwrap()[&session].results.get(&call.call_id).copied().unwrap_or(0);
                         let text = json!({"callId": call.call_id, "cancelledResults": cancelled_results});
                         answer(&mut socket, &message.id, text.to_string()).await?;
                     }
@@ -171,9 +188,17 @@ async fn connection(stream: TcpStream, sessions: Sessions) -> Result<()> {
                             let sessions = sessions.lock().unwrap();
                             (sessions[&session].contexts, sessions[&session].last_tools.clone())
                         };
-                        answer(&mut socket, &message.id, json!({"contexts": count, "tools": tools}).to_string()).await?;
+                        answer(&mut socket, &message.id, json!({"contexts": count, "tools": tools}).to_string())
+                            .await?;
                     }
-                    other => answer(&mut socket, &message.id, json!({"error": format!("unknown command {other}")}).to_string()).await?,
+                    other => {
+                        answer(
+                            &mut socket,
+                            &message.id,
+                            json!({"error": format!("unknown command {other}")}).to_string(),
+                        )
+                        .await?;
+                    }
                 }
             }
             _ => {}

@@ -20,7 +20,7 @@ async fn main() -> anyhow::Result<()> {
     let on_event = |event: RunEvent| match event {
         RunEvent::ToolExecutionStart(ToolStartEvent { tool, args, .. }) => println!("→ {tool} {args}"),
         RunEvent::ToolExecutionEnd(ToolEndEvent { tool, status, output, .. }) => {
-            println!("← {tool} [{}] {output}", status.as_str())
+            println!("← {tool} [{}] {output}", status.as_str());
         }
         _ => {}
     };
