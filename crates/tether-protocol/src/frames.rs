@@ -102,6 +102,11 @@ pub struct Resume {
     pub session_id: String,
     /// The secret resume token from the earlier [`Welcome`].
     pub token: String,
+    /// The sequence number of the last server frame the client processed (the `n` of its
+    /// id `s<n>`): the server replays every frame after it. Absent: the frames sent while the
+    /// client was away.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seq: Option<u64>,
 }
 
 /// How a tool call ended, as the client reports it.
@@ -720,6 +725,24 @@ impl ClientFrame {
 }
 
 impl ServerFrame {
+    /// Sets the frame's id (the server numbers a session's frames as it sends them).
+    pub fn set_id(&mut self, id: String) {
+        match self {
+            ServerFrame::Welcome(f) => f.id = id,
+            ServerFrame::ToolCall(f) => f.id = id,
+            ServerFrame::ToolCancel(f) => f.id = id,
+            ServerFrame::ToolResultAck(f) => f.id = id,
+            ServerFrame::AgentMessage(f) => f.id = id,
+            ServerFrame::Event(f) => f.id = id,
+            ServerFrame::Error(f) => f.id = id,
+        }
+    }
+
+    /// The sequence number in a session frame's id (`s<n>`), if it has one.
+    pub fn seq(&self) -> Option<u64> {
+        self.id().strip_prefix('s')?.parse().ok()
+    }
+
     /// Every `type` tag a server frame can have.
     pub const TYPES: [&'static str; 7] =
         ["WELCOME", "TOOL_CALL", "TOOL_CANCEL", "TOOL_RESULT_ACK", "AGENT_MESSAGE", "EVENT", "ERROR"];

@@ -33,7 +33,7 @@ fn sample_frames() -> (Vec<ClientFrame>, Vec<ServerFrame>) {
         ClientFrame::Hello(Hello {
             id: "c2".into(),
             protocol_version: PROTOCOL_VERSION,
-            resume: Some(Resume { session_id: "s-1".into(), token: "secret".into() }),
+            resume: Some(Resume { session_id: "s-1".into(), token: "secret".into(), last_seq: Some(41) }),
             client: Some("tether-web/0.1.0".into()),
         }),
         ClientFrame::ContextUpdate(ContextUpdate {
@@ -396,7 +396,7 @@ fn client_frame() -> impl Strategy<Value = ClientFrame> {
             |(id, protocol_version, resume, client)| ClientFrame::Hello(Hello {
                 id,
                 protocol_version,
-                resume: resume.map(|(session_id, token)| Resume { session_id, token }),
+                resume: resume.map(|(session_id, token)| Resume { session_id, token, last_seq: None }),
                 client,
             })
         ),

@@ -65,7 +65,8 @@ pub struct ServerConfig {
     pub tool_result_timeout: Duration,
     /// How long a disconnected session waits for its client to come back. Default 30 s.
     pub reconnect_grace: Duration,
-    /// Frames kept for a disconnected client, sent when it resumes. Default 1024.
+    /// How many of the most recent frames a session keeps to replay after a reconnect (what a
+    /// dying socket lost, and what was sent while the client was away). Default 1024.
     pub outbox_limit: usize,
 }
 

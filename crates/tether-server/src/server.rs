@@ -480,8 +480,9 @@ fn handshake(
             (session, false)
         }
     };
+    // One WELCOME per connection; it is not numbered (replays never include it).
     let welcome = ServerFrame::Welcome(Welcome {
-        id: session.next_frame_id(),
+        id: "welcome".into(),
         protocol_version: PROTOCOL_VERSION,
         session_id: session.id().to_string(),
         resume_token: session.resume_token().to_string(),
@@ -491,7 +492,8 @@ fn handshake(
         capabilities: vec!["tool_result_ack".into(), "resume".into(), "events".into(), "risk_floor".into()],
     });
     tracing::info!(session = session.id(), resumed = was_resumed, "client connected");
-    session.attach(connection_id, tx.clone(), &welcome);
+    let last_seq = if was_resumed { hello.resume.as_ref().and_then(|r| r.last_seq) } else { None };
+    session.attach(connection_id, tx.clone(), &welcome, last_seq);
     Some(session)
 }
 
@@ -521,7 +523,7 @@ fn handle(app: &Arc<App>, session: &Arc<Session>, frame: ClientFrame) {
             match session.apply_result(result) {
                 Ok((ack, first)) => {
                     Stats::count(if first { &app.stats.results_applied } else { &app.stats.results_duplicate });
-                    session.send(&ack);
+                    session.send(ack);
                 }
                 Err(message) => session.send_error(ErrorCode::UnknownCall, message, Some(frame_id)),
             }
@@ -672,7 +674,7 @@ impl ToolHost for SessionTools {
                 };
             }
             let frame = ToolCall {
-                id: self.session.next_frame_id(),
+                id: String::new(),
                 call_id: call_id.to_string(),
                 run_id: run_id.to_string(),
                 name: name.to_string(),

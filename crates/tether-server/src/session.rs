@@ -2,7 +2,8 @@
 //!
 //! A session holds the client's live tool list (from `CONTEXT_UPDATE`), the tool calls waiting
 //! for a `TOOL_RESULT`, the ids of calls already answered (a result that arrives twice is
-//! applied once and acknowledged again), frames queued while the client is away, and the
+//! applied once and acknowledged again), a numbered log of recent frames to replay after a
+//! reconnect (what a dying socket lost, and what was sent while the client was away), and the
 //! conversation. Sessions never share anything: a call id, a result or a tool of one session
 //! means nothing to another.
 
@@ -50,7 +51,12 @@ struct Connection {
 #[derive(Default)]
 struct State {
     connection: Option<Connection>,
-    outbox: VecDeque<String>,
+    /// Every frame sent (or to send), numbered, for replay after a reconnect; bounded.
+    log: VecDeque<(u64, String)>,
+    /// The number of the last frame sent.
+    seq: u64,
+    /// The number of the last frame sent before the client went away.
+    away_from: Option<u64>,
     tools: Vec<ToolSpec>,
     schemas: HashMap<String, Arc<FullSchema>>,
     revision: u64,
@@ -70,7 +76,6 @@ pub struct Session {
     /// The address of the client that opened it, for the per-address session limit.
     peer_ip: Option<IpAddr>,
     config: Arc<ServerConfig>,
-    frame_counter: AtomicU64,
     run_counter: AtomicU64,
     state: Mutex<State>,
 }
@@ -133,7 +138,6 @@ impl Session {
             resume_token: random_token(),
             peer_ip,
             config,
-            frame_counter: AtomicU64::new(0),
             run_counter: AtomicU64::new(0),
             state: Mutex::new(State::default()),
         })
@@ -158,75 +162,89 @@ impl Session {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(crate) fn next_frame_id(&self) -> String {
-        format!("s{}", self.frame_counter.fetch_add(1, Ordering::Relaxed) + 1)
-    }
-
     pub(crate) fn next_run_id(&self) -> String {
         // The session's id in it makes run (and call) ids unique across sessions, for logs.
         let suffix = self.id.trim_start_matches("s-").get(..8).unwrap_or("");
         format!("run-{}-{suffix}", self.run_counter.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
-    /// Sends a frame now, or keeps it for when the client is back.
-    pub(crate) fn send(&self, frame: &ServerFrame) {
-        let text = encode_frame(frame);
+    /// Sends a frame now (and keeps it for a replay after a reconnect).
+    pub(crate) fn send(&self, frame: ServerFrame) {
+        let mut frame = frame;
         let mut state = self.lock();
-        Self::send_locked(&mut state, self.config.outbox_limit, text);
+        Self::send_locked(&mut state, self.config.outbox_limit, &mut frame);
     }
 
-    fn send_locked(state: &mut State, outbox_limit: usize, text: String) {
+    /// Numbers `frame` (`s<n>`, in send order), logs it for replay, and writes it to the socket
+    /// if the client is connected. A frame lost with a dying socket is replayed on resume.
+    fn send_locked(state: &mut State, log_limit: usize, frame: &mut ServerFrame) {
+        state.seq += 1;
+        frame.set_id(format!("s{}", state.seq));
+        let text = encode_frame(frame);
         if let Some(connection) = &state.connection {
-            if connection.tx.send(Outbound::Text(text.clone())).is_ok() {
-                return;
-            }
+            let _ = connection.tx.send(Outbound::Text(text.clone()));
         }
-        if state.outbox.len() >= outbox_limit {
-            state.outbox.pop_front();
-            tracing::warn!("session outbox full: dropped the oldest queued frame");
+        if state.log.len() >= log_limit {
+            state.log.pop_front();
         }
-        state.outbox.push_back(text);
+        state.log.push_back((state.seq, text));
     }
 
     /// Sends an `ERROR`.
     pub(crate) fn send_error(&self, code: ErrorCode, message: impl Into<String>, reply_to: Option<String>) {
-        let frame = ErrorFrame { id: self.next_frame_id(), code, message: message.into(), reply_to };
-        self.send(&ServerFrame::Error(frame));
+        let frame = ErrorFrame { id: String::new(), code, message: message.into(), reply_to };
+        self.send(ServerFrame::Error(frame));
     }
 
     /// Sends an `EVENT`.
     pub(crate) fn send_event(&self, run_id: Option<&str>, event: RunEvent) {
-        let frame = EventFrame { id: self.next_frame_id(), run_id: run_id.map(String::from), event };
-        self.send(&ServerFrame::Event(frame));
+        let frame = EventFrame { id: String::new(), run_id: run_id.map(String::from), event };
+        self.send(ServerFrame::Event(frame));
     }
 
     /// Sends a streamed piece of the answer.
     pub(crate) fn send_delta(&self, run_id: &str, delta: &str, done: bool, status: Option<RunStatus>) {
-        let frame = AgentMessage {
-            id: self.next_frame_id(),
-            run_id: run_id.to_string(),
-            delta: delta.to_string(),
-            done,
-            status,
-        };
-        self.send(&ServerFrame::AgentMessage(frame));
+        let frame =
+            AgentMessage { id: String::new(), run_id: run_id.to_string(), delta: delta.to_string(), done, status };
+        self.send(ServerFrame::AgentMessage(frame));
     }
 
-    /// Makes `tx` the session's connection, then sends `welcome`, the frames kept while the
-    /// client was away, and every tool call still waiting for a result.
-    pub(crate) fn attach(&self, connection_id: u64, tx: mpsc::UnboundedSender<Outbound>, welcome: &ServerFrame) {
+    /// Makes `tx` the session's connection, then sends `welcome`, the frames the client has
+    /// not processed (after `last_seq` when it says, else those sent while it was away), and
+    /// every tool call still waiting for a result that is not among them.
+    pub(crate) fn attach(
+        &self,
+        connection_id: u64,
+        tx: mpsc::UnboundedSender<Outbound>,
+        welcome: &ServerFrame,
+        last_seq: Option<u64>,
+    ) {
         let mut state = self.lock();
         let _ = tx.send(Outbound::Text(encode_frame(welcome)));
-        for text in state.outbox.drain(..) {
-            let _ = tx.send(Outbound::Text(text));
+        let from = last_seq.or(state.away_from).unwrap_or(state.seq);
+        let oldest = state.log.front().map_or(state.seq + 1, |(seq, _)| *seq);
+        if from < state.seq && oldest > from + 1 {
+            tracing::warn!(
+                session = self.id,
+                lost = oldest - from - 1,
+                "frames older than the replay log were not resent"
+            );
+        }
+        for (_, text) in state.log.iter().filter(|(seq, _)| *seq > from) {
+            let _ = tx.send(Outbound::Text(text.clone()));
         }
         let mut pending: Vec<&Pending> = state.pending.values().collect();
-        pending.sort_by(|a, b| a.frame.id.cmp(&b.frame.id));
+        pending.sort_by_key(|p| ServerFrame::ToolCall(p.frame.clone()).seq());
         for call in pending {
-            let _ = tx.send(Outbound::Text(encode_frame(&ServerFrame::ToolCall(call.frame.clone()))));
+            let frame = ServerFrame::ToolCall(call.frame.clone());
+            let replayed = frame.seq().is_some_and(|seq| seq > from && seq >= oldest);
+            if !replayed {
+                let _ = tx.send(Outbound::Text(encode_frame(&frame)));
+            }
         }
         state.connection = Some(Connection { id: connection_id, tx });
         state.disconnected_at = None;
+        state.away_from = None;
     }
 
     /// The connection went away. Returns when it happened, if it was the current one.
@@ -236,6 +254,7 @@ impl Session {
             state.connection = None;
             let now = Instant::now();
             state.disconnected_at = Some(now);
+            state.away_from = Some(state.seq);
             return Some(now);
         }
         None
@@ -366,9 +385,10 @@ impl Session {
                     format!("Not run: {limit} tool calls are already waiting for the client (max_pending_calls)."),
                 );
             }
-            let text = encode_frame(&ServerFrame::ToolCall(frame.clone()));
+            let mut sent = ServerFrame::ToolCall(frame);
+            Self::send_locked(&mut state, self.config.outbox_limit, &mut sent);
+            let ServerFrame::ToolCall(frame) = sent else { unreachable!("a TOOL_CALL stays a TOOL_CALL") };
             state.pending.insert(call_id.clone(), Pending { frame, reply });
-            Self::send_locked(&mut state, self.config.outbox_limit, text);
         }
         match tokio::time::timeout(self.config.tool_result_timeout, answer).await {
             Ok(Ok(output)) => output,
@@ -390,9 +410,8 @@ impl Session {
     pub(crate) fn cancel_call(&self, call_id: &str, reason: &str) {
         let removed = self.lock().pending.remove(call_id);
         if removed.is_some() {
-            let frame =
-                ToolCancel { id: self.next_frame_id(), call_id: call_id.to_string(), reason: reason.to_string() };
-            self.send(&ServerFrame::ToolCancel(frame));
+            let frame = ToolCancel { id: String::new(), call_id: call_id.to_string(), reason: reason.to_string() };
+            self.send(ServerFrame::ToolCancel(frame));
         }
     }
 
@@ -420,7 +439,7 @@ impl Session {
             return Err(format!("TOOL_RESULT for unknown call {call_id:?}: this session never sent it"));
         }
         drop(state);
-        Ok((ServerFrame::ToolResultAck(ToolResultAck { id: self.next_frame_id(), call_id }), first))
+        Ok((ServerFrame::ToolResultAck(ToolResultAck { id: String::new(), call_id }), first))
     }
 
     /// Starts a run unless one is in progress. When one is, answers the `USER_MESSAGE`
@@ -437,12 +456,12 @@ impl Session {
         if state.run.is_some() {
             let message = "a run is in progress; wait for its end (AGENT_MESSAGE done) and send again";
             let frame = ErrorFrame {
-                id: self.next_frame_id(),
+                id: String::new(),
                 code: ErrorCode::RunInProgress,
                 message: message.into(),
                 reply_to: Some(frame_id),
             };
-            Self::send_locked(&mut state, self.config.outbox_limit, encode_frame(&ServerFrame::Error(frame)));
+            Self::send_locked(&mut state, self.config.outbox_limit, &mut ServerFrame::Error(frame));
             return false;
         }
         state.run = Some((run_id.to_string(), abort()));

@@ -297,7 +297,9 @@ async fn a_wrong_resume_token_gets_a_new_session_not_the_old_one() {
     let mut client = server.client().await;
     let first = client.hello(None).await;
     let mut intruder = server.client().await;
-    let welcome = intruder.hello(Some(Resume { session_id: first.session_id.clone(), token: "guess".into() })).await;
+    let welcome = intruder
+        .hello(Some(Resume { session_id: first.session_id.clone(), token: "guess".into(), last_seq: None }))
+        .await;
     assert!(!welcome.resumed);
     assert_ne!(welcome.session_id, first.session_id);
 }
@@ -347,4 +349,61 @@ async fn healthz_answers() {
     stream.read_to_string(&mut response).await.unwrap();
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(response.contains("\"status\":\"ok\""));
+}
+
+#[tokio::test]
+async fn frames_lost_with_a_dying_socket_are_replayed_after_the_last_one_processed() {
+    let server = server().await;
+    let mut client = server.client().await;
+    client.hello(None).await;
+    client.context(1, storefront_tools()).await;
+    client.say("add the red mug to my cart").await;
+    let call = client.tool_call().await;
+    let call_seq: u64 = call.id.trim_start_matches('s').parse().expect("session frames are numbered s<n>");
+    // Pretend the TOOL_CALL died with the socket: resume saying the last frame processed came before it.
+    let resume = Resume { last_seq: Some(call_seq - 1), ..client.resume_info() };
+    client.kill();
+    let mut again = server.client().await;
+    assert!(again.hello(Some(resume.clone())).await.resumed);
+    let mut calls = 0;
+    let replayed = again
+        .recv_until(|f| match f {
+            ServerFrame::ToolCall(c) => {
+                calls += 1;
+                Some(c.clone())
+            }
+            _ => None,
+        })
+        .await;
+    assert_eq!((replayed.id.as_str(), replayed.call_id.as_str()), (call.id.as_str(), call.call_id.as_str()));
+    // Answer, and let the socket die before the answer is read.
+    again.result(&call.call_id, ResultStatus::Ok, json!("added")).await;
+    let ack_seq = again
+        .recv_until(|f| match f {
+            ServerFrame::ToolResultAck(ack) => ack.id.trim_start_matches('s').parse::<u64>().ok(),
+            _ => None,
+        })
+        .await;
+    assert!(ack_seq > call_seq);
+    again.kill();
+    // Everything after the TOOL_CALL comes again, in order, including the run's last frame.
+    let mut third = server.client().await;
+    third.hello(Some(Resume { last_seq: Some(call_seq), ..resume })).await;
+    let mut seqs = Vec::new();
+    let (text, status) = loop {
+        let frame = third.recv().await;
+        if let ServerFrame::ToolCall(c) = &frame {
+            panic!("the TOOL_CALL was answered; it must not come again: {c:?}");
+        }
+        seqs.push(frame.seq().expect("numbered"));
+        if let ServerFrame::AgentMessage(m) = &frame {
+            if m.done {
+                break (m.delta.clone(), m.status);
+            }
+        }
+    };
+    assert_eq!(status, Some(RunStatus::Completed), "{text}");
+    assert_eq!(seqs.first(), Some(&(call_seq + 1)), "the replay starts right after the last frame processed");
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "in order, none missing: {seqs:?}");
+    assert_eq!(calls, 1, "the pending call was not sent twice");
 }

@@ -295,6 +295,8 @@ struct Inner {
     state: ConnectionState,
     attempt: u32,
     session: Option<Resume>,
+    /// The sequence number of the last server frame processed (sent when resuming).
+    last_seq: Option<u64>,
     next_frame: u64,
     next_owner: u64,
     /// Counts every registry change, to see whether a navigation is still mounting tools.
@@ -360,6 +362,7 @@ impl Client {
             state: ConnectionState::Idle,
             attempt: 0,
             session: None,
+            last_seq: None,
             next_frame: 0,
             next_owner: 0,
             changes: 0,
@@ -705,7 +708,7 @@ impl Client {
             ClientFrame::Hello(Hello {
                 id,
                 protocol_version: PROTOCOL_VERSION,
-                resume: inner.session.clone(),
+                resume: inner.session.clone().map(|resume| Resume { last_seq: inner.last_seq, ..resume }),
                 client: Some(concat!("tether-web/", env!("CARGO_PKG_VERSION")).to_string()),
             })
         };
@@ -732,6 +735,12 @@ impl Client {
     }
 
     fn on_frame(&self, frame: ServerFrame) {
+        if !matches!(frame, ServerFrame::Welcome(_)) {
+            if let Some(seq) = frame.seq() {
+                let mut inner = self.inner();
+                inner.last_seq = Some(inner.last_seq.map_or(seq, |last| last.max(seq)));
+            }
+        }
         match frame {
             ServerFrame::Welcome(welcome) => self.on_welcome(welcome),
             ServerFrame::ToolCall(call) => {
@@ -775,8 +784,15 @@ impl Client {
         let mut effects = Vec::new();
         let (context, resend, queued) = {
             let mut inner = self.inner();
-            inner.session =
-                Some(Resume { session_id: welcome.session_id.clone(), token: welcome.resume_token.clone() });
+            if !welcome.resumed {
+                // A new session numbers its frames from 1.
+                inner.last_seq = None;
+            }
+            inner.session = Some(Resume {
+                session_id: welcome.session_id.clone(),
+                token: welcome.resume_token.clone(),
+                last_seq: None,
+            });
             inner.state = ConnectionState::Open;
             inner.attempt = 0;
             for name in inner.registry.set_cap(welcome.max_active_tools) {

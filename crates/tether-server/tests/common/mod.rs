@@ -159,7 +159,7 @@ impl Client {
 
     pub fn resume_info(&self) -> Resume {
         let welcome = self.welcome.as_ref().expect("welcomed");
-        Resume { session_id: welcome.session_id.clone(), token: welcome.resume_token.clone() }
+        Resume { session_id: welcome.session_id.clone(), token: welcome.resume_token.clone(), last_seq: None }
     }
 
     pub async fn context(&mut self, revision: u64, tools: Vec<ToolSpec>) {

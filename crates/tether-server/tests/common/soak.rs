@@ -282,7 +282,7 @@ async fn client(url: String, index: usize, plan: SoakPlan, trace: Trace) -> Clie
         tally.sessions_lost += 1;
         return tally;
     };
-    let resume = Resume { session_id: welcome.session_id, token: welcome.resume_token };
+    let resume = Resume { session_id: welcome.session_id, token: welcome.resume_token, last_seq: None };
     let mut revision = 1;
     send(&mut ws, ClientFrame::ContextUpdate(ContextUpdate { id: "c".into(), revision, tools: tools(), page: None }))
         .await;
