@@ -371,16 +371,7 @@ fn risk() -> impl Strategy<Value = Risk> {
 }
 
 fn result_status() -> impl Strategy<Value = ResultStatus> {
-    prop::sample::select(vec![
-        ResultStatus::Ok,
-        ResultStatus::Error,
-        ResultStatus::InvalidArgs,
-        ResultStatus::UnknownTool,
-        ResultStatus::Denied,
-        ResultStatus::Blocked,
-        ResultStatus::Cancelled,
-        ResultStatus::Timeout,
-    ])
+    prop::sample::select(ResultStatus::ALL.to_vec())
 }
 
 fn tool_spec() -> impl Strategy<Value = ToolSpec> {

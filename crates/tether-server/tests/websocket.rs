@@ -4,7 +4,6 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use common::*;
 use serde_json::json;
@@ -17,6 +16,17 @@ fn scripted() -> AgentLoop {
 
 async fn server() -> TestServer {
     TestServer::start(ServerConfig::default(), scripted()).await
+}
+
+/// A welcomed client with the storefront's tools, in a run waiting for its `cart_add` call.
+async fn waiting_for_cart_add(server: &TestServer) -> (Client, ToolCall) {
+    let mut client = server.client().await;
+    client.hello(None).await;
+    client.context(1, storefront_tools()).await;
+    client.say("add the red mug to my cart").await;
+    let call = client.tool_call().await;
+    assert_eq!(call.name, "cart_add");
+    (client, call)
 }
 
 #[tokio::test]
@@ -166,11 +176,7 @@ async fn a_storefront_run_completes_end_to_end_with_events_in_order() {
 #[tokio::test]
 async fn a_second_message_during_a_run_is_refused() {
     let server = server().await;
-    let mut client = server.client().await;
-    client.hello(None).await;
-    client.context(1, storefront_tools()).await;
-    client.say("add the red mug to my cart").await;
-    let call = client.tool_call().await;
+    let (mut client, call) = waiting_for_cart_add(&server).await;
     client.say("and the blue one").await;
     assert_eq!(client.error().await.code, ErrorCode::RunInProgress);
     client.result(&call.call_id, ResultStatus::Ok, json!("ok")).await;
@@ -206,11 +212,7 @@ async fn results_for_unknown_or_foreign_calls_are_refused() {
 #[tokio::test]
 async fn a_result_sent_twice_is_applied_once_and_acknowledged_twice() {
     let server = server().await;
-    let mut client = server.client().await;
-    client.hello(None).await;
-    client.context(1, storefront_tools()).await;
-    client.say("add the red mug to my cart").await;
-    let call = client.tool_call().await;
+    let (mut client, call) = waiting_for_cart_add(&server).await;
     client.result(&call.call_id, ResultStatus::Ok, json!("first")).await;
     client.result(&call.call_id, ResultStatus::Ok, json!("second")).await;
     let mut acks = 0;
@@ -251,11 +253,7 @@ async fn a_result_sent_twice_is_applied_once_and_acknowledged_twice() {
 #[tokio::test]
 async fn a_call_survives_a_dropped_socket_and_its_result_is_used_once() {
     let server = server().await;
-    let mut client = server.client().await;
-    client.hello(None).await;
-    client.context(1, storefront_tools()).await;
-    client.say("add the red mug to my cart").await;
-    let call = client.tool_call().await;
+    let (client, call) = waiting_for_cart_add(&server).await;
     let resume = client.resume_info();
     client.kill();
 
@@ -272,23 +270,6 @@ async fn a_call_survives_a_dropped_socket_and_its_result_is_used_once() {
     let (text, status) = again.answer().await;
     assert_eq!(status, RunStatus::Completed);
     assert!(text.contains("added once") && !text.contains("added twice"), "{text}");
-}
-
-#[tokio::test]
-async fn frames_sent_while_away_are_delivered_on_resume() {
-    let config = ServerConfig { reconnect_grace: Duration::from_secs(5), ..ServerConfig::default() };
-    let server = TestServer::start(config, scripted()).await;
-    let mut client = server.client().await;
-    client.hello(None).await;
-    client.context(1, storefront_tools()).await;
-    client.say("add the red mug to my cart").await;
-    let call = client.tool_call().await;
-    let resume = client.resume_info();
-    client.kill();
-    let mut again = server.client().await;
-    again.hello(Some(resume)).await;
-    again.result(&call.call_id, ResultStatus::Ok, json!("ok")).await;
-    assert_eq!(again.answer().await.1, RunStatus::Completed);
 }
 
 #[tokio::test]
@@ -354,11 +335,7 @@ async fn healthz_answers() {
 #[tokio::test]
 async fn frames_lost_with_a_dying_socket_are_replayed_after_the_last_one_processed() {
     let server = server().await;
-    let mut client = server.client().await;
-    client.hello(None).await;
-    client.context(1, storefront_tools()).await;
-    client.say("add the red mug to my cart").await;
-    let call = client.tool_call().await;
+    let (client, call) = waiting_for_cart_add(&server).await;
     let call_seq: u64 = call.id.trim_start_matches('s').parse().expect("session frames are numbered s<n>");
     // Pretend the TOOL_CALL died with the socket: resume saying the last frame processed came before it.
     let resume = Resume { last_seq: Some(call_seq - 1), ..client.resume_info() };
