@@ -164,9 +164,9 @@ impl Drop for Background {
     }
 }
 
-/// Starts the scripted test peer on a free port; returns it and its WebSocket URL.
+/// Starts the scripted test peer (built by the native tests) on a free port; returns it and
+/// its WebSocket URL.
 fn start_test_peer() -> Result<(Background, String)> {
-    run(in_repo("cargo").args(["build", "-p", "tether-test-peer"]))?;
     let mut child = Command::new(repo_root().join("target/debug/tether-test-peer"))
         .arg("127.0.0.1:0")
         .stderr(Stdio::piped())
@@ -224,8 +224,9 @@ pub(crate) fn test(_args: &[String]) -> Result<()> {
         run(in_repo("npm").args(["run", "--silent", script]))?;
     }
 
+    // `tether` was built by the native tests (its integration tests start it); building it
+    // again here would rebuild its dependencies without the tests' features.
     step("end to end: the real server and both storefronts in headless Chromium (Playwright)");
-    run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether"]))?;
     run(in_repo("node")
         .args(["--test", "--test-concurrency=1", "tests/e2e/leptos.test.mjs", "tests/e2e/react.test.mjs"])
         .env("TETHER_LEPTOS_DIST", &storefront))?;
