@@ -6,7 +6,6 @@ mod common;
 mod declarative_support;
 
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 
 use declarative_support::*;
 use serde_json::{Value, json};
@@ -43,21 +42,6 @@ async fn post_tool_use_policy_blocks_dangerous_shell_commands() {
         let run = run(&agent(&hooks), &ShellHost::new(), &format!("run `{command}`")).await;
         assert_eq!(run.tool_messages(), [RAW_RESULT], "{command}");
         assert_eq!(run.audits()[0].decision, "allow");
-    }
-}
-
-/// Collects what is logged while it is the thread's default subscriber.
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Log {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 

@@ -112,21 +112,6 @@ async fn max_rejections_caps_command_stop_hooks_too() {
     assert_eq!(run.audits().len(), 3);
 }
 
-/// Collects what is logged while it is the thread's default subscriber.
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Log {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn a_rejection_without_a_reason_counts_as_approval_with_a_warning_naming_the_hook() {
     let log = Log::default();

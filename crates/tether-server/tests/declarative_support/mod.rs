@@ -198,3 +198,18 @@ pub fn require_python3() {
     let found = tether_server::declarative::HOOK_PATH.split(':').any(|dir| Path::new(dir).join("python3").is_file());
     assert!(found, "python3 is required by the Python hook scripts: install it (apt-get install python3)");
 }
+
+/// Collects what is logged while it is the thread's default subscriber.
+#[derive(Clone, Default)]
+pub struct Log(pub Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Log {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
