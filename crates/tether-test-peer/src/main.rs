@@ -5,6 +5,7 @@
 //! (`done: true`) whose text is JSON. Commands:
 //!
 //! - `call <tool> <json-args>`: sends a TOOL_CALL, answers with the result `{status, content}`.
+//!   `call@<risk>` sends the call with that server risk floor (e.g. `call@critical`).
 //! - `call-and-drop <tool> <json-args>`: sends a TOOL_CALL; when the result comes, closes the
 //!   socket without acknowledging it (the client must resend it after resuming).
 //! - `call-and-cancel <tool> <json-args>`: sends a TOOL_CALL, then TOOL_CANCEL, then a call of
@@ -139,9 +140,14 @@ async fn connection(stream: TcpStream, sessions: Sessions) -> Result<()> {
                 let command = parts.next().unwrap_or_default();
                 let tool = parts.next().unwrap_or_default();
                 let args: Value = serde_json::from_str(parts.next().unwrap_or("{}")).unwrap_or(json!({}));
+                // `call@critical` is `call` with a server risk floor.
+                let (command, floor) = match command.split_once('@') {
+                    Some((command, risk)) => (command, Risk::parse(risk).unwrap_or_default()),
+                    None => (command, Risk::None),
+                };
                 match command {
                     "call" => {
-                        let call = tool_call(&sessions, &session, tool, args);
+                        let call = ToolCall { risk: floor, ..tool_call(&sessions, &session, tool, args) };
                         send(&mut socket, &ServerFrame::ToolCall(call.clone())).await?;
                         let Some(result) = wait_result(&mut socket, &sessions, &session, &call.call_id).await else {
                             break;

@@ -263,3 +263,32 @@ async fn after_a_reconnect_an_unacknowledged_result_is_resent_once() {
     assert_eq!(h.client.unacknowledged_results(), 0, "the resend was acknowledged");
     assert_eq!(*runs.borrow(), 1, "the handler ran once");
 }
+
+#[wasm_bindgen_test]
+async fn the_servers_risk_floor_wins_over_a_lower_declared_risk() {
+    let mut h = Harness::connect().await;
+    let asked = Rc::new(RefCell::new(Vec::new()));
+    let seen = asked.clone();
+    h.client.set_approver(Rc::new(move |request: ApprovalRequest| -> LocalFuture<ApprovalDecision> {
+        seen.borrow_mut().push(request.risk);
+        Box::pin(async { ApprovalDecision::Rejected { reason: Some("not today".into()) } })
+    }));
+    let runs = Rc::new(Cell::new(0));
+    let counter = runs.clone();
+    let owner = h.client.new_owner();
+    // Declared harmless by the page; the server says critical.
+    h.client
+        .register(owner, ToolDef::new("delete_account", "Delete the account.").risk(Risk::None), move |_| {
+            counter.set(counter.get() + 1);
+            async { Ok(json!("deleted")) }
+        })
+        .unwrap();
+    next_tick().await;
+    let answer = h.ask("call@critical delete_account {}").await;
+    assert_eq!(answer["status"], "denied");
+    assert_eq!(*asked.borrow(), vec![Risk::Critical], "the user was asked, at the server's level");
+    assert_eq!(runs.get(), 0);
+    // Without a floor the declared risk applies: no approval.
+    let answer = h.ask("call delete_account {}").await;
+    assert_eq!((answer["status"].as_str(), runs.get(), asked.borrow().len()), (Some("ok"), 1, 1));
+}
