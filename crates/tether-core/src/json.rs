@@ -38,17 +38,18 @@ pub(crate) fn json_equal(a: &Value, b: &Value) -> bool {
 /// keys are equal. Used to find duplicates in long arrays without comparing every pair.
 pub(crate) fn canonical_key(value: &Value, out: &mut String) {
     match value {
-        Value::Number(number) => match as_i128(number) {
-            Some(int) => out.push_str(&int.to_string()),
-            None => {
-                let float = number.as_f64().unwrap_or(f64::NAN);
-                if float.fract() == 0.0 && float.abs() < 1e38 {
-                    out.push_str(&(float as i128).to_string());
-                } else {
-                    out.push_str(&float.to_string());
-                }
+        Value::Number(number) => {
+            // Integral floats are written as the integer they equal, so `1.0` and `1` agree.
+            let float = number.as_f64().unwrap_or(f64::NAN);
+            let integral = as_i128(number).is_none() && float.fract() == 0.0;
+            if integral && (0.0..18_446_744_073_709_551_616.0).contains(&float) {
+                out.push_str(&(float as u64).to_string());
+            } else if integral && (-9_223_372_036_854_775_808.0..0.0).contains(&float) {
+                out.push_str(&(float as i64).to_string());
+            } else {
+                out.push_str(&number.to_string());
             }
-        },
+        }
         Value::Array(items) => {
             out.push('[');
             for item in items {
@@ -62,21 +63,82 @@ pub(crate) fn canonical_key(value: &Value, out: &mut String) {
             // enabled; the test below would catch it), so equal objects give equal keys.
             out.push('{');
             for (key, value) in map {
-                out.push_str(&Value::String(key.clone()).to_string());
+                write_string(key, out);
                 out.push(':');
                 canonical_key(value, out);
                 out.push(',');
             }
             out.push('}');
         }
-        other => out.push_str(&other.to_string()),
+        other => write_json(other, out),
     }
+}
+
+/// Writes a value as compact JSON text, exactly as `serde_json::to_string` does.
+///
+/// The browser runtime parses and writes JSON with the browser's own `JSON`; this writer keeps
+/// serde_json's serializer (and its float formatting) out of the wasm module where only error
+/// messages need JSON text.
+pub(crate) fn write_json(value: &Value, out: &mut String) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(flag) => out.push_str(if *flag { "true" } else { "false" }),
+        Value::Number(number) => out.push_str(&number.to_string()),
+        Value::String(text) => write_string(text, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (n, item) in items.iter().enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                write_json(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (n, (key, item)) in map.iter().enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                write_string(key, out);
+                out.push(':');
+                write_json(item, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// Writes a JSON string literal with serde_json's escapes.
+fn write_string(text: &str, out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => {
+                out.push_str("\\u00");
+                out.push(char::from(HEX[(c as usize) >> 4]));
+                out.push(char::from(HEX[(c as usize) & 0xf]));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 /// Renders a value for an error message, cut to a readable length.
 pub(crate) fn short(value: &Value) -> String {
     const MAX_CHARS: usize = 60;
-    let text = value.to_string();
+    let mut text = String::new();
+    write_json(value, &mut text);
     if text.chars().count() <= MAX_CHARS {
         return text;
     }
@@ -136,16 +198,19 @@ fn decimal(number: &Number) -> Option<(u128, i32)> {
     if let Some(int) = as_i128(number) {
         return Some((int.unsigned_abs(), 0));
     }
-    let float = number.as_f64()?;
-    if !float.is_finite() {
-        return None;
-    }
-    // `{:e}` prints the shortest representation that round-trips, e.g. `7.5e-3`.
-    let text = format!("{:e}", float.abs());
-    let (mantissa, exponent) = text.split_once('e')?;
-    let exponent: i32 = exponent.parse().ok()?;
+    // serde_json writes the shortest representation that round-trips: `0.0075`, `7.5e-9`,
+    // `1e+300` or `12.5`. (Its own formatter, so the module carries only one float printer.)
+    let text = number.to_string();
+    let text = text.trim_start_matches('-');
+    let (mantissa, exponent) = match text.split_once(['e', 'E']) {
+        Some((mantissa, exponent)) => (mantissa, exponent.trim_start_matches('+').parse::<i32>().ok()?),
+        None => (text, 0),
+    };
     let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let digits: u128 = format!("{int_part}{frac_part}").parse().ok()?;
+    let mut digits: u128 = 0;
+    for byte in int_part.bytes().chain(frac_part.bytes()) {
+        digits = digits.checked_mul(10)?.checked_add(u128::from(byte.checked_sub(b'0').filter(|d| *d < 10)?))?;
+    }
     Some((digits, exponent - frac_part.len() as i32))
 }
 
@@ -181,6 +246,12 @@ mod tests {
             json!({"b": 1, "a": [1.5]}),
             json!({"a": [1.5], "b": 1.0}),
             json!("1"),
+            json!(9.3e18),
+            json!(9_300_000_000_000_000_000_u64),
+            json!(-4e18),
+            json!(-4_000_000_000_000_000_000_i64),
+            json!(1e20),
+            json!(2.5),
         ];
         for a in &values {
             for b in &values {
@@ -203,6 +274,30 @@ mod tests {
         assert!(is_multiple_of(&num(json!(0)), &num(json!(7))));
         assert!(is_multiple_of(&num(json!(-14)), &num(json!(7))));
         assert!(!is_multiple_of(&num(json!(1)), &num(json!(0))));
+    }
+
+    #[test]
+    fn json_text_is_what_serde_json_writes() {
+        let values = [
+            json!(null),
+            json!([true, false, 0, -7, 18_446_744_073_709_551_615_u64, 0.1, 1e300, -2.5e-9, 1.0]),
+            json!({"b": "quote \" slash \\ nl \n tab \t cr \r bs \u{8} ff \u{c} nul \u{0} us \u{1f} del \u{7f} é ✓", "a": {}}),
+            json!([[], {"x": [null]}]),
+        ];
+        for value in values {
+            let mut text = String::new();
+            write_json(&value, &mut text);
+            assert_eq!(text, serde_json::to_string(&value).unwrap());
+        }
+    }
+
+    #[test]
+    fn decimal_forms_read_every_float_notation() {
+        assert_eq!(decimal(&num(json!(0.0075))), Some((75, -4)));
+        assert_eq!(decimal(&num(json!(-12.5))), Some((125, -1)));
+        assert_eq!(decimal(&num(json!(7.5e-9))), Some((75, -10)));
+        assert_eq!(decimal(&num(json!(1e300))), Some((1, 300)));
+        assert_eq!(decimal(&num(json!(3))), Some((3, 0)));
     }
 
     #[test]
