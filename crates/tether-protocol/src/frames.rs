@@ -631,30 +631,27 @@ pub enum RunEvent {
     Hook(HookAudit),
 }
 
-/// Implements `Deserialize` for an internally tagged enum of newtype variants: the tag is read
-/// first, then the variant's struct from the same JSON text. serde's derived version buffers
-/// the whole object first, which costs a lot of code in the browser build.
+/// Implements `Deserialize` for an internally tagged enum of newtype variants: the object is
+/// read once into a `Value`, then the tag picks the variant's struct, read from that value.
+/// serde's derived version buffers the object in its own generic content type, which costs a
+/// lot of code for every deserializer it is used with.
 macro_rules! tagged_deserialize {
     ($name:ident, $tag:literal, { $($wire:literal => $variant:ident($ty:ty)),* $(,)? }) => {
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                let raw = <Box<serde_json::value::RawValue>>::deserialize(deserializer)?;
-                $name::from_json(raw.get()).map_err(serde::de::Error::custom)
+                let value = serde_json::Value::deserialize(deserializer)?;
+                $name::from_json_value(&value).map_err(serde::de::Error::custom)
             }
         }
 
         impl $name {
-            /// Reads the value from JSON text, dispatching on the tag.
-            fn from_json(text: &str) -> Result<Self, serde_json::Error> {
-                #[derive(Deserialize)]
-                struct Tag<'a> {
-                    #[serde(rename = $tag, borrow)]
-                    tag: std::borrow::Cow<'a, str>,
-                }
-                let Tag { tag } = serde_json::from_str(text)?;
-                match tag.as_ref() {
-                    $($wire => serde_json::from_str::<$ty>(text).map($name::$variant),)*
-                    other => Err(serde::de::Error::custom(format_args!("unknown {} {other:?}", $tag))),
+            /// Reads the value from a JSON value, dispatching on the tag.
+            fn from_json_value(value: &serde_json::Value) -> Result<Self, serde_json::Error> {
+                let tag = value.get($tag).and_then(serde_json::Value::as_str);
+                match tag {
+                    $(Some($wire) => <$ty>::deserialize(value).map($name::$variant),)*
+                    Some(other) => Err(serde::de::Error::custom(format_args!("unknown {} {other:?}", $tag))),
+                    None => Err(serde::de::Error::custom(format_args!("missing field `{}`", $tag))),
                 }
             }
         }

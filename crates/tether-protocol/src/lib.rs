@@ -11,9 +11,11 @@
 
 mod codec;
 mod decode;
+mod encode;
 mod frames;
 
 pub use codec::{ProtocolError, decode_client_frame, decode_server_frame, encode_frame, protocol_schema};
+pub use encode::json_object;
 pub use frames::*;
 
 /// The version of the wire format. Bump it whenever a frame changes shape.

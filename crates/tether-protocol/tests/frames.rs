@@ -183,6 +183,7 @@ fn every_sample_round_trips() {
     for frame in client {
         let text = encode_frame(&frame);
         assert_eq!(decode_client_frame(&text, DEFAULT_MAX_FRAME_BYTES).unwrap(), frame, "{text}");
+        assert_eq!(frame.to_value(), serde_json::from_str::<Value>(&text).unwrap(), "{text}");
     }
     for frame in server {
         let text = encode_frame(&frame);
@@ -383,14 +384,18 @@ fn tool_spec() -> impl Strategy<Value = ToolSpec> {
 fn client_frame() -> impl Strategy<Value = ClientFrame> {
     let id = "[a-z0-9]{1,8}";
     prop_oneof![
-        (id, any::<u32>(), prop::option::of(("[a-z0-9-]{1,8}", ".{0,8}")), prop::option::of(".{0,8}")).prop_map(
-            |(id, protocol_version, resume, client)| ClientFrame::Hello(Hello {
+        (
+            id,
+            any::<u32>(),
+            prop::option::of(("[a-z0-9-]{1,8}", ".{0,8}", prop::option::of(any::<u64>()))),
+            prop::option::of(".{0,8}")
+        )
+            .prop_map(|(id, protocol_version, resume, client)| ClientFrame::Hello(Hello {
                 id,
                 protocol_version,
-                resume: resume.map(|(session_id, token)| Resume { session_id, token, last_seq: None }),
+                resume: resume.map(|(session_id, token, last_seq)| Resume { session_id, token, last_seq }),
                 client,
-            })
-        ),
+            })),
         (id, any::<u64>(), prop::collection::vec(tool_spec(), 0..4), prop::option::of(("/[a-z]{0,8}", ".{0,8}")))
             .prop_map(|(id, revision, tools, page)| ClientFrame::ContextUpdate(ContextUpdate {
                 id,
@@ -565,6 +570,12 @@ proptest! {
         prop_assert_eq!(&decoded, &frame);
         let value: Value = serde_json::from_str(&text).unwrap();
         prop_assert!(SCHEMA.is_valid(&value), "{} does not match the schema", text);
+    }
+
+    #[test]
+    fn the_hand_written_encoders_write_what_the_derived_ones_write(frame in client_frame(), event in run_event()) {
+        prop_assert_eq!(frame.to_value(), serde_json::to_value(&frame).unwrap());
+        prop_assert_eq!(event.to_value(), serde_json::to_value(&event).unwrap());
     }
 
     #[test]
