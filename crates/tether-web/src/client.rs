@@ -23,7 +23,7 @@ use tether_core::{
 };
 use tether_protocol::{
     ClientFrame, ContextUpdate, ErrorCode, Hello, PROTOCOL_VERSION, PageInfo, ResultStatus, Resume, RunEvent,
-    RunStatus, ServerFrame, ToolResult, ToolSpec, UserMessage, encode_frame,
+    RunStatus, ServerFrame, ToolResult, ToolSpec, UserMessage, json_object,
 };
 use wasm_bindgen_futures::spawn_local;
 
@@ -232,6 +232,115 @@ impl From<&ApprovalRequest> for ApprovalView {
             risk: request.risk,
             args: request.args.clone(),
         }
+    }
+}
+
+// The JSON shapes the JavaScript API hands out (its TypeScript types document them). Built by
+// hand rather than through the `Serialize` derives, which cost the module about 10 kB; the
+// tests below hold the two to the same output.
+
+fn text(value: &str) -> Option<Value> {
+    Some(Value::String(value.to_string()))
+}
+
+impl Notification {
+    /// The notification as JSON: `{callId, tool, args}`.
+    pub fn to_value(&self) -> Value {
+        json_object(vec![
+            ("callId", text(&self.call_id)),
+            ("tool", text(&self.tool)),
+            ("args", Some(self.args.clone())),
+        ])
+    }
+}
+
+impl ConnectionState {
+    /// The state's name: `idle`, `connecting`, `open`, `reconnecting` or `closed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectionState::Idle => "idle",
+            ConnectionState::Connecting => "connecting",
+            ConnectionState::Open => "open",
+            ConnectionState::Reconnecting => "reconnecting",
+            ConnectionState::Closed => "closed",
+        }
+    }
+}
+
+impl CallRecord {
+    /// The record as JSON: `{callId, tool, status, content, settleMs}`.
+    pub fn to_value(&self) -> Value {
+        json_object(vec![
+            ("callId", text(&self.call_id)),
+            ("tool", text(&self.tool)),
+            ("status", text(self.status.as_str())),
+            ("content", Some(self.content.clone())),
+            ("settleMs", Some(self.settle_ms.map_or(Value::Null, Value::from))),
+        ])
+    }
+}
+
+impl ApprovalView {
+    /// The request as JSON: `{callId, tool, description, risk, args}`.
+    pub fn to_value(&self) -> Value {
+        json_object(vec![
+            ("callId", text(&self.call_id)),
+            ("tool", text(&self.tool)),
+            ("description", text(&self.description)),
+            ("risk", text(self.risk.as_str())),
+            ("args", Some(self.args.clone())),
+        ])
+    }
+}
+
+impl ClientEvent {
+    /// The event as JSON, tagged by `type` (see `TetherEvent` in the TypeScript declarations).
+    pub fn to_value(&self) -> Value {
+        let (kind, fields) = match self {
+            ClientEvent::Connection { state, attempt } => {
+                ("connection", vec![("state", text(state.as_str())), ("attempt", Some(Value::from(*attempt)))])
+            }
+            ClientEvent::Welcome { session_id, max_active_tools, resumed } => (
+                "welcome",
+                vec![
+                    ("sessionId", text(session_id)),
+                    ("maxActiveTools", Some(Value::from(*max_active_tools))),
+                    ("resumed", Some(Value::Bool(*resumed))),
+                ],
+            ),
+            ClientEvent::ContextSent { revision, tools } => (
+                "contextSent",
+                vec![("revision", Some(Value::from(*revision))), ("tools", Some(Value::from(tools.clone())))],
+            ),
+            ClientEvent::ToolRefused { event, tool, reason } => {
+                ("toolRefused", vec![("event", text(event)), ("tool", text(tool)), ("reason", text(reason))])
+            }
+            ClientEvent::CallStarted { call_id, tool, args } => {
+                ("callStarted", vec![("callId", text(call_id)), ("tool", text(tool)), ("args", Some(args.clone()))])
+            }
+            ClientEvent::ApprovalRequested { request } => {
+                ("approvalRequested", vec![("request", Some(request.to_value()))])
+            }
+            ClientEvent::CallFinished { record } => ("callFinished", vec![("record", Some(record.to_value()))]),
+            ClientEvent::AgentMessage { run_id, delta, done, status } => (
+                "agentMessage",
+                vec![
+                    ("runId", text(run_id)),
+                    ("delta", text(delta)),
+                    ("done", Some(Value::Bool(*done))),
+                    ("status", Some(status.map_or(Value::Null, |status| Value::from(status.as_str())))),
+                ],
+            ),
+            ClientEvent::Run { run_id, event } => {
+                ("run", vec![("runId", Some(Value::from(run_id.clone()))), ("event", Some(event.to_value()))])
+            }
+            ClientEvent::ServerError { code, message } => {
+                ("serverError", vec![("code", text(code.as_str())), ("message", text(message))])
+            }
+        };
+        let mut fields = fields;
+        fields.insert(0, ("type", text(kind)));
+        json_object(fields)
     }
 }
 
@@ -694,7 +803,7 @@ impl Client {
             return false;
         }
         match &inner.sender {
-            Some(sender) => sender.unbounded_send(Outgoing::Text(encode_frame(frame))).is_ok(),
+            Some(sender) => sender.unbounded_send(Outgoing::Text(crate::json::stringify(&frame.to_value()))).is_ok(),
             None => false,
         }
     }
@@ -728,9 +837,9 @@ impl Client {
 
     /// Handles one text frame from the server.
     pub(crate) fn receive(&self, text: &str) {
-        match tether_protocol::decode_server_frame(text, usize::MAX) {
+        match crate::json::parse(text).and_then(|value| ServerFrame::from_value(&value)) {
             Ok(frame) => self.on_frame(frame),
-            Err(error) => self.report(&WebError::Protocol(error.to_string())),
+            Err(error) => self.report(&WebError::Protocol(error)),
         }
     }
 
@@ -1098,4 +1207,63 @@ impl Client {
 fn next_id(inner: &mut Inner) -> String {
     inner.next_frame += 1;
     format!("c{}", inner.next_frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use tether_protocol::{RunEndEvent, RunStatus};
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    use super::*;
+
+    #[wasm_bindgen_test]
+    fn hand_written_views_match_the_serde_derives() {
+        let record = CallRecord {
+            call_id: "c1".into(),
+            tool: "cart_add".into(),
+            status: ResultStatus::Ok,
+            content: json!({"count": 1}),
+            settle_ms: Some(12.5),
+        };
+        let view = ApprovalView {
+            call_id: "c2".into(),
+            tool: "checkout".into(),
+            description: "Pay".into(),
+            risk: tether_protocol::Risk::Critical,
+            args: json!({}),
+        };
+        let events = [
+            ClientEvent::Connection { state: ConnectionState::Reconnecting, attempt: 3 },
+            ClientEvent::Welcome { session_id: "s".into(), max_active_tools: 30, resumed: true },
+            ClientEvent::ContextSent { revision: 7, tools: vec!["a".into(), "b".into()] },
+            ClientEvent::ToolRefused { event: "tool.registry.limit".into(), tool: "t".into(), reason: "cap".into() },
+            ClientEvent::CallStarted { call_id: "c".into(), tool: "t".into(), args: json!([1, "x"]) },
+            ClientEvent::ApprovalRequested { request: view.clone() },
+            ClientEvent::CallFinished { record: CallRecord { settle_ms: None, ..record.clone() } },
+            ClientEvent::CallFinished { record },
+            ClientEvent::AgentMessage {
+                run_id: "r".into(),
+                delta: "hi".into(),
+                done: true,
+                status: Some(RunStatus::Completed),
+            },
+            ClientEvent::AgentMessage { run_id: "r".into(), delta: "".into(), done: false, status: None },
+            ClientEvent::Run {
+                run_id: Some("r".into()),
+                event: RunEvent::RunEnd(RunEndEvent { status: RunStatus::Failed, turns: 2, error: Some("x".into()) }),
+            },
+            ClientEvent::Run {
+                run_id: None,
+                event: RunEvent::RunEnd(RunEndEvent { status: RunStatus::Completed, turns: 1, error: None }),
+            },
+            ClientEvent::ServerError { code: ErrorCode::MalformedFrame, message: "bad".into() },
+        ];
+        for event in events {
+            assert_eq!(event.to_value(), serde_json::to_value(&event).unwrap(), "{event:?}");
+        }
+        let notification = Notification { call_id: "c".into(), tool: "t".into(), args: json!({"q": null}) };
+        assert_eq!(notification.to_value(), serde_json::to_value(&notification).unwrap());
+        assert_eq!(view.to_value(), serde_json::to_value(&view).unwrap());
+    }
 }

@@ -6,15 +6,15 @@
 
 use std::rc::Rc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tether_core::{ApprovalDecision, ToolDef};
-use tether_protocol::Risk;
+use tether_protocol::{Risk, json_object};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
 use crate::WebError;
 use crate::client::{Client, ClientConfig, LocalFuture, ResolverHooks};
+use crate::json::to_js;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TYPESCRIPT: &str = r#"
@@ -113,52 +113,69 @@ extern "C" {
     pub type JsCallRecords;
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Definition {
-    name: String,
-    description: String,
-    #[serde(default)]
-    parameters: Option<Value>,
-    #[serde(default)]
-    risk: Risk,
-    #[serde(default)]
-    global: bool,
-    #[serde(default)]
-    timeout_ms: Option<u64>,
+// Values cross the boundary as JavaScript objects, converted by walking them (`crate::json`);
+// Rust view types are turned into JSON values by their `to_value` methods first. The module
+// carries no JSON text parser or writer: the browser's `JSON` does that work.
+
+fn from_js(value: &JsValue, what: &str) -> Result<Value, JsError> {
+    crate::json::from_js(value).map_err(|error| JsError::new(&format!("invalid {what}: {error}")))
 }
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct Options {
-    max_settle_ms: Option<u32>,
-    reconnect_base_ms: Option<u32>,
-    reconnect_max_ms: Option<u32>,
+/// Reads the fields of a plain options object, naming the object in its errors.
+struct Fields {
+    map: serde_json::Map<String, Value>,
+    what: &'static str,
 }
 
-// Values cross the boundary as JSON text (`JSON.stringify`/`JSON.parse`): it reuses the
-// serde_json code the runtime needs anyway, where a second (de)serializer for JS values would
-// add tens of kilobytes to the module.
+impl Fields {
+    fn of(value: &JsValue, what: &'static str) -> Result<Fields, JsError> {
+        match from_js(value, what)? {
+            Value::Object(map) => Ok(Fields { map, what }),
+            _ => Err(JsError::new(&format!("invalid {what}: not an object"))),
+        }
+    }
 
-fn to_js<T: Serialize>(value: &T) -> JsValue {
-    serde_json::to_string(value).ok().and_then(|text| js_sys::JSON::parse(&text).ok()).unwrap_or(JsValue::NULL)
-}
+    fn wrong(&self, key: &str, expected: &str) -> JsError {
+        JsError::new(&format!("invalid {}: `{key}` must be {expected}", self.what))
+    }
 
-fn from_js<T: serde::de::DeserializeOwned>(value: &JsValue, what: &str) -> Result<T, JsError> {
-    let text = js_sys::JSON::stringify(value)
-        .ok()
-        .and_then(|text| text.as_string())
-        .ok_or_else(|| JsError::new(&format!("invalid {what}: not JSON-serialisable")))?;
-    serde_json::from_str(&text).map_err(|error| JsError::new(&format!("invalid {what}: {error}")))
+    /// The field, or `None` when it is absent, `null` or `undefined`.
+    fn get(&self, key: &str) -> Option<Value> {
+        self.map.get(key).filter(|value| !value.is_null()).cloned()
+    }
+
+    fn string(&self, key: &str) -> Result<String, JsError> {
+        match self.get(key) {
+            Some(Value::String(text)) => Ok(text),
+            _ => Err(self.wrong(key, "a string")),
+        }
+    }
+
+    fn number<T: TryFrom<u64>>(&self, key: &str) -> Result<Option<T>, JsError> {
+        self.get(key)
+            .map(|value| {
+                value.as_u64().and_then(|n| T::try_from(n).ok()).ok_or_else(|| self.wrong(key, "a whole number"))
+            })
+            .transpose()
+    }
 }
 
 fn definition(value: &JsValue) -> Result<ToolDef, JsError> {
-    let d: Definition = from_js(value, "tool definition")?;
-    let mut def = ToolDef::new(d.name, d.description).risk(d.risk).global(d.global);
-    if let Some(parameters) = d.parameters {
+    let fields = Fields::of(value, "tool definition")?;
+    let mut def = ToolDef::new(fields.string("name")?, fields.string("description")?);
+    if let Some(parameters) = fields.get("parameters") {
         def = def.parameters(parameters);
     }
-    if let Some(timeout_ms) = d.timeout_ms {
+    if let Some(risk) = fields.get("risk") {
+        let risk = risk.as_str().and_then(Risk::parse);
+        def = def.risk(risk.ok_or_else(|| fields.wrong("risk", "one of none, low, high, critical, blocked"))?);
+    }
+    match fields.get("global") {
+        Some(Value::Bool(global)) => def = def.global(global),
+        Some(_) => return Err(fields.wrong("global", "a boolean")),
+        None => {}
+    }
+    if let Some(timeout_ms) = fields.number("timeoutMs")? {
         def = def.timeout_ms(timeout_ms);
     }
     Ok(def)
@@ -191,7 +208,8 @@ fn handler(function: js_sys::Function) -> crate::Handler {
             if output.is_undefined() {
                 return Ok(Value::Null);
             }
-            from_js(&output, "handler result").map_err(|_| "the handler returned a value that is not JSON".to_string())
+            crate::json::from_js(&output)
+                .map_err(|error| format!("the handler returned a value that is not JSON: {error}"))
         })
     })
 }
@@ -227,7 +245,12 @@ fn error_object(error: &WebError) -> JsValue {
         WebError::Protocol(_) => ("protocol", None),
         WebError::ResultsLost { .. } => ("resultsLost", None),
     };
-    to_js(&serde_json::json!({"kind": kind, "message": error.to_string(), "event": event}))
+    let event = Some(event.map_or(Value::Null, Value::from));
+    to_js(&json_object(vec![
+        ("kind", Some(kind.into())),
+        ("message", Some(error.to_string().into())),
+        ("event", event),
+    ]))
 }
 
 /// The Tether browser runtime for JavaScript.
@@ -241,14 +264,13 @@ impl TetherClient {
     /// A client for the server at `url` (e.g. `ws://localhost:8787/ws`). Call `connect()`.
     #[wasm_bindgen(constructor)]
     pub fn new(url: String, options: Option<JsClientOptions>) -> Result<TetherClient, JsError> {
-        let options: Options = match options {
-            Some(options) if !options.is_undefined() => from_js(&options, "options")?,
-            _ => Options::default(),
-        };
         let mut config = ClientConfig::new(url);
-        config.max_settle_ms = options.max_settle_ms.unwrap_or(config.max_settle_ms);
-        config.reconnect_base_ms = options.reconnect_base_ms.unwrap_or(config.reconnect_base_ms);
-        config.reconnect_max_ms = options.reconnect_max_ms.unwrap_or(config.reconnect_max_ms);
+        if let Some(options) = options.map(JsValue::from).filter(|o| !o.is_undefined() && !o.is_null()) {
+            let options = Fields::of(&options, "options")?;
+            config.max_settle_ms = options.number("maxSettleMs")?.unwrap_or(config.max_settle_ms);
+            config.reconnect_base_ms = options.number("reconnectBaseMs")?.unwrap_or(config.reconnect_base_ms);
+            config.reconnect_max_ms = options.number("reconnectMaxMs")?.unwrap_or(config.reconnect_max_ms);
+        }
         Ok(TetherClient { client: Client::new(config) })
     }
 
@@ -359,7 +381,7 @@ impl TetherClient {
         self.client.set_approver(Rc::new(
             move |request: tether_core::ApprovalRequest| -> LocalFuture<ApprovalDecision> {
                 let approver = approver.clone();
-                let view = to_js(&crate::ApprovalView::from(&request));
+                let view = to_js(&crate::ApprovalView::from(&request).to_value());
                 Box::pin(async move { decision(call_js(&approver, &[view]).await) })
             },
         ));
@@ -371,7 +393,7 @@ impl TetherClient {
     pub fn on_notify(&self, callback: JsNotify) -> Result<(), JsError> {
         let callback = function(callback.into(), "callback")?;
         self.client.on_notify(move |notification| {
-            let _ = callback.call1(&JsValue::NULL, &to_js(notification));
+            let _ = callback.call1(&JsValue::NULL, &to_js(&notification.to_value()));
         });
         Ok(())
     }
@@ -390,7 +412,7 @@ impl TetherClient {
     pub fn subscribe(&self, listener: JsListener) -> Result<u32, JsError> {
         let listener = function(listener.into(), "listener")?;
         Ok(self.client.subscribe(move |event| {
-            let _ = listener.call1(&JsValue::NULL, &to_js(event));
+            let _ = listener.call1(&JsValue::NULL, &to_js(&event.to_value()));
         }))
     }
 
@@ -407,7 +429,8 @@ impl TetherClient {
 
     /// The tools as the model sees them now.
     pub fn tools(&self) -> JsToolSpecs {
-        to_js(&self.client.tools()).unchecked_into()
+        let tools: Vec<Value> = self.client.tools().iter().map(tether_core::ToolSpec::to_value).collect();
+        to_js(&Value::Array(tools)).unchecked_into()
     }
 
     /// The most recent refused registrations: `{name, reason, event}`.
@@ -421,34 +444,41 @@ impl TetherClient {
                     tether_core::CoreError::ToolLimit { .. } => tether_core::LIMIT_EVENT,
                     _ => "tool.registry.refused",
                 };
-                serde_json::json!({"name": r.name, "reason": r.error.to_string(), "event": event})
+                json_object(vec![
+                    ("name", Some(r.name.clone().into())),
+                    ("reason", Some(r.error.to_string().into())),
+                    ("event", Some(event.into())),
+                ])
             })
             .collect();
-        to_js(&refused)
+        to_js(&Value::Array(refused))
     }
 
     /// The most recent finished calls.
     #[wasm_bindgen(js_name = recentCalls)]
     pub fn recent_calls(&self) -> JsCallRecords {
-        to_js(&self.client.recent_calls()).unchecked_into()
+        let calls: Vec<Value> = self.client.recent_calls().iter().map(crate::CallRecord::to_value).collect();
+        to_js(&Value::Array(calls)).unchecked_into()
     }
 
     /// Runs a tool here without the server (dev tools, benchmarks): lookup, validation,
     /// defaults, risk policy and handler, as for a call from the model.
     #[wasm_bindgen(js_name = invokeLocal)]
     pub async fn invoke_local(&self, name: String, args: JsValue) -> Result<JsValue, JsError> {
-        let args: Value =
-            if args.is_undefined() { Value::Object(Default::default()) } else { from_js(&args, "arguments")? };
+        let args = if args.is_undefined() { Value::Object(Default::default()) } else { from_js(&args, "arguments")? };
         let outcome = self.client.invoke_local(&name, args).await;
-        Ok(to_js(&serde_json::json!({
-            "callId": outcome.call_id, "tool": outcome.tool, "status": outcome.status, "content": outcome.content
-        })))
+        Ok(to_js(&json_object(vec![
+            ("callId", Some(outcome.call_id.into())),
+            ("tool", Some(outcome.tool.into())),
+            ("status", Some(outcome.status.as_str().into())),
+            ("content", Some(outcome.content)),
+        ])))
     }
 
     /// Checks arguments against a registered tool's schema; returns every problem (empty when
     /// valid). Throws for an unknown tool.
     pub fn validate(&self, name: &str, args: &JsValue) -> Result<Vec<String>, JsError> {
-        let args: Value = from_js(args, "arguments")?;
+        let args = from_js(args, "arguments")?;
         self.client.validate(name, &args).ok_or_else(|| JsError::new(&format!("unknown tool {name:?}")))
     }
 

@@ -14,6 +14,7 @@
 mod client;
 #[cfg(feature = "js-api")]
 mod js;
+mod json;
 mod regex;
 mod time;
 mod transport;
