@@ -8,7 +8,7 @@
 //! User callbacks are never called while the client's state is borrowed.
 
 use std::cell::{RefCell, RefMut};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -391,11 +391,46 @@ struct CallState {
     cancelled_by_server: bool,
 }
 
+/// A map from names to values for the handful of entries a page has (resolvers, calls in
+/// flight): a vector searched in order, which costs the module far less than a hash map.
+struct SmallMap<V>(Vec<(String, V)>);
+
+impl<V> Default for SmallMap<V> {
+    fn default() -> Self {
+        SmallMap(Vec::new())
+    }
+}
+
+impl<V> SmallMap<V> {
+    fn position(&self, key: &str) -> Option<usize> {
+        self.0.iter().position(|(k, _)| k == key)
+    }
+
+    fn get(&self, key: &str) -> Option<&V> {
+        self.position(key).map(|n| &self.0[n].1)
+    }
+
+    fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+        self.position(key).map(|n| &mut self.0[n].1)
+    }
+
+    fn insert(&mut self, key: String, value: V) {
+        match self.position(&key) {
+            Some(n) => self.0[n].1 = value,
+            None => self.0.push((key, value)),
+        }
+    }
+
+    fn remove(&mut self, key: &str) -> Option<V> {
+        self.position(key).map(|n| self.0.swap_remove(n).1)
+    }
+}
+
 struct Inner {
     registry: ToolRegistry<ToolEntry, BrowserValidator>,
-    resolvers: HashMap<String, ResolverHooks>,
+    resolvers: SmallMap<ResolverHooks>,
     executor: Executor,
-    calls: HashMap<String, CallState>,
+    calls: SmallMap<CallState>,
     /// Results sent (or to send) and not yet acknowledged, oldest first.
     outbox: Vec<ToolResult>,
     /// User messages waiting for a connection.
@@ -462,9 +497,9 @@ impl Client {
     pub fn new(config: ClientConfig) -> Self {
         let inner = Inner {
             registry: ToolRegistry::new(browser_validator()),
-            resolvers: HashMap::new(),
+            resolvers: SmallMap::default(),
             executor: Executor::default(),
-            calls: HashMap::new(),
+            calls: SmallMap::default(),
             outbox: Vec::new(),
             queued_messages: VecDeque::new(),
             sender: None,
