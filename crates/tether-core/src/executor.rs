@@ -8,13 +8,14 @@
 //! timeouts are deterministic in tests: [`Executor::next_deadline`] says when to call
 //! [`Executor::poll_timeouts`].
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use serde_json::Value;
 use tether_protocol::{ResultStatus, Risk};
 
 use crate::policy::{PolicyDecision, decide, effective_risk};
 use crate::registry::ToolRegistry;
+use crate::small_map::SmallMap;
 use crate::validate::{CompiledSchema, Validator, apply_defaults, format_validation_errors};
 
 /// Default time a handler may run.
@@ -192,7 +193,7 @@ impl Default for ExecutorConfig {
 #[derive(Debug, Default)]
 pub struct Executor {
     config: ExecutorConfig,
-    calls: HashMap<String, Call>,
+    calls: SmallMap<Call>,
     finished: VecDeque<String>,
 }
 
@@ -203,7 +204,7 @@ fn message(text: String) -> Value {
 impl Executor {
     /// An executor with the given settings.
     pub fn new(config: ExecutorConfig) -> Self {
-        Executor { config, calls: HashMap::new(), finished: VecDeque::new() }
+        Executor { config, calls: SmallMap::default(), finished: VecDeque::new() }
     }
 
     /// Starts a call. Returns `None` when a call with this id is in flight or already finished
@@ -387,7 +388,7 @@ impl Executor {
             .map(|(id, _)| id.clone())
         {
             steps.push({
-                let call = &self.calls[&call_id];
+                let call = self.calls.get(&call_id).expect("the call was just found");
                 let tool = call.tool.clone();
                 let (status, content) = if call.phase == Phase::AwaitingApproval {
                     let seconds = self.config.approval_timeout_ms / 1000;
@@ -406,7 +407,7 @@ impl Executor {
 
     /// The earliest deadline of any call in flight.
     pub fn next_deadline(&self) -> Option<u64> {
-        self.calls.values().map(|call| call.deadline_ms).min()
+        self.calls.iter().map(|(_, call)| call.deadline_ms).min()
     }
 
     /// The phase of a call in flight.

@@ -17,6 +17,7 @@ mod executor;
 mod json;
 mod policy;
 mod registry;
+mod small_map;
 pub mod validate;
 
 pub use error::CoreError;
@@ -29,4 +30,5 @@ pub use registry::{
     ContextSnapshot, LIMIT_EVENT, MAX_TOOL_NAME_LEN, OwnerId, RefusedTool, Registered, RegisteredTool, RegistryEvent,
     ToolDef, ToolRegistry, check_tool_name, resolver_tool_name,
 };
+pub use small_map::SmallMap;
 pub use tether_protocol::{ResultStatus, Risk, ToolSpec};

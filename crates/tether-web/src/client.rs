@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tether_core::{
     ApprovalDecision, ApprovalRequest, CallRequest, Executor, HookOutcome, Outcome, OwnerId, RefusedTool,
-    RegistryEvent, Step, ToolDef, ToolRegistry,
+    RegistryEvent, SmallMap, Step, ToolDef, ToolRegistry,
 };
 use tether_protocol::{
     ClientFrame, ContextUpdate, ErrorCode, Hello, PROTOCOL_VERSION, PageInfo, ResultStatus, Resume, RunEvent,
@@ -389,41 +389,6 @@ struct CallState {
     changes_before: u64,
     /// The server cancelled it: it no longer wants a result.
     cancelled_by_server: bool,
-}
-
-/// A map from names to values for the handful of entries a page has (resolvers, calls in
-/// flight): a vector searched in order, which costs the module far less than a hash map.
-struct SmallMap<V>(Vec<(String, V)>);
-
-impl<V> Default for SmallMap<V> {
-    fn default() -> Self {
-        SmallMap(Vec::new())
-    }
-}
-
-impl<V> SmallMap<V> {
-    fn position(&self, key: &str) -> Option<usize> {
-        self.0.iter().position(|(k, _)| k == key)
-    }
-
-    fn get(&self, key: &str) -> Option<&V> {
-        self.position(key).map(|n| &self.0[n].1)
-    }
-
-    fn get_mut(&mut self, key: &str) -> Option<&mut V> {
-        self.position(key).map(|n| &mut self.0[n].1)
-    }
-
-    fn insert(&mut self, key: String, value: V) {
-        match self.position(&key) {
-            Some(n) => self.0[n].1 = value,
-            None => self.0.push((key, value)),
-        }
-    }
-
-    fn remove(&mut self, key: &str) -> Option<V> {
-        self.position(key).map(|n| self.0.swap_remove(n).1)
-    }
 }
 
 struct Inner {

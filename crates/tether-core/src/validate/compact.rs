@@ -6,8 +6,6 @@
 //! [`COMPACT_KEYWORDS`] and the annotation keywords is refused at compile time, naming the
 //! keyword: a schema is never half-checked.
 
-use std::collections::{HashMap, HashSet};
-
 use serde_json::{Map, Number, Value};
 
 use super::{CompiledSchema, ValidationError, Validator};
@@ -120,8 +118,7 @@ impl<R: RegexEngine> Validator for CompactValidator<R> {
     type Compiled = CompactSchema<R::Regex>;
 
     fn compile(&self, schema: &Value) -> Result<Self::Compiled, CoreError> {
-        let mut compiler =
-            Compiler { root: schema, engine: &self.regex, nodes: Vec::new(), by_pointer: HashMap::new() };
+        let mut compiler = Compiler { root: schema, engine: &self.regex, nodes: Vec::new(), by_pointer: Map::new() };
         compiler.compile(schema, "", 0)?;
         let compiled = CompactSchema { nodes: compiler.nodes };
         compiled.refuse_loops()?;
@@ -223,7 +220,9 @@ struct Compiler<'a, R: RegexEngine> {
     root: &'a Value,
     engine: &'a R,
     nodes: Vec<Node<R::Regex>>,
-    by_pointer: HashMap<String, usize>,
+    /// Node index by JSON pointer, as a JSON object of numbers: the map code the validator
+    /// already carries, where a second map type would add its own code to the browser module.
+    by_pointer: Map<String, Value>,
 }
 
 fn invalid(path: &str, reason: impl Into<String>) -> CoreError {
@@ -239,15 +238,15 @@ fn child_pointer(parent: &str, token: &str) -> String {
 
 impl<R: RegexEngine> Compiler<'_, R> {
     fn compile(&mut self, schema: &Value, pointer: &str, depth: usize) -> Result<usize, CoreError> {
-        if let Some(&index) = self.by_pointer.get(pointer) {
-            return Ok(index);
+        if let Some(index) = self.by_pointer.get(pointer).and_then(Value::as_u64) {
+            return Ok(index as usize);
         }
         if depth > MAX_SCHEMA_DEPTH {
             return Err(invalid(pointer, format!("schema is nested deeper than {MAX_SCHEMA_DEPTH} levels")));
         }
         let index = self.nodes.len();
         self.nodes.push(Node::default());
-        self.by_pointer.insert(pointer.to_string(), index);
+        self.by_pointer.insert(pointer.to_string(), Value::from(index));
         let node = match schema {
             Value::Bool(always) => Node { always: Some(*always), ..Node::default() },
             Value::Object(map) => self.compile_object(map, pointer, depth)?,
@@ -780,11 +779,13 @@ fn all_unique(items: &[Value]) -> bool {
     if items.len() <= 16 {
         return items.iter().enumerate().all(|(i, a)| items[i + 1..].iter().all(|b| !json_equal(a, b)));
     }
-    let mut seen = HashSet::with_capacity(items.len());
+    // The keys go into a JSON object, used as a set: the same map code the validator already
+    // carries, where a set of strings would add a hash table's worth of wasm.
+    let mut seen = Map::new();
     items.iter().all(|item| {
         let mut key = String::new();
         canonical_key(item, &mut key);
-        seen.insert(key)
+        seen.insert(key, Value::Null).is_none()
     })
 }
 
