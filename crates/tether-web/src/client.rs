@@ -13,7 +13,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 
-use futures_channel::mpsc::UnboundedSender;
 use futures_util::future::{AbortHandle, Abortable};
 use serde::Serialize;
 use serde_json::Value;
@@ -366,14 +365,6 @@ impl ClientConfig {
 
 type Listener = Rc<dyn Fn(&ClientEvent)>;
 
-/// What the transport sends on the socket.
-pub(crate) enum Outgoing {
-    /// A frame.
-    Text(String),
-    /// Close the socket on purpose.
-    Close,
-}
-
 struct ToolEntry {
     handler: Handler,
 }
@@ -400,7 +391,7 @@ struct Inner {
     outbox: Vec<ToolResult>,
     /// User messages waiting for a connection.
     queued_messages: VecDeque<UserMessage>,
-    sender: Option<UnboundedSender<Outgoing>>,
+    socket: Option<crate::transport::Socket>,
     state: ConnectionState,
     attempt: u32,
     session: Option<Resume>,
@@ -467,7 +458,7 @@ impl Client {
             calls: SmallMap::default(),
             outbox: Vec::new(),
             queued_messages: VecDeque::new(),
-            sender: None,
+            socket: None,
             state: ConnectionState::Idle,
             attempt: 0,
             session: None,
@@ -506,18 +497,18 @@ impl Client {
             }
             inner.running = true;
         }
-        spawn_local(crate::transport::run(self.clone()));
+        crate::transport::open(self);
     }
 
     /// Closes the connection and stops reconnecting.
     pub fn disconnect(&self) {
-        let sender = {
+        let socket = {
             let mut inner = self.inner();
             inner.running = false;
-            inner.sender.take()
+            inner.socket.take()
         };
-        if let Some(sender) = sender {
-            let _ = sender.unbounded_send(Outgoing::Close);
+        if let Some(socket) = socket {
+            socket.close();
         }
         self.set_state(ConnectionState::Closed);
     }
@@ -802,17 +793,30 @@ impl Client {
         if only_when_welcomed && inner.state != ConnectionState::Open {
             return false;
         }
-        match &inner.sender {
-            Some(sender) => sender.unbounded_send(Outgoing::Text(crate::json::stringify(&frame.to_value()))).is_ok(),
+        match &inner.socket {
+            Some(socket) => socket.send(&crate::json::stringify(&frame.to_value())),
             None => false,
         }
     }
 
-    /// A socket opened: remember its sender and say HELLO.
-    pub(crate) fn attach(&self, sender: UnboundedSender<Outgoing>) {
+    /// A socket was created; it is used once it opens.
+    pub(crate) fn set_socket(&self, socket: crate::transport::Socket) {
+        self.inner().socket = Some(socket);
+    }
+
+    /// Whether a socket is open or opening.
+    pub(crate) fn has_socket(&self) -> bool {
+        self.0.inner.borrow().socket.is_some()
+    }
+
+    /// The socket opened: say HELLO.
+    pub(crate) fn attach(&self) {
         let hello = {
             let mut inner = self.inner();
-            inner.sender = Some(sender);
+            match &mut inner.socket {
+                Some(socket) => socket.open = true,
+                None => return,
+            }
             let id = next_id(&mut inner);
             ClientFrame::Hello(Hello {
                 id,
@@ -826,9 +830,13 @@ impl Client {
 
     /// The socket closed.
     pub(crate) fn detach(&self) {
-        let mut inner = self.inner();
-        inner.sender = None;
-        inner.attempt += 1;
+        let socket = {
+            let mut inner = self.inner();
+            inner.attempt += 1;
+            inner.socket.take()
+        };
+        // Dropped outside the borrow: dropping detaches the socket's callbacks.
+        drop(socket);
     }
 
     pub(crate) fn attempt(&self) -> u32 {

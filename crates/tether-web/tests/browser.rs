@@ -1,7 +1,8 @@
 //! The browser runtime in headless Chromium against the scripted test peer
 //! (`crates/tether-test-peer`, started by `cargo xtask test`, its URL baked in at build time as
 //! `TETHER_TEST_PEER`): batching, unmount, current state, approvals, cancellation, and the
-//! resend of an unacknowledged result after a reconnect.
+//! resend of an unacknowledged result after a reconnect, retries against an unreachable
+//! server and the report of an invalid URL.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -291,4 +292,44 @@ async fn the_servers_risk_floor_wins_over_a_lower_declared_risk() {
     // Without a floor the declared risk applies: no approval.
     let answer = h.ask("call delete_account {}").await;
     assert_eq!((answer["status"].as_str(), runs.get(), asked.borrow().len()), (Some("ok"), 1, 1));
+}
+
+#[wasm_bindgen_test]
+async fn a_server_that_cannot_be_reached_is_retried_until_disconnect() {
+    // Nothing listens on port 9 of this machine: each attempt closes, and the client retries.
+    let mut config = ClientConfig::new("ws://127.0.0.1:9/ws");
+    config.reconnect_base_ms = 5;
+    config.reconnect_max_ms = 10;
+    let client = Client::new(config);
+    let (sender, events) = mpsc::unbounded();
+    client.subscribe(move |event| {
+        let _ = sender.unbounded_send(event.clone());
+    });
+    client.connect();
+    let mut h = Harness { client, events };
+    h.wait_for(
+        |e| matches!(e, ClientEvent::Connection { state: ConnectionState::Reconnecting, attempt } if *attempt >= 3),
+    )
+    .await;
+    h.client.disconnect();
+    assert_eq!(h.client.connection_state(), ConnectionState::Closed);
+    // No attempt starts after the disconnect.
+    sleep_ms(50).await;
+    assert_eq!(h.client.connection_state(), ConnectionState::Closed);
+}
+
+#[wasm_bindgen_test]
+async fn an_invalid_url_is_reported_to_the_error_callback() {
+    // Browsers refuse other schemes than ws(s) and http(s) when the socket is created.
+    let mut config = ClientConfig::new("ftp://127.0.0.1/ws");
+    config.reconnect_base_ms = 5;
+    let client = Client::new(config);
+    let errors = Rc::new(RefCell::new(Vec::new()));
+    let seen = errors.clone();
+    client.on_error(move |error| seen.borrow_mut().push(error.to_string()));
+    client.connect();
+    let first = errors.borrow().first().cloned().expect("the failure is reported at once");
+    assert!(first.starts_with("connection problem: cannot open ftp://127.0.0.1/ws: "), "{first}");
+    assert_eq!(client.connection_state(), ConnectionState::Reconnecting);
+    client.disconnect();
 }
