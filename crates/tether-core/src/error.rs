@@ -1,10 +1,12 @@
 //! The one error type of tether-core.
 
+use tether_protocol::Quoted;
+
 /// Everything tether-core can refuse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CoreError {
     /// A tool name is empty, too long, or has characters models do not accept.
-    #[error("tool name {name:?} is invalid: {reason}")]
+    #[error("tool name {} is invalid: {reason}", Quoted(.name))]
     InvalidToolName {
         /// The refused name.
         name: String,
@@ -12,7 +14,7 @@ pub enum CoreError {
         reason: &'static str,
     },
     /// The registry is full: the tool was refused (a `tool.registry.limit` event was emitted).
-    #[error("tool {name:?} refused: the session allows at most {cap} active tools")]
+    #[error("tool {} refused: the session allows at most {cap} active tools", Quoted(.name))]
     ToolLimit {
         /// The refused tool.
         name: String,
@@ -21,8 +23,10 @@ pub enum CoreError {
     },
     /// A schema uses a keyword the compact validator does not implement.
     #[error(
-        "schema keyword {keyword:?} at {path:?} is not supported by the compact validator \
+        "schema keyword {} at {} is not supported by the compact validator \
          (supported: {supported}); enable the `full` validator or simplify the schema",
+        Quoted(.keyword),
+        Quoted(.path),
         supported = crate::validate::COMPACT_KEYWORDS.join(", ")
     )]
     UnsupportedKeyword {
@@ -32,7 +36,7 @@ pub enum CoreError {
         path: String,
     },
     /// A schema is not valid JSON Schema.
-    #[error("invalid schema at {path:?}: {reason}")]
+    #[error("invalid schema at {}: {reason}", Quoted(.path))]
     InvalidSchema {
         /// JSON Pointer into the schema.
         path: String,
@@ -40,7 +44,7 @@ pub enum CoreError {
         reason: String,
     },
     /// A tool's schema was refused when the tool was registered.
-    #[error("tool {tool:?} refused: {source}")]
+    #[error("tool {} refused: {source}", Quoted(.tool))]
     ToolSchema {
         /// The tool.
         tool: String,

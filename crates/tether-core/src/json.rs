@@ -112,26 +112,9 @@ pub(crate) fn write_json(value: &Value, out: &mut String) {
 
 /// Writes a JSON string literal with serde_json's escapes.
 fn write_string(text: &str, out: &mut String) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => {
-                out.push_str("\\u00");
-                out.push(char::from(HEX[(c as usize) >> 4]));
-                out.push(char::from(HEX[(c as usize) & 0xf]));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    use std::fmt::Write;
+    // Writing into a String cannot fail.
+    let _ = write!(out, "{}", tether_protocol::Quoted(text));
 }
 
 /// Renders a value for an error message, cut to a readable length.

@@ -33,7 +33,7 @@ pub enum ProtocolError {
         frame_id: Option<String>,
     },
     /// The `type` names no frame known in this direction.
-    #[error("unknown frame type {type_name:?}")]
+    #[error("unknown frame type {}", crate::Quoted(.type_name))]
     UnknownType {
         /// The unknown tag, as sent (truncated to 64 characters).
         type_name: String,

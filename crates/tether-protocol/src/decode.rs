@@ -9,6 +9,7 @@
 use serde::de::{Deserialize, Deserializer, Error as _};
 use serde_json::{Map, Value};
 
+use crate::Quoted;
 use crate::frames::*;
 
 /// The fields of one JSON object, with typed getters that name the frame in their errors.
@@ -117,7 +118,7 @@ impl RunEvent {
                     .transpose()?,
                 decided_by: f.name("decidedBy", HookDecidedBy::parse)?,
             }),
-            other => return Err(format!("unknown event kind {other:?}")),
+            other => return Err(format!("unknown event kind {}", Quoted(other))),
         })
     }
 }
@@ -176,7 +177,7 @@ impl ServerFrame {
                 message: f.string("message")?,
                 reply_to: f.opt_string("replyTo")?,
             }),
-            other => return Err(format!("unknown server frame type {other:?}")),
+            other => return Err(format!("unknown server frame type {}", Quoted(other))),
         })
     }
 }

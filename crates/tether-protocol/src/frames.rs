@@ -650,7 +650,7 @@ macro_rules! tagged_deserialize {
                 let tag = value.get($tag).and_then(serde_json::Value::as_str);
                 match tag {
                     $(Some($wire) => <$ty>::deserialize(value).map($name::$variant),)*
-                    Some(other) => Err(serde::de::Error::custom(format_args!("unknown {} {other:?}", $tag))),
+                    Some(other) => Err(serde::de::Error::custom(format_args!("unknown {} {}", $tag, crate::Quoted(other)))),
                     None => Err(serde::de::Error::custom(format_args!("missing field `{}`", $tag))),
                 }
             }

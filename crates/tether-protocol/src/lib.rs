@@ -13,10 +13,12 @@ mod codec;
 mod decode;
 mod encode;
 mod frames;
+mod quoted;
 
 pub use codec::{ProtocolError, decode_client_frame, decode_server_frame, encode_frame, protocol_schema};
 pub use encode::json_object;
 pub use frames::*;
+pub use quoted::Quoted;
 
 /// The version of the wire format. Bump it whenever a frame changes shape.
 pub const PROTOCOL_VERSION: u32 = 1;

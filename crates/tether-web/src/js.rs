@@ -479,7 +479,9 @@ impl TetherClient {
     /// valid). Throws for an unknown tool.
     pub fn validate(&self, name: &str, args: &JsValue) -> Result<Vec<String>, JsError> {
         let args = from_js(args, "arguments")?;
-        self.client.validate(name, &args).ok_or_else(|| JsError::new(&format!("unknown tool {name:?}")))
+        self.client
+            .validate(name, &args)
+            .ok_or_else(|| JsError::new(&format!("unknown tool {}", tether_protocol::Quoted(name))))
     }
 
     /// The session id, once connected.

@@ -117,7 +117,8 @@ fn convert(value: &JsValue, depth: u32) -> Result<Option<Value>, String> {
     let mut map = Map::new();
     for key in Object::keys(object).iter() {
         let Some(name) = key.as_string() else { continue };
-        let item = Reflect::get(object, &key).map_err(|_| format!("reading property {name:?} threw"))?;
+        let item = Reflect::get(object, &key)
+            .map_err(|_| format!("reading property {} threw", tether_protocol::Quoted(&name)))?;
         if let Some(item) = convert(&item, depth + 1)? {
             map.insert(name, item);
         }

@@ -42,7 +42,7 @@ pub enum WebError {
     #[error(transparent)]
     Registry(#[from] CoreError),
     /// The server refused something the client sent.
-    #[error("the server refused a frame ({code:?}): {message}")]
+    #[error("the server refused a frame ({}): {message}", .code.as_str())]
     Server {
         /// The server's error code.
         code: ErrorCode,

@@ -7,6 +7,7 @@
 //! keyword: a schema is never half-checked.
 
 use serde_json::{Map, Number, Value};
+use tether_protocol::Quoted;
 
 use super::{CompiledSchema, ValidationError, Validator};
 use crate::CoreError;
@@ -325,7 +326,7 @@ impl<R: RegexEngine> Compiler<'_, R> {
             if dialect.trim_end_matches('#') != "https://json-schema.org/draft/2020-12/schema" {
                 return Err(invalid(
                     &child_pointer(pointer, "$schema"),
-                    format!("only JSON Schema 2020-12 is supported, not {dialect:?}"),
+                    format!("only JSON Schema 2020-12 is supported, not {}", Quoted(dialect)),
                 ));
             }
         }
@@ -385,10 +386,9 @@ impl<R: RegexEngine> Compiler<'_, R> {
         if let Some(value) = map.get("pattern") {
             let pattern_pointer = child_pointer(pointer, "pattern");
             let source = value.as_str().ok_or_else(|| invalid(&pattern_pointer, "pattern must be a string"))?;
-            let regex = self
-                .engine
-                .compile(source)
-                .map_err(|error| invalid(&pattern_pointer, format!("pattern {source:?} does not compile: {error}")))?;
+            let regex = self.engine.compile(source).map_err(|error| {
+                invalid(&pattern_pointer, format!("pattern {} does not compile: {error}", Quoted(source)))
+            })?;
             node.pattern = Some((source.to_string(), regex));
         }
         if let Some(value) = map.get("uniqueItems") {
@@ -400,12 +400,15 @@ impl<R: RegexEngine> Compiler<'_, R> {
             let ref_pointer = child_pointer(pointer, "$ref");
             let reference = value.as_str().ok_or_else(|| invalid(&ref_pointer, "$ref must be a string"))?;
             let target_pointer = local_pointer(reference).ok_or_else(|| {
-                invalid(&ref_pointer, format!("$ref {reference:?} is not a local reference (\"#\" or \"#/...\")"))
+                invalid(
+                    &ref_pointer,
+                    format!("$ref {} is not a local reference (\"#\" or \"#/...\")", Quoted(reference)),
+                )
             })?;
             let target = self
                 .root
                 .pointer(&target_pointer)
-                .ok_or_else(|| invalid(&ref_pointer, format!("$ref {reference:?} points at nothing")))?;
+                .ok_or_else(|| invalid(&ref_pointer, format!("$ref {} points at nothing", Quoted(reference))))?;
             node.reference = Some(self.compile(target, &target_pointer, depth + 1)?);
         }
         // Definitions are compiled even when nothing refers to them, so that an unsupported
