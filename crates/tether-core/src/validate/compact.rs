@@ -12,7 +12,8 @@ use tether_protocol::Quoted;
 use super::{CompiledSchema, ValidationError, Validator};
 use crate::CoreError;
 use crate::json::{
-    canonical_key, compare_numbers, escape_pointer_token, is_integer, is_multiple_of, json_equal, short,
+    canonical_key, compare_numbers, escape_pointer_token, is_integer, is_multiple_of, json_equal, resolve_pointer,
+    short,
 };
 
 /// The keywords the compact validator implements.
@@ -405,9 +406,7 @@ impl<R: RegexEngine> Compiler<'_, R> {
                     format!("$ref {} is not a local reference (\"#\" or \"#/...\")", Quoted(reference)),
                 )
             })?;
-            let target = self
-                .root
-                .pointer(&target_pointer)
+            let target = resolve_pointer(self.root, &target_pointer)
                 .ok_or_else(|| invalid(&ref_pointer, format!("$ref {} points at nothing", Quoted(reference))))?;
             node.reference = Some(self.compile(target, &target_pointer, depth + 1)?);
         }

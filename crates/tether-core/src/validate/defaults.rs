@@ -2,6 +2,8 @@
 
 use serde_json::Value;
 
+use crate::json::resolve_pointer;
+
 /// Deepest nesting of schemas (and `$ref`s) that defaults are looked for in.
 const MAX_DEPTH: usize = 32;
 
@@ -18,7 +20,7 @@ pub fn apply_defaults(schema: &Value, instance: &mut Value) {
 fn resolve<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
     let reference = schema.get("$ref").and_then(Value::as_str);
     match reference.and_then(|r| r.strip_prefix('#')) {
-        Some(pointer) => root.pointer(pointer).unwrap_or(schema),
+        Some(pointer) => resolve_pointer(root, pointer).unwrap_or(schema),
         None => schema,
     }
 }
@@ -32,7 +34,7 @@ fn apply(root: &Value, schema: &Value, instance: &mut Value, depth: usize) {
         return;
     }
     if let Some(target) = schema.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix('#')) {
-        if let Some(target) = root.pointer(target) {
+        if let Some(target) = resolve_pointer(root, target) {
             apply(root, target, instance, depth + 1);
         }
     }
