@@ -200,7 +200,7 @@ pub(crate) fn is_multiple_of(value: &Number, divisor: &Number) -> bool {
         let mut remainder = value_digits % divisor_digits;
         // Exponents of finite f64 values lie within ±350, so this loop is short.
         for _ in 0..(value_exp - divisor_exp) {
-            remainder = (remainder * 10) % divisor_digits;
+            remainder = times_ten_modulo(remainder, divisor_digits);
         }
         remainder == 0
     } else {
@@ -217,9 +217,23 @@ pub(crate) fn is_multiple_of(value: &Number, divisor: &Number) -> bool {
     }
 }
 
+/// `remainder * 10 % modulus` for `remainder < modulus`, without overflowing `u64` (and without
+/// 128-bit division, which would add its routine to the browser module).
+fn times_ten_modulo(remainder: u64, modulus: u64) -> u64 {
+    let mut sum = 0;
+    for _ in 0..10 {
+        // sum + remainder, modulo modulus; both are below it.
+        sum = if sum >= modulus - remainder { sum - (modulus - remainder) } else { sum + remainder };
+    }
+    sum
+}
+
 /// A number as `digits * 10^exponent` with the sign dropped, from its shortest decimal form.
-fn decimal(number: &Number) -> Option<(u128, i32)> {
-    if let Some(int) = as_i128(number) {
+fn decimal(number: &Number) -> Option<(u64, i32)> {
+    if let Some(int) = number.as_u64() {
+        return Some((int, 0));
+    }
+    if let Some(int) = number.as_i64() {
         return Some((int.unsigned_abs(), 0));
     }
     // serde_json writes the shortest representation that round-trips: `0.0075`, `7.5e-9`,
@@ -231,9 +245,9 @@ fn decimal(number: &Number) -> Option<(u128, i32)> {
         None => (text, 0),
     };
     let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let mut digits: u128 = 0;
+    let mut digits: u64 = 0;
     for byte in int_part.bytes().chain(frac_part.bytes()) {
-        digits = digits.checked_mul(10)?.checked_add(u128::from(byte.checked_sub(b'0').filter(|d| *d < 10)?))?;
+        digits = digits.checked_mul(10)?.checked_add(u64::from(byte.checked_sub(b'0').filter(|d| *d < 10)?))?;
     }
     Some((digits, exponent - frac_part.len() as i32))
 }
@@ -298,6 +312,11 @@ mod tests {
         assert!(is_multiple_of(&num(json!(0)), &num(json!(7))));
         assert!(is_multiple_of(&num(json!(-14)), &num(json!(7))));
         assert!(!is_multiple_of(&num(json!(1)), &num(json!(0))));
+        // Digits near u64::MAX: the remainder arithmetic must not overflow.
+        assert!(is_multiple_of(&num(json!(18_446_744_073_709_551_615_u64)), &num(json!(5))));
+        assert!(!is_multiple_of(&num(json!(1e300)), &num(json!(18_446_744_073_709_551_557_u64))));
+        assert!(is_multiple_of(&num(json!(-9_223_372_036_854_775_808_i64)), &num(json!(2))));
+        assert_eq!(times_ten_modulo(18_446_744_073_709_551_556, 18_446_744_073_709_551_557), 18_446_744_073_709_551_547);
     }
 
     #[test]
