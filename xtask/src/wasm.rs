@@ -83,6 +83,7 @@ pub(crate) fn build_module(
     let bindgen_path = out_dir.join(format!("{crate_name}_bg.wasm"));
     let bindgen = size(&bindgen_path)?;
     run(in_repo(wasm_opt()).arg("-Oz").arg(&bindgen_path).arg("-o").arg(&bindgen_path))?;
+    minify_names(&bindgen_path, &out_dir.join(format!("{crate_name}.js")))?;
     Ok(ModuleSizes {
         label: label.to_string(),
         raw: size(&raw_path)?,
@@ -93,6 +94,80 @@ pub(crate) fn build_module(
         wasm_path: bindgen_path,
         raw_path,
     })
+}
+
+/// Shortens the module's import and export names (wasm-bindgen's carry hashes and mangled
+/// paths: about 3 kB gzip of the runtime across the wasm and its JS glue), then renames them in
+/// the JS glue that uses them, and drops the wasm's own `.d.ts`, which would list the old names.
+///
+/// binaryen's `--minify-imports-and-exports-and-modules` does the renaming and prints the
+/// mapping. In wasm-bindgen's `--target web` glue (its version is pinned), every import is one
+/// `name:` key of the single import module's object, and every export is read as `wasm.name`.
+fn minify_names(wasm: &Path, glue: &Path) -> Result<()> {
+    let output = in_repo(wasm_opt())
+        .arg(wasm)
+        .arg("--minify-imports-and-exports-and-modules")
+        .arg("-o")
+        .arg(wasm)
+        .output()
+        .context("running wasm-opt")?;
+    anyhow::ensure!(output.status.success(), "wasm-opt could not minify the names of {}", wasm.display());
+    let mapping: serde_json::Value =
+        serde_json::from_slice(&output.stdout).context("reading the name mapping wasm-opt printed")?;
+    let pairs = |key: &str, old: usize, new: usize| -> Result<Vec<(String, String)>> {
+        mapping[key]
+            .as_array()
+            .context("a list in the mapping")?
+            .iter()
+            .map(|entry| {
+                let name = |n: usize| entry[n].as_str().map(String::from).context("a name in the mapping");
+                Ok((name(old)?, name(new)?))
+            })
+            .collect()
+    };
+    let mut js = std::fs::read_to_string(glue).with_context(|| format!("reading {}", glue.display()))?;
+    let mut modules: Vec<String> = Vec::new();
+    for entry in mapping["imports"].as_array().context("imports in the mapping")? {
+        let module = entry[0].as_str().context("an import module")?.to_string();
+        if !modules.contains(&module) {
+            modules.push(module);
+        }
+    }
+    anyhow::ensure!(modules.len() <= 1, "the module imports from several modules: {modules:?}");
+    for module in &modules {
+        let key = format!("\"{module}\": ");
+        anyhow::ensure!(js.matches(&key).count() == 1, "the glue names import module {module} other than once");
+        js = js.replace(&key, "\"a\": ");
+    }
+    for (old, new) in pairs("imports", 1, 2)? {
+        let key = format!("{old}: function");
+        anyhow::ensure!(js.matches(&key).count() == 1, "the glue defines import {old} other than once");
+        js = js.replace(&key, &format!("\"{new}\": function"));
+    }
+    for (old, new) in pairs("exports", 0, 1)? {
+        js = replace_member(&js, &format!("wasm.{old}"), &format!("wasm[\"{new}\"]"));
+    }
+    std::fs::write(glue, js)?;
+    let declarations = wasm.with_extension("wasm.d.ts");
+    if declarations.exists() {
+        std::fs::remove_file(declarations)?;
+    }
+    Ok(())
+}
+
+/// Replaces `from` where it is a whole member access (not followed by another name character).
+fn replace_member(text: &str, from: &str, to: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(from) {
+        let end = at + from.len();
+        let whole = !rest[end..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$');
+        out.push_str(&rest[..at]);
+        out.push_str(if whole { to } else { from });
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Prints the size table.

@@ -938,7 +938,7 @@ impl Client {
                 page: current_page(),
             });
             let resend: Vec<ToolResult> = inner.outbox.clone();
-            let queued: Vec<UserMessage> = inner.queued_messages.drain(..).collect();
+            let queued: Vec<UserMessage> = std::mem::take(&mut inner.queued_messages).into();
             (context, resend, queued)
         };
         self.emit(&ClientEvent::Connection { state: ConnectionState::Open, attempt: 0 });

@@ -7,7 +7,9 @@ import { fileURLToPath } from "node:url";
 const pkg = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const from = process.env.TETHER_WEB_PKG ?? resolve(pkg, "../../../target/pkg/tether-web");
 const to = resolve(pkg, "wasm");
-const files = ["tether_web.js", "tether_web.d.ts", "tether_web_bg.wasm", "tether_web_bg.wasm.d.ts"];
+// (No `tether_web_bg.wasm.d.ts`: the build shortens the module's export names, and nothing imports the
+// wasm directly; the glue does.)
+const files = ["tether_web.js", "tether_web.d.ts", "tether_web_bg.wasm"];
 
 const missing = files.filter((f) => !existsSync(resolve(from, f)));
 if (missing.length) {
