@@ -106,7 +106,7 @@ pub(crate) fn build_module(
 fn minify_names(wasm: &Path, glue: &Path) -> Result<()> {
     let output = in_repo(wasm_opt())
         .arg(wasm)
-        .arg("--minify-imports-and-exports-and-modules")
+        .args(["--minify-imports-and-exports-and-modules", "--strip-producers", "--strip-target-features"])
         .arg("-o")
         .arg(wasm)
         .output()
