@@ -462,7 +462,8 @@ impl TetherClient {
     }
 
     /// Runs a tool here without the server (dev tools, benchmarks): lookup, validation,
-    /// defaults, risk policy and handler, as for a call from the model.
+    /// defaults, risk policy and handler, as for a call from the model. Feature `dev-api`.
+    #[cfg(feature = "dev-api")]
     #[wasm_bindgen(js_name = invokeLocal)]
     pub async fn invoke_local(&self, name: String, args: JsValue) -> Result<JsValue, JsError> {
         let args = if args.is_undefined() { Value::Object(Default::default()) } else { from_js(&args, "arguments")? };
@@ -476,7 +477,8 @@ impl TetherClient {
     }
 
     /// Checks arguments against a registered tool's schema; returns every problem (empty when
-    /// valid). Throws for an unknown tool.
+    /// valid). Throws for an unknown tool. Feature `dev-api`.
+    #[cfg(feature = "dev-api")]
     pub fn validate(&self, name: &str, args: &JsValue) -> Result<Vec<String>, JsError> {
         let args = from_js(args, "arguments")?;
         self.client
