@@ -390,7 +390,7 @@ struct Inner {
     /// Results sent (or to send) and not yet acknowledged, oldest first.
     outbox: Vec<ToolResult>,
     /// User messages waiting for a connection.
-    queued_messages: VecDeque<UserMessage>,
+    queued_messages: Vec<UserMessage>,
     socket: Option<crate::transport::Socket>,
     state: ConnectionState,
     attempt: u32,
@@ -457,7 +457,7 @@ impl Client {
             executor: Executor::default(),
             calls: SmallMap::default(),
             outbox: Vec::new(),
-            queued_messages: VecDeque::new(),
+            queued_messages: Vec::new(),
             socket: None,
             state: ConnectionState::Idle,
             attempt: 0,
@@ -629,7 +629,7 @@ impl Client {
         };
         let sent = self.send_frame(&ClientFrame::UserMessage(message.clone()), true);
         if !sent {
-            self.inner().queued_messages.push_back(message);
+            self.inner().queued_messages.push(message);
         }
     }
 
@@ -938,7 +938,7 @@ impl Client {
                 page: current_page(),
             });
             let resend: Vec<ToolResult> = inner.outbox.clone();
-            let queued: Vec<UserMessage> = std::mem::take(&mut inner.queued_messages).into();
+            let queued = std::mem::take(&mut inner.queued_messages);
             (context, resend, queued)
         };
         self.emit(&ClientEvent::Connection { state: ConnectionState::Open, attempt: 0 });
