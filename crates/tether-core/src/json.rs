@@ -316,7 +316,10 @@ mod tests {
         assert!(is_multiple_of(&num(json!(18_446_744_073_709_551_615_u64)), &num(json!(5))));
         assert!(!is_multiple_of(&num(json!(1e300)), &num(json!(18_446_744_073_709_551_557_u64))));
         assert!(is_multiple_of(&num(json!(-9_223_372_036_854_775_808_i64)), &num(json!(2))));
-        assert_eq!(times_ten_modulo(18_446_744_073_709_551_556, 18_446_744_073_709_551_557), 18_446_744_073_709_551_547);
+        assert_eq!(
+            times_ten_modulo(18_446_744_073_709_551_556, 18_446_744_073_709_551_557),
+            18_446_744_073_709_551_547
+        );
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! and the protocol schema hold them to it): camelCase fields, optional fields absent or
 //! `null`, unknown fields ignored.
 
+use std::cell::Cell;
+
 use serde::de::{Deserialize, Deserializer, Error as _};
 use serde_json::{Map, Value};
 
@@ -13,63 +15,115 @@ use crate::Quoted;
 use crate::frames::*;
 
 /// The fields of one JSON object, with typed getters that name the frame in their errors.
+///
+/// A getter that finds a missing or mistyped field records the first such error and returns a
+/// placeholder; [`Fields::finish`] then refuses the frame. Frames are built without an early
+/// return per field, which in the browser module would mean drop code for every partially
+/// built frame (several kilobytes).
 struct Fields<'a> {
     map: &'a Map<String, Value>,
     what: &'static str,
+    error: Cell<Option<String>>,
 }
 
 impl<'a> Fields<'a> {
     fn of(value: &'a Value, what: &'static str) -> Result<Self, String> {
         match value {
-            Value::Object(map) => Ok(Fields { map, what }),
+            Value::Object(map) => Ok(Fields { map, what, error: Cell::new(None) }),
             _ => Err(format!("{what} must be a JSON object")),
         }
     }
 
-    fn wrong(&self, key: &str, expected: &str) -> String {
-        format!("field `{key}` of {} must be {expected}", self.what)
+    /// Records the first problem.
+    fn fail(&self, message: String) {
+        let first = self.error.take().unwrap_or(message);
+        self.error.set(Some(first));
+    }
+
+    fn wrong(&self, key: &str, expected: &str) {
+        self.fail(format!("field `{key}` of {} must be {expected}", self.what));
+    }
+
+    /// The frame, unless a getter recorded a problem.
+    fn finish<T>(self, built: T) -> Result<T, String> {
+        match self.error.into_inner() {
+            Some(error) => Err(error),
+            None => Ok(built),
+        }
     }
 
     fn optional(&self, key: &str) -> Option<&'a Value> {
         self.map.get(key).filter(|value| !value.is_null())
     }
 
-    fn required(&self, key: &str) -> Result<&'a Value, String> {
-        self.map.get(key).ok_or_else(|| format!("missing field `{key}` in {}", self.what))
+    fn required(&self, key: &str) -> &'a Value {
+        const MISSING: &Value = &Value::Null;
+        self.map.get(key).unwrap_or_else(|| {
+            self.fail(format!("missing field `{key}` in {}", self.what));
+            MISSING
+        })
     }
 
-    fn string(&self, key: &str) -> Result<String, String> {
-        self.required(key)?.as_str().map(String::from).ok_or_else(|| self.wrong(key, "a string"))
+    fn string(&self, key: &str) -> String {
+        match self.required(key) {
+            Value::String(text) => text.clone(),
+            _ => {
+                self.wrong(key, "a string");
+                String::new()
+            }
+        }
     }
 
-    fn opt_string(&self, key: &str) -> Result<Option<String>, String> {
-        self.optional(key).map(|v| v.as_str().map(String::from).ok_or_else(|| self.wrong(key, "a string"))).transpose()
+    fn opt_string(&self, key: &str) -> Option<String> {
+        match self.optional(key)? {
+            Value::String(text) => Some(text.clone()),
+            _ => {
+                self.wrong(key, "a string");
+                None
+            }
+        }
     }
 
-    fn u64(&self, key: &str) -> Result<u64, String> {
-        self.required(key)?.as_u64().ok_or_else(|| self.wrong(key, "a non-negative integer"))
+    fn u64(&self, key: &str) -> u64 {
+        self.required(key).as_u64().unwrap_or_else(|| {
+            self.wrong(key, "a non-negative integer");
+            0
+        })
     }
 
-    fn u32(&self, key: &str) -> Result<u32, String> {
-        u32::try_from(self.u64(key)?).map_err(|_| self.wrong(key, "a 32-bit integer"))
+    fn u32(&self, key: &str) -> u32 {
+        u32::try_from(self.u64(key)).unwrap_or_else(|_| {
+            self.wrong(key, "a 32-bit integer");
+            0
+        })
     }
 
-    fn bool(&self, key: &str) -> Result<bool, String> {
-        self.required(key)?.as_bool().ok_or_else(|| self.wrong(key, "a boolean"))
+    fn bool(&self, key: &str) -> bool {
+        self.required(key).as_bool().unwrap_or_else(|| {
+            self.wrong(key, "a boolean");
+            false
+        })
     }
 
-    fn value(&self, key: &str) -> Result<Value, String> {
-        self.required(key).cloned()
+    fn value(&self, key: &str) -> Value {
+        self.required(key).clone()
     }
 
-    fn name<T>(&self, key: &str, parse: fn(&str) -> Option<T>) -> Result<T, String> {
-        self.required(key)?.as_str().and_then(parse).ok_or_else(|| self.wrong(key, "a known name"))
+    /// A name from a fixed set; `placeholder` stands in when it is not one (the frame is then
+    /// refused, so the placeholder is never seen).
+    fn name<T>(&self, key: &str, parse: fn(&str) -> Option<T>, placeholder: T) -> T {
+        self.required(key).as_str().and_then(parse).unwrap_or_else(|| {
+            self.wrong(key, "a known name");
+            placeholder
+        })
     }
 
-    fn opt_name<T>(&self, key: &str, parse: fn(&str) -> Option<T>) -> Result<Option<T>, String> {
-        self.optional(key)
-            .map(|v| v.as_str().and_then(parse).ok_or_else(|| self.wrong(key, "a known name")))
-            .transpose()
+    fn opt_name<T>(&self, key: &str, parse: fn(&str) -> Option<T>) -> Option<T> {
+        let name = self.optional(key)?.as_str().and_then(parse);
+        if name.is_none() {
+            self.wrong(key, "a known name");
+        }
+        name
     }
 }
 
@@ -77,49 +131,58 @@ impl RunEvent {
     /// Decodes an event from its JSON value.
     pub fn from_value(value: &Value) -> Result<RunEvent, String> {
         let f = Fields::of(value, "an event")?;
-        let kind = f.string("kind")?;
-        Ok(match kind.as_str() {
-            "run_start" => RunEvent::RunStart(RunStartEvent { text: f.string("text")? }),
-            "turn_start" => RunEvent::TurnStart(TurnStartEvent { turn: f.u32("turn")? }),
+        let kind = f.string("kind");
+        let event = match kind.as_str() {
+            "run_start" => RunEvent::RunStart(RunStartEvent { text: f.string("text") }),
+            "turn_start" => RunEvent::TurnStart(TurnStartEvent { turn: f.u32("turn") }),
             "tool_execution_start" => RunEvent::ToolExecutionStart(ToolStartEvent {
-                call_id: f.string("callId")?,
-                tool: f.string("tool")?,
-                args: f.value("args")?,
+                call_id: f.string("callId"),
+                tool: f.string("tool"),
+                args: f.value("args"),
             }),
             "tool_execution_end" => RunEvent::ToolExecutionEnd(ToolEndEvent {
-                call_id: f.string("callId")?,
-                tool: f.string("tool")?,
-                status: f.name("status", ResultStatus::parse)?,
-                output: f.string("output")?,
+                call_id: f.string("callId"),
+                tool: f.string("tool"),
+                status: f.name("status", ResultStatus::parse, ResultStatus::Ok),
+                output: f.string("output"),
             }),
-            "turn_end" => RunEvent::TurnEnd(TurnEndEvent { turn: f.u32("turn")?, reply: f.string("reply")? }),
+            "turn_end" => RunEvent::TurnEnd(TurnEndEvent { turn: f.u32("turn"), reply: f.string("reply") }),
             "run_end" => RunEvent::RunEnd(RunEndEvent {
-                status: f.name("status", RunStatus::parse)?,
-                turns: f.u32("turns")?,
-                error: f.opt_string("error")?,
+                status: f.name("status", RunStatus::parse, RunStatus::Completed),
+                turns: f.u32("turns"),
+                error: f.opt_string("error"),
             }),
-            "tool_collision" => RunEvent::ToolCollision(ToolCollisionEvent { tool: f.string("tool")? }),
-            "tool_progress" => RunEvent::ToolProgress(ToolProgressEvent {
-                call_id: f.string("callId")?,
-                message: f.string("message")?,
-            }),
+            "tool_collision" => RunEvent::ToolCollision(ToolCollisionEvent { tool: f.string("tool") }),
+            "tool_progress" => {
+                RunEvent::ToolProgress(ToolProgressEvent { call_id: f.string("callId"), message: f.string("message") })
+            }
             "hook" => RunEvent::Hook(HookAudit {
-                hook_id: f.string("hookId")?,
-                level: f.string("level")?,
-                hook_event: f.string("hookEvent")?,
-                decision: f.string("decision")?,
-                reason: f.opt_string("reason")?,
-                duration_ms: f.required("durationMs")?.as_f64().ok_or_else(|| f.wrong("durationMs", "a number"))?,
-                exit_code: f
-                    .optional("exitCode")
-                    .map(|v| {
-                        v.as_i64().and_then(|n| i32::try_from(n).ok()).ok_or_else(|| f.wrong("exitCode", "an integer"))
-                    })
-                    .transpose()?,
-                decided_by: f.name("decidedBy", HookDecidedBy::parse)?,
+                hook_id: f.string("hookId"),
+                level: f.string("level"),
+                hook_event: f.string("hookEvent"),
+                decision: f.string("decision"),
+                reason: f.opt_string("reason"),
+                duration_ms: f.required("durationMs").as_f64().unwrap_or_else(|| {
+                    f.wrong("durationMs", "a number");
+                    0.0
+                }),
+                exit_code: f.optional("exitCode").and_then(|v| {
+                    let code = v.as_i64().and_then(|n| i32::try_from(n).ok());
+                    if code.is_none() {
+                        f.wrong("exitCode", "an integer");
+                    }
+                    code
+                }),
+                decided_by: f.name("decidedBy", HookDecidedBy::parse, HookDecidedBy::Hook),
             }),
-            other => return Err(format!("unknown event kind {}", Quoted(other))),
-        })
+            other => {
+                if let Some(error) = f.error.take() {
+                    return Err(error);
+                }
+                return Err(format!("unknown event kind {}", Quoted(other)));
+            }
+        };
+        f.finish(event)
     }
 }
 
@@ -127,58 +190,71 @@ impl ServerFrame {
     /// Decodes a server frame from its JSON value.
     pub fn from_value(value: &Value) -> Result<ServerFrame, String> {
         let f = Fields::of(value, "a frame")?;
-        let kind = f.string("type")?;
-        let id = f.string("id")?;
-        Ok(match kind.as_str() {
+        let kind = f.string("type");
+        let id = f.string("id");
+        let frame = match kind.as_str() {
             "WELCOME" => {
-                let capabilities = f.required("capabilities")?;
-                let capabilities = capabilities
+                let capabilities = f
+                    .required("capabilities")
                     .as_array()
-                    .and_then(|items| items.iter().map(|c| c.as_str().map(String::from)).collect::<Option<Vec<_>>>())
-                    .ok_or_else(|| f.wrong("capabilities", "an array of strings"))?;
+                    .and_then(|items| items.iter().map(|c| c.as_str().map(String::from)).collect::<Option<Vec<_>>>());
+                if capabilities.is_none() {
+                    f.wrong("capabilities", "an array of strings");
+                }
                 ServerFrame::Welcome(Welcome {
                     id,
-                    protocol_version: f.u32("protocolVersion")?,
-                    session_id: f.string("sessionId")?,
-                    resume_token: f.string("resumeToken")?,
-                    resumed: f.bool("resumed")?,
-                    max_active_tools: f.u32("maxActiveTools")?,
-                    max_frame_bytes: f.u64("maxFrameBytes")?,
-                    capabilities,
+                    protocol_version: f.u32("protocolVersion"),
+                    session_id: f.string("sessionId"),
+                    resume_token: f.string("resumeToken"),
+                    resumed: f.bool("resumed"),
+                    max_active_tools: f.u32("maxActiveTools"),
+                    max_frame_bytes: f.u64("maxFrameBytes"),
+                    capabilities: capabilities.unwrap_or_default(),
                 })
             }
             "TOOL_CALL" => ServerFrame::ToolCall(ToolCall {
                 id,
-                call_id: f.string("callId")?,
-                run_id: f.string("runId")?,
-                name: f.string("name")?,
-                args: f.value("args")?,
-                risk: f.opt_name("risk", Risk::parse)?.unwrap_or_default(),
+                call_id: f.string("callId"),
+                run_id: f.string("runId"),
+                name: f.string("name"),
+                args: f.value("args"),
+                risk: f.opt_name("risk", Risk::parse).unwrap_or_default(),
             }),
             "TOOL_CANCEL" => {
-                ServerFrame::ToolCancel(ToolCancel { id, call_id: f.string("callId")?, reason: f.string("reason")? })
+                ServerFrame::ToolCancel(ToolCancel { id, call_id: f.string("callId"), reason: f.string("reason") })
             }
-            "TOOL_RESULT_ACK" => ServerFrame::ToolResultAck(ToolResultAck { id, call_id: f.string("callId")? }),
+            "TOOL_RESULT_ACK" => ServerFrame::ToolResultAck(ToolResultAck { id, call_id: f.string("callId") }),
             "AGENT_MESSAGE" => ServerFrame::AgentMessage(AgentMessage {
                 id,
-                run_id: f.string("runId")?,
-                delta: f.string("delta")?,
-                done: f.bool("done")?,
-                status: f.opt_name("status", RunStatus::parse)?,
+                run_id: f.string("runId"),
+                delta: f.string("delta"),
+                done: f.bool("done"),
+                status: f.opt_name("status", RunStatus::parse),
             }),
-            "EVENT" => ServerFrame::Event(EventFrame {
-                id,
-                run_id: f.opt_string("runId")?,
-                event: RunEvent::from_value(f.required("event")?)?,
-            }),
+            "EVENT" => {
+                let event = match f.map.get("event") {
+                    Some(event) => RunEvent::from_value(event),
+                    None => Err(format!("missing field `event` in {}", f.what)),
+                };
+                match event {
+                    Ok(event) => ServerFrame::Event(EventFrame { id, run_id: f.opt_string("runId"), event }),
+                    Err(error) => return Err(error),
+                }
+            }
             "ERROR" => ServerFrame::Error(ErrorFrame {
                 id,
-                code: f.name("code", ErrorCode::parse)?,
-                message: f.string("message")?,
-                reply_to: f.opt_string("replyTo")?,
+                code: f.name("code", ErrorCode::parse, ErrorCode::Internal),
+                message: f.string("message"),
+                reply_to: f.opt_string("replyTo"),
             }),
-            other => return Err(format!("unknown server frame type {}", Quoted(other))),
-        })
+            other => {
+                if let Some(error) = f.error.take() {
+                    return Err(error);
+                }
+                return Err(format!("unknown server frame type {}", Quoted(other)));
+            }
+        };
+        f.finish(frame)
     }
 }
 

@@ -551,6 +551,25 @@ fn the_hand_written_server_decoder_refuses_bad_frames() {
     );
 }
 
+#[test]
+fn decode_errors_name_the_first_problem() {
+    let cases = [
+        (r#"{"id":"s1"}"#, "missing field `type` in a frame"),
+        (r#"{"type":"NOPE","id":"s1"}"#, "unknown server frame type \"NOPE\""),
+        (r#"{"type":"TOOL_CALL","id":"s1","callId":7,"runId":"r"}"#, "field `callId` of a frame must be a string"),
+        (r#"{"type":"TOOL_CALL","id":"s1","callId":"c","runId":"r","name":"x"}"#, "missing field `args` in a frame"),
+        (r#"{"type":"EVENT","id":"s1","event":{"kind":"explosion"}}"#, "unknown event kind \"explosion\""),
+        (r#"{"type":"EVENT","id":"s1","event":{"turn":1}}"#, "missing field `kind` in an event"),
+        (r#"{"type":"EVENT","id":"s1"}"#, "missing field `event` in a frame"),
+        (r#"[1]"#, "a frame must be a JSON object"),
+    ];
+    for (text, expected) in cases {
+        let value: Value = serde_json::from_str(text).unwrap();
+        let error = ServerFrame::from_value(&value).unwrap_err();
+        assert_eq!(error, expected, "{text}");
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
