@@ -9,36 +9,62 @@ use serde_json::{Map, Value};
 
 use crate::frames::*;
 
-/// A JSON object from its fields, in order; `None` fields are left out (as the derived
-/// encoders' `skip_serializing_if` does).
-pub fn json_object(fields: Vec<(&str, Option<Value>)>) -> Value {
-    let mut map = Map::new();
-    for (key, value) in fields {
-        if let Some(value) = value {
-            map.insert(key.to_string(), value);
+/// Builds a JSON object field by field.
+///
+/// One call per field keeps the encoders small in the browser module (building a list of
+/// fields first costs more code at every call site).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct JsonObject(Map<String, Value>);
+
+impl JsonObject {
+    /// An empty object.
+    pub fn new() -> Self {
+        JsonObject(Map::new())
+    }
+
+    /// Adds a field.
+    pub fn value(mut self, key: &str, value: Value) -> Self {
+        self.0.insert(key.to_string(), value);
+        self
+    }
+
+    /// Adds a string field.
+    pub fn text(self, key: &str, value: &str) -> Self {
+        self.value(key, Value::String(value.to_string()))
+    }
+
+    /// Adds a field when there is a value (as `skip_serializing_if = "Option::is_none"` does).
+    pub fn maybe(self, key: &str, value: Option<Value>) -> Self {
+        match value {
+            Some(value) => self.value(key, value),
+            None => self,
         }
     }
-    Value::Object(map)
-}
 
-fn text(value: &str) -> Option<Value> {
-    Some(Value::String(value.to_string()))
-}
+    /// Adds a string field when there is a value.
+    pub fn maybe_text(self, key: &str, value: Option<&String>) -> Self {
+        match value {
+            Some(value) => self.text(key, value),
+            None => self,
+        }
+    }
 
-fn opt_text(value: Option<&String>) -> Option<Value> {
-    value.map(|value| Value::String(value.clone()))
+    /// The finished object.
+    pub fn build(self) -> Value {
+        Value::Object(self.0)
+    }
 }
 
 impl ToolSpec {
     /// The tool as a JSON value, as `CONTEXT_UPDATE` carries it.
     pub fn to_value(&self) -> Value {
-        json_object(vec![
-            ("name", text(&self.name)),
-            ("description", text(&self.description)),
-            ("parameters", Some(self.parameters.clone())),
-            ("risk", text(self.risk.as_str())),
-            ("global", self.global.then_some(Value::Bool(true))),
-        ])
+        JsonObject::new()
+            .text("name", &self.name)
+            .text("description", &self.description)
+            .value("parameters", self.parameters.clone())
+            .text("risk", self.risk.as_str())
+            .maybe("global", self.global.then_some(Value::Bool(true)))
+            .build()
     }
 }
 
@@ -48,106 +74,85 @@ impl ClientFrame {
     /// The browser runtime writes the text with the browser's `JSON.stringify`, so the wasm
     /// module carries no JSON writer of its own.
     pub fn to_value(&self) -> Value {
-        let (kind, id, mut fields) = match self {
+        let object = JsonObject::new().text("type", self.type_name()).text("id", self.id());
+        match self {
             ClientFrame::Hello(hello) => {
                 let resume = hello.resume.as_ref().map(|resume| {
-                    json_object(vec![
-                        ("sessionId", text(&resume.session_id)),
-                        ("token", text(&resume.token)),
-                        ("lastSeq", resume.last_seq.map(Value::from)),
-                    ])
+                    JsonObject::new()
+                        .text("sessionId", &resume.session_id)
+                        .text("token", &resume.token)
+                        .maybe("lastSeq", resume.last_seq.map(Value::from))
+                        .build()
                 });
-                let fields = vec![
-                    ("protocolVersion", Some(Value::from(hello.protocol_version))),
-                    ("resume", resume),
-                    ("client", opt_text(hello.client.as_ref())),
-                ];
-                ("HELLO", &hello.id, fields)
+                object
+                    .value("protocolVersion", Value::from(hello.protocol_version))
+                    .maybe("resume", resume)
+                    .maybe_text("client", hello.client.as_ref())
             }
             ClientFrame::ContextUpdate(update) => {
                 let page = update.page.as_ref().map(|page| {
-                    json_object(vec![
-                        ("url", text(&page.url)),
-                        ("title", (!page.title.is_empty()).then(|| Value::String(page.title.clone()))),
-                    ])
+                    let title = (!page.title.is_empty()).then_some(&page.title);
+                    JsonObject::new().text("url", &page.url).maybe_text("title", title).build()
                 });
-                let fields = vec![
-                    ("revision", Some(Value::from(update.revision))),
-                    ("tools", Some(Value::Array(update.tools.iter().map(ToolSpec::to_value).collect()))),
-                    ("page", page),
-                ];
-                ("CONTEXT_UPDATE", &update.id, fields)
+                object
+                    .value("revision", Value::from(update.revision))
+                    .value("tools", Value::Array(update.tools.iter().map(ToolSpec::to_value).collect()))
+                    .maybe("page", page)
             }
-            ClientFrame::UserMessage(message) => ("USER_MESSAGE", &message.id, vec![("text", text(&message.text))]),
-            ClientFrame::ToolResult(result) => {
-                let fields = vec![
-                    ("callId", text(&result.call_id)),
-                    ("status", text(result.status.as_str())),
-                    ("content", Some(result.content.clone())),
-                ];
-                ("TOOL_RESULT", &result.id, fields)
-            }
+            ClientFrame::UserMessage(message) => object.text("text", &message.text),
+            ClientFrame::ToolResult(result) => object
+                .text("callId", &result.call_id)
+                .text("status", result.status.as_str())
+                .value("content", result.content.clone()),
             ClientFrame::ToolProgress(progress) => {
-                let fields = vec![("callId", text(&progress.call_id)), ("message", text(&progress.message))];
-                ("TOOL_PROGRESS", &progress.id, fields)
+                object.text("callId", &progress.call_id).text("message", &progress.message)
             }
-        };
-        fields.insert(0, ("type", text(kind)));
-        fields.insert(1, ("id", text(id)));
-        json_object(fields)
+        }
+        .build()
     }
 }
 
 impl RunEvent {
     /// The event as a JSON value, as `EVENT` frames carry it.
     pub fn to_value(&self) -> Value {
-        let (kind, fields) = match self {
-            RunEvent::RunStart(event) => ("run_start", vec![("text", text(&event.text))]),
-            RunEvent::TurnStart(event) => ("turn_start", vec![("turn", Some(Value::from(event.turn)))]),
-            RunEvent::ToolExecutionStart(event) => (
-                "tool_execution_start",
-                vec![("callId", text(&event.call_id)), ("tool", text(&event.tool)), ("args", Some(event.args.clone()))],
-            ),
-            RunEvent::ToolExecutionEnd(event) => (
-                "tool_execution_end",
-                vec![
-                    ("callId", text(&event.call_id)),
-                    ("tool", text(&event.tool)),
-                    ("status", text(event.status.as_str())),
-                    ("output", text(&event.output)),
-                ],
-            ),
+        let object = JsonObject::new();
+        match self {
+            RunEvent::RunStart(event) => object.text("kind", "run_start").text("text", &event.text),
+            RunEvent::TurnStart(event) => object.text("kind", "turn_start").value("turn", Value::from(event.turn)),
+            RunEvent::ToolExecutionStart(event) => object
+                .text("kind", "tool_execution_start")
+                .text("callId", &event.call_id)
+                .text("tool", &event.tool)
+                .value("args", event.args.clone()),
+            RunEvent::ToolExecutionEnd(event) => object
+                .text("kind", "tool_execution_end")
+                .text("callId", &event.call_id)
+                .text("tool", &event.tool)
+                .text("status", event.status.as_str())
+                .text("output", &event.output),
             RunEvent::TurnEnd(event) => {
-                ("turn_end", vec![("turn", Some(Value::from(event.turn))), ("reply", text(&event.reply))])
+                object.text("kind", "turn_end").value("turn", Value::from(event.turn)).text("reply", &event.reply)
             }
-            RunEvent::RunEnd(event) => (
-                "run_end",
-                vec![
-                    ("status", text(event.status.as_str())),
-                    ("turns", Some(Value::from(event.turns))),
-                    ("error", opt_text(event.error.as_ref())),
-                ],
-            ),
-            RunEvent::ToolCollision(event) => ("tool_collision", vec![("tool", text(&event.tool))]),
+            RunEvent::RunEnd(event) => object
+                .text("kind", "run_end")
+                .text("status", event.status.as_str())
+                .value("turns", Value::from(event.turns))
+                .maybe_text("error", event.error.as_ref()),
+            RunEvent::ToolCollision(event) => object.text("kind", "tool_collision").text("tool", &event.tool),
             RunEvent::ToolProgress(event) => {
-                ("tool_progress", vec![("callId", text(&event.call_id)), ("message", text(&event.message))])
+                object.text("kind", "tool_progress").text("callId", &event.call_id).text("message", &event.message)
             }
-            RunEvent::Hook(audit) => (
-                "hook",
-                vec![
-                    ("hookId", text(&audit.hook_id)),
-                    ("level", text(&audit.level)),
-                    ("hookEvent", text(&audit.hook_event)),
-                    ("decision", text(&audit.decision)),
-                    ("reason", opt_text(audit.reason.as_ref())),
-                    ("durationMs", Some(Value::from(audit.duration_ms))),
-                    ("exitCode", audit.exit_code.map(Value::from)),
-                    ("decidedBy", text(audit.decided_by.as_str())),
-                ],
-            ),
-        };
-        let mut fields = fields;
-        fields.insert(0, ("kind", text(kind)));
-        json_object(fields)
+            RunEvent::Hook(audit) => object
+                .text("kind", "hook")
+                .text("hookId", &audit.hook_id)
+                .text("level", &audit.level)
+                .text("hookEvent", &audit.hook_event)
+                .text("decision", &audit.decision)
+                .maybe_text("reason", audit.reason.as_ref())
+                .value("durationMs", Value::from(audit.duration_ms))
+                .maybe("exitCode", audit.exit_code.map(Value::from))
+                .text("decidedBy", audit.decided_by.as_str()),
+        }
+        .build()
     }
 }

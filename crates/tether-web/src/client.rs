@@ -21,8 +21,8 @@ use tether_core::{
     RegistryEvent, SmallMap, Step, ToolDef, ToolRegistry,
 };
 use tether_protocol::{
-    ClientFrame, ContextUpdate, ErrorCode, Hello, PROTOCOL_VERSION, PageInfo, ResultStatus, Resume, RunEvent,
-    RunStatus, ServerFrame, ToolResult, ToolSpec, UserMessage, json_object,
+    ClientFrame, ContextUpdate, ErrorCode, Hello, JsonObject, PROTOCOL_VERSION, PageInfo, ResultStatus, Resume,
+    RunEvent, RunStatus, ServerFrame, ToolResult, ToolSpec, UserMessage,
 };
 use wasm_bindgen_futures::spawn_local;
 
@@ -238,18 +238,14 @@ impl From<&ApprovalRequest> for ApprovalView {
 // hand rather than through the `Serialize` derives, which cost the module about 10 kB; the
 // tests below hold the two to the same output.
 
-fn text(value: &str) -> Option<Value> {
-    Some(Value::String(value.to_string()))
-}
-
 impl Notification {
     /// The notification as JSON: `{callId, tool, args}`.
     pub fn to_value(&self) -> Value {
-        json_object(vec![
-            ("callId", text(&self.call_id)),
-            ("tool", text(&self.tool)),
-            ("args", Some(self.args.clone())),
-        ])
+        JsonObject::new()
+            .text("callId", &self.call_id)
+            .text("tool", &self.tool)
+            .value("args", self.args.clone())
+            .build()
     }
 }
 
@@ -269,77 +265,74 @@ impl ConnectionState {
 impl CallRecord {
     /// The record as JSON: `{callId, tool, status, content, settleMs}`.
     pub fn to_value(&self) -> Value {
-        json_object(vec![
-            ("callId", text(&self.call_id)),
-            ("tool", text(&self.tool)),
-            ("status", text(self.status.as_str())),
-            ("content", Some(self.content.clone())),
-            ("settleMs", Some(self.settle_ms.map_or(Value::Null, Value::from))),
-        ])
+        JsonObject::new()
+            .text("callId", &self.call_id)
+            .text("tool", &self.tool)
+            .text("status", self.status.as_str())
+            .value("content", self.content.clone())
+            .value("settleMs", self.settle_ms.map_or(Value::Null, Value::from))
+            .build()
     }
 }
 
 impl ApprovalView {
     /// The request as JSON: `{callId, tool, description, risk, args}`.
     pub fn to_value(&self) -> Value {
-        json_object(vec![
-            ("callId", text(&self.call_id)),
-            ("tool", text(&self.tool)),
-            ("description", text(&self.description)),
-            ("risk", text(self.risk.as_str())),
-            ("args", Some(self.args.clone())),
-        ])
+        JsonObject::new()
+            .text("callId", &self.call_id)
+            .text("tool", &self.tool)
+            .text("description", &self.description)
+            .text("risk", self.risk.as_str())
+            .value("args", self.args.clone())
+            .build()
     }
 }
 
 impl ClientEvent {
     /// The event as JSON, tagged by `type` (see `TetherEvent` in the TypeScript declarations).
     pub fn to_value(&self) -> Value {
-        let (kind, fields) = match self {
+        let object = JsonObject::new();
+        match self {
             ClientEvent::Connection { state, attempt } => {
-                ("connection", vec![("state", text(state.as_str())), ("attempt", Some(Value::from(*attempt)))])
+                object.text("type", "connection").text("state", state.as_str()).value("attempt", Value::from(*attempt))
             }
-            ClientEvent::Welcome { session_id, max_active_tools, resumed } => (
-                "welcome",
-                vec![
-                    ("sessionId", text(session_id)),
-                    ("maxActiveTools", Some(Value::from(*max_active_tools))),
-                    ("resumed", Some(Value::Bool(*resumed))),
-                ],
-            ),
-            ClientEvent::ContextSent { revision, tools } => (
-                "contextSent",
-                vec![("revision", Some(Value::from(*revision))), ("tools", Some(Value::from(tools.clone())))],
-            ),
+            ClientEvent::Welcome { session_id, max_active_tools, resumed } => object
+                .text("type", "welcome")
+                .text("sessionId", session_id)
+                .value("maxActiveTools", Value::from(*max_active_tools))
+                .value("resumed", Value::Bool(*resumed)),
+            ClientEvent::ContextSent { revision, tools } => object
+                .text("type", "contextSent")
+                .value("revision", Value::from(*revision))
+                .value("tools", Value::from(tools.clone())),
             ClientEvent::ToolRefused { event, tool, reason } => {
-                ("toolRefused", vec![("event", text(event)), ("tool", text(tool)), ("reason", text(reason))])
+                object.text("type", "toolRefused").text("event", event).text("tool", tool).text("reason", reason)
             }
-            ClientEvent::CallStarted { call_id, tool, args } => {
-                ("callStarted", vec![("callId", text(call_id)), ("tool", text(tool)), ("args", Some(args.clone()))])
-            }
+            ClientEvent::CallStarted { call_id, tool, args } => object
+                .text("type", "callStarted")
+                .text("callId", call_id)
+                .text("tool", tool)
+                .value("args", args.clone()),
             ClientEvent::ApprovalRequested { request } => {
-                ("approvalRequested", vec![("request", Some(request.to_value()))])
+                object.text("type", "approvalRequested").value("request", request.to_value())
             }
-            ClientEvent::CallFinished { record } => ("callFinished", vec![("record", Some(record.to_value()))]),
-            ClientEvent::AgentMessage { run_id, delta, done, status } => (
-                "agentMessage",
-                vec![
-                    ("runId", text(run_id)),
-                    ("delta", text(delta)),
-                    ("done", Some(Value::Bool(*done))),
-                    ("status", Some(status.map_or(Value::Null, |status| Value::from(status.as_str())))),
-                ],
-            ),
+            ClientEvent::CallFinished { record } => {
+                object.text("type", "callFinished").value("record", record.to_value())
+            }
+            ClientEvent::AgentMessage { run_id, delta, done, status } => object
+                .text("type", "agentMessage")
+                .text("runId", run_id)
+                .text("delta", delta)
+                .value("done", Value::Bool(*done))
+                .value("status", status.map_or(Value::Null, |status| Value::from(status.as_str()))),
             ClientEvent::Run { run_id, event } => {
-                ("run", vec![("runId", Some(Value::from(run_id.clone()))), ("event", Some(event.to_value()))])
+                object.text("type", "run").value("runId", Value::from(run_id.clone())).value("event", event.to_value())
             }
             ClientEvent::ServerError { code, message } => {
-                ("serverError", vec![("code", text(code.as_str())), ("message", text(message))])
+                object.text("type", "serverError").text("code", code.as_str()).text("message", message)
             }
-        };
-        let mut fields = fields;
-        fields.insert(0, ("type", text(kind)));
-        json_object(fields)
+        }
+        .build()
     }
 }
 

@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 use tether_core::{ApprovalDecision, ToolDef};
-use tether_protocol::{Risk, json_object};
+use tether_protocol::{JsonObject, Risk};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
@@ -245,12 +245,8 @@ fn error_object(error: &WebError) -> JsValue {
         WebError::Protocol(_) => ("protocol", None),
         WebError::ResultsLost { .. } => ("resultsLost", None),
     };
-    let event = Some(event.map_or(Value::Null, Value::from));
-    to_js(&json_object(vec![
-        ("kind", Some(kind.into())),
-        ("message", Some(error.to_string().into())),
-        ("event", event),
-    ]))
+    let event = event.map_or(Value::Null, Value::from);
+    to_js(&JsonObject::new().text("kind", kind).text("message", &error.to_string()).value("event", event).build())
 }
 
 /// The Tether browser runtime for JavaScript.
@@ -444,11 +440,11 @@ impl TetherClient {
                     tether_core::CoreError::ToolLimit { .. } => tether_core::LIMIT_EVENT,
                     _ => "tool.registry.refused",
                 };
-                json_object(vec![
-                    ("name", Some(r.name.clone().into())),
-                    ("reason", Some(r.error.to_string().into())),
-                    ("event", Some(event.into())),
-                ])
+                JsonObject::new()
+                    .text("name", &r.name)
+                    .text("reason", &r.error.to_string())
+                    .text("event", event)
+                    .build()
             })
             .collect();
         to_js(&Value::Array(refused))
@@ -468,12 +464,14 @@ impl TetherClient {
     pub async fn invoke_local(&self, name: String, args: JsValue) -> Result<JsValue, JsError> {
         let args = if args.is_undefined() { Value::Object(Default::default()) } else { from_js(&args, "arguments")? };
         let outcome = self.client.invoke_local(&name, args).await;
-        Ok(to_js(&json_object(vec![
-            ("callId", Some(outcome.call_id.into())),
-            ("tool", Some(outcome.tool.into())),
-            ("status", Some(outcome.status.as_str().into())),
-            ("content", Some(outcome.content)),
-        ])))
+        Ok(to_js(
+            &JsonObject::new()
+                .text("callId", &outcome.call_id)
+                .text("tool", &outcome.tool)
+                .text("status", outcome.status.as_str())
+                .value("content", outcome.content)
+                .build(),
+        ))
     }
 
     /// Checks arguments against a registered tool's schema; returns every problem (empty when
