@@ -122,12 +122,11 @@ pub(crate) fn short(value: &Value) -> String {
     const MAX_CHARS: usize = 60;
     let mut text = String::new();
     write_json(value, &mut text);
-    if text.chars().count() <= MAX_CHARS {
-        return text;
+    if let Some((cut, _)) = text.char_indices().nth(MAX_CHARS) {
+        text.truncate(cut);
+        text.push('…');
     }
-    let mut cut: String = text.chars().take(MAX_CHARS).collect();
-    cut.push('…');
-    cut
+    text
 }
 
 /// The value a JSON Pointer (RFC 6901) points at, as `Value::pointer` finds it.

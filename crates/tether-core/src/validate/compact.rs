@@ -476,9 +476,16 @@ fn type_matches(flags: u8, value: &Value) -> bool {
 }
 
 fn type_list(flags: u8) -> String {
-    let names: Vec<String> =
-        types::NAMES.iter().filter(|(_, flag)| flags & flag != 0).map(|(name, _)| format!("\"{name}\"")).collect();
-    names.join(", ")
+    let mut list = String::new();
+    for (name, _) in types::NAMES.iter().filter(|(_, flag)| flags & flag != 0) {
+        if !list.is_empty() {
+            list.push_str(", ");
+        }
+        list.push('"');
+        list.push_str(name);
+        list.push('"');
+    }
+    list
 }
 
 /// A schema compiled by [`CompactValidator`].
@@ -614,13 +621,19 @@ impl<X: CompiledRegex> CompactSchema<X> {
                     let extra =
                         object.iter().filter(|(name, _)| !node.properties.iter().any(|(known, _)| known == *name));
                     if self.nodes[additional].always == Some(false) {
-                        let unexpected: Vec<String> = extra.map(|(name, _)| format!("'{name}'")).collect();
-                        if !unexpected.is_empty() {
-                            let verb = if unexpected.len() == 1 { "was" } else { "were" };
-                            fail!(
-                                "Additional properties are not allowed ({} {verb} unexpected)",
-                                unexpected.join(", ")
-                            );
+                        let (mut unexpected, mut count) = (String::new(), 0);
+                        for (name, _) in extra {
+                            if count > 0 {
+                                unexpected.push_str(", ");
+                            }
+                            unexpected.push('\'');
+                            unexpected.push_str(name);
+                            unexpected.push('\'');
+                            count += 1;
+                        }
+                        if count > 0 {
+                            let verb = if count == 1 { "was" } else { "were" };
+                            fail!("Additional properties are not allowed ({unexpected} {verb} unexpected)");
                         }
                     } else {
                         for (name, property) in extra {
@@ -911,6 +924,11 @@ mod tests {
         ];
         expected.sort();
         assert_eq!(got, expected);
+        let closed = json!({"type": ["object", "null"], "additionalProperties": false});
+        assert_eq!(errors(closed.clone(), json!({"x": 1, "y": 2})), [
+            "/: Additional properties are not allowed ('x', 'y' were unexpected)"
+        ]);
+        assert_eq!(errors(closed, json!(7)), ["/: 7 is not of types \"null\", \"object\""]);
     }
 
     #[test]
