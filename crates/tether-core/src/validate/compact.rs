@@ -231,6 +231,11 @@ fn invalid(path: &str, reason: impl Into<String>) -> CoreError {
     CoreError::InvalidSchema { path: path.to_string(), reason: reason.into() }
 }
 
+/// An invalid-schema error about `keyword` of the schema at `pointer`.
+fn keyword_error(pointer: &str, keyword: &str, reason: impl Into<String>) -> CoreError {
+    CoreError::InvalidSchema { path: child_pointer(pointer, keyword), reason: reason.into() }
+}
+
 fn child_pointer(parent: &str, token: &str) -> String {
     let mut pointer = parent.to_string();
     pointer.push('/');
@@ -325,8 +330,9 @@ impl<R: RegexEngine> Compiler<'_, R> {
         if let Some(dialect) = map.get("$schema") {
             let dialect = dialect.as_str().unwrap_or_default();
             if dialect.trim_end_matches('#') != "https://json-schema.org/draft/2020-12/schema" {
-                return Err(invalid(
-                    &child_pointer(pointer, "$schema"),
+                return Err(keyword_error(
+                    pointer,
+                    "$schema",
                     format!("only JSON Schema 2020-12 is supported, not {}", Quoted(dialect)),
                 ));
             }
@@ -335,7 +341,7 @@ impl<R: RegexEngine> Compiler<'_, R> {
             match map.get(key) {
                 None => Ok(None),
                 Some(Value::Number(number)) => Ok(Some(number.clone())),
-                Some(_) => Err(invalid(&child_pointer(pointer, key), format!("{key} must be a number"))),
+                Some(_) => Err(keyword_error(pointer, key, format!("{key} must be a number"))),
             }
         };
         let count = |key: &str| -> Result<Option<u64>, CoreError> {
@@ -344,7 +350,7 @@ impl<R: RegexEngine> Compiler<'_, R> {
                 Some(Value::Number(number)) if is_integer(number) && number.as_f64().is_some_and(|f| f >= 0.0) => {
                     Ok(Some(number.as_u64().unwrap_or_else(|| number.as_f64().unwrap_or(0.0) as u64)))
                 }
-                Some(_) => Err(invalid(&child_pointer(pointer, key), format!("{key} must be a non-negative integer"))),
+                Some(_) => Err(keyword_error(pointer, key, format!("{key} must be a non-negative integer"))),
             }
         };
 
@@ -362,25 +368,25 @@ impl<R: RegexEngine> Compiler<'_, R> {
             ..Node::default()
         };
         if node.multiple_of.as_ref().is_some_and(|m| m.as_f64().is_none_or(|f| f <= 0.0)) {
-            return Err(invalid(&child_pointer(pointer, "multipleOf"), "multipleOf must be greater than 0"));
+            return Err(keyword_error(pointer, "multipleOf", "multipleOf must be greater than 0"));
         }
         if let Some(value) = map.get("type") {
             node.types = parse_types(value).ok_or_else(|| {
-                invalid(&child_pointer(pointer, "type"), "type must be a type name or an array of type names")
+                keyword_error(pointer, "type", "type must be a type name or an array of type names")
             })?;
         }
         if let Some(value) = map.get("enum") {
             let values =
-                value.as_array().ok_or_else(|| invalid(&child_pointer(pointer, "enum"), "enum must be an array"))?;
+                value.as_array().ok_or_else(|| keyword_error(pointer, "enum", "enum must be an array"))?;
             node.enumeration = Some(values.clone());
         }
         if let Some(value) = map.get("required") {
             let names = value
                 .as_array()
                 .and_then(|names| names.iter().map(|name| name.as_str().map(String::from)).collect::<Option<Vec<_>>>())
-                .ok_or_else(|| invalid(&child_pointer(pointer, "required"), "required must be an array of strings"))?;
+                .ok_or_else(|| keyword_error(pointer, "required", "required must be an array of strings"))?;
             if names.iter().enumerate().any(|(n, name)| names[..n].contains(name)) {
-                return Err(invalid(&child_pointer(pointer, "required"), "required must not list a name twice"));
+                return Err(keyword_error(pointer, "required", "required must not list a name twice"));
             }
             node.required = names;
         }
@@ -395,7 +401,7 @@ impl<R: RegexEngine> Compiler<'_, R> {
         if let Some(value) = map.get("uniqueItems") {
             node.unique_items = value
                 .as_bool()
-                .ok_or_else(|| invalid(&child_pointer(pointer, "uniqueItems"), "uniqueItems must be a boolean"))?;
+                .ok_or_else(|| keyword_error(pointer, "uniqueItems", "uniqueItems must be a boolean"))?;
         }
         if let Some(value) = map.get("$ref") {
             let ref_pointer = child_pointer(pointer, "$ref");
