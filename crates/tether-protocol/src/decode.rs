@@ -186,9 +186,39 @@ impl RunEvent {
     }
 }
 
+/// What the `event` of an `EVENT` frame is decoded into.
+pub trait EventPayload: Sized {
+    /// Reads the event from its JSON value.
+    fn from_event_value(value: &Value) -> Result<Self, String>;
+}
+
+impl EventPayload for RunEvent {
+    fn from_event_value(value: &Value) -> Result<Self, String> {
+        RunEvent::from_value(value)
+    }
+}
+
+/// The event as the server sent it: for a receiver that only forwards events. It is checked
+/// to be an object with a string `kind`, nothing more.
+impl EventPayload for Value {
+    fn from_event_value(value: &Value) -> Result<Self, String> {
+        let f = Fields::of(value, "an event")?;
+        f.string("kind");
+        f.finish(value.clone())
+    }
+}
+
 impl ServerFrame {
-    /// Decodes a server frame from its JSON value.
+    /// Decodes a server frame from its JSON value, events typed.
     pub fn from_value(value: &Value) -> Result<ServerFrame, String> {
+        ServerFrame::decode_value(value)
+    }
+}
+
+impl<E: EventPayload> ServerFrameOf<E> {
+    /// Decodes a server frame from its JSON value, reading the events of `EVENT` frames as `E`
+    /// (`ServerFrameOf::<serde_json::Value>::decode_value` leaves them as sent).
+    pub fn decode_value(value: &Value) -> Result<ServerFrameOf<E>, String> {
         let f = Fields::of(value, "a frame")?;
         let kind = f.string("type");
         let id = f.string("id");
@@ -201,7 +231,7 @@ impl ServerFrame {
                 if capabilities.is_none() {
                     f.wrong("capabilities", "an array of strings");
                 }
-                ServerFrame::Welcome(Welcome {
+                ServerFrameOf::Welcome(Welcome {
                     id,
                     protocol_version: f.u32("protocolVersion"),
                     session_id: f.string("sessionId"),
@@ -212,7 +242,7 @@ impl ServerFrame {
                     capabilities: capabilities.unwrap_or_default(),
                 })
             }
-            "TOOL_CALL" => ServerFrame::ToolCall(ToolCall {
+            "TOOL_CALL" => ServerFrameOf::ToolCall(ToolCall {
                 id,
                 call_id: f.string("callId"),
                 run_id: f.string("runId"),
@@ -221,10 +251,10 @@ impl ServerFrame {
                 risk: f.opt_name("risk", Risk::parse).unwrap_or_default(),
             }),
             "TOOL_CANCEL" => {
-                ServerFrame::ToolCancel(ToolCancel { id, call_id: f.string("callId"), reason: f.string("reason") })
+                ServerFrameOf::ToolCancel(ToolCancel { id, call_id: f.string("callId"), reason: f.string("reason") })
             }
-            "TOOL_RESULT_ACK" => ServerFrame::ToolResultAck(ToolResultAck { id, call_id: f.string("callId") }),
-            "AGENT_MESSAGE" => ServerFrame::AgentMessage(AgentMessage {
+            "TOOL_RESULT_ACK" => ServerFrameOf::ToolResultAck(ToolResultAck { id, call_id: f.string("callId") }),
+            "AGENT_MESSAGE" => ServerFrameOf::AgentMessage(AgentMessage {
                 id,
                 run_id: f.string("runId"),
                 delta: f.string("delta"),
@@ -233,15 +263,15 @@ impl ServerFrame {
             }),
             "EVENT" => {
                 let event = match f.map.get("event") {
-                    Some(event) => RunEvent::from_value(event),
+                    Some(event) => E::from_event_value(event),
                     None => Err(format!("missing field `event` in {}", f.what)),
                 };
                 match event {
-                    Ok(event) => ServerFrame::Event(EventFrame { id, run_id: f.opt_string("runId"), event }),
+                    Ok(event) => ServerFrameOf::Event(EventFrame { id, run_id: f.opt_string("runId"), event }),
                     Err(error) => return Err(error),
                 }
             }
-            "ERROR" => ServerFrame::Error(ErrorFrame {
+            "ERROR" => ServerFrameOf::Error(ErrorFrame {
                 id,
                 code: f.name("code", ErrorCode::parse, ErrorCode::Internal),
                 message: f.string("message"),
@@ -258,9 +288,9 @@ impl ServerFrame {
     }
 }
 
-impl<'de> Deserialize<'de> for ServerFrame {
+impl<'de, E: EventPayload> Deserialize<'de> for ServerFrameOf<E> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        ServerFrame::from_value(&Value::deserialize(deserializer)?).map_err(D::Error::custom)
+        ServerFrameOf::decode_value(&Value::deserialize(deserializer)?).map_err(D::Error::custom)
     }
 }
 

@@ -1,5 +1,5 @@
-//! Hand-written encoding of what the browser runtime writes: [`ClientFrame`]s and, for its
-//! JavaScript subscribers, [`RunEvent`]s.
+//! Hand-written encoding of what the browser runtime writes: [`ClientFrame`]s, and the
+//! [`JsonObject`] builder its JavaScript views use.
 //!
 //! serde's derived encoders, driven into `serde_json::Value`, cost the browser module about
 //! 10 kB; these functions build the same values directly. Tests hold them to the derived
@@ -107,51 +107,6 @@ impl ClientFrame {
             ClientFrame::ToolProgress(progress) => {
                 object.text("callId", &progress.call_id).text("message", &progress.message)
             }
-        }
-        .build()
-    }
-}
-
-impl RunEvent {
-    /// The event as a JSON value, as `EVENT` frames carry it.
-    pub fn to_value(&self) -> Value {
-        let object = JsonObject::new();
-        match self {
-            RunEvent::RunStart(event) => object.text("kind", "run_start").text("text", &event.text),
-            RunEvent::TurnStart(event) => object.text("kind", "turn_start").value("turn", Value::from(event.turn)),
-            RunEvent::ToolExecutionStart(event) => object
-                .text("kind", "tool_execution_start")
-                .text("callId", &event.call_id)
-                .text("tool", &event.tool)
-                .value("args", event.args.clone()),
-            RunEvent::ToolExecutionEnd(event) => object
-                .text("kind", "tool_execution_end")
-                .text("callId", &event.call_id)
-                .text("tool", &event.tool)
-                .text("status", event.status.as_str())
-                .text("output", &event.output),
-            RunEvent::TurnEnd(event) => {
-                object.text("kind", "turn_end").value("turn", Value::from(event.turn)).text("reply", &event.reply)
-            }
-            RunEvent::RunEnd(event) => object
-                .text("kind", "run_end")
-                .text("status", event.status.as_str())
-                .value("turns", Value::from(event.turns))
-                .maybe_text("error", event.error.as_ref()),
-            RunEvent::ToolCollision(event) => object.text("kind", "tool_collision").text("tool", &event.tool),
-            RunEvent::ToolProgress(event) => {
-                object.text("kind", "tool_progress").text("callId", &event.call_id).text("message", &event.message)
-            }
-            RunEvent::Hook(audit) => object
-                .text("kind", "hook")
-                .text("hookId", &audit.hook_id)
-                .text("level", &audit.level)
-                .text("hookEvent", &audit.hook_event)
-                .text("decision", &audit.decision)
-                .maybe_text("reason", audit.reason.as_ref())
-                .value("durationMs", Value::from(audit.duration_ms))
-                .maybe("exitCode", audit.exit_code.map(Value::from))
-                .text("decidedBy", audit.decided_by.as_str()),
         }
         .build()
     }

@@ -443,16 +443,24 @@ pub struct AgentMessage {
 }
 
 /// `EVENT`: something happened in a run. Observe-only, for dev tools and audit.
+///
+/// `E` is what the event is read as: a typed [`RunEvent`] (the default), or the JSON value
+/// as sent (`serde_json::Value`) for a receiver that only forwards events, as the browser
+/// runtime does (see [`EventPayload`](crate::EventPayload)).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct EventFrame {
+#[schemars(
+    rename = "EventFrame",
+    description = "`EVENT`: something happened in a run. Observe-only, for dev tools and audit."
+)]
+pub struct EventFrame<E = RunEvent> {
     /// Frame id.
     pub id: String,
     /// The run it belongs to, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
     /// What happened.
-    pub event: RunEvent,
+    pub event: E,
 }
 
 /// `ERROR`: something the peer sent was refused, or something failed.
@@ -674,10 +682,16 @@ pub enum ClientFrame {
     ToolProgress(ToolProgress),
 }
 
-/// A frame sent by the server to the browser runtime.
+/// A frame sent by the server to the browser runtime, with `EVENT` frames carrying typed
+/// [`RunEvent`]s. [`ServerFrameOf`] names the same frames with events read otherwise.
+pub type ServerFrame = ServerFrameOf<RunEvent>;
+
+/// A frame sent by the server to the browser runtime; `E` is what `EVENT` frames carry (see
+/// [`EventFrame`]). Usually named through [`ServerFrame`].
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ServerFrame {
+#[schemars(rename = "ServerFrame", description = "A frame sent by the server to the browser runtime.")]
+pub enum ServerFrameOf<E> {
     /// `WELCOME`
     Welcome(Welcome),
     /// `TOOL_CALL`
@@ -689,7 +703,7 @@ pub enum ServerFrame {
     /// `AGENT_MESSAGE`
     AgentMessage(AgentMessage),
     /// `EVENT`
-    Event(EventFrame),
+    Event(EventFrame<E>),
     /// `ERROR`
     Error(ErrorFrame),
 }
@@ -722,16 +736,22 @@ impl ClientFrame {
 }
 
 impl ServerFrame {
+    /// Every `type` tag a server frame can have.
+    pub const TYPES: [&'static str; 7] =
+        ["WELCOME", "TOOL_CALL", "TOOL_CANCEL", "TOOL_RESULT_ACK", "AGENT_MESSAGE", "EVENT", "ERROR"];
+}
+
+impl<E> ServerFrameOf<E> {
     /// Sets the frame's id (the server numbers a session's frames as it sends them).
     pub fn set_id(&mut self, id: String) {
         match self {
-            ServerFrame::Welcome(f) => f.id = id,
-            ServerFrame::ToolCall(f) => f.id = id,
-            ServerFrame::ToolCancel(f) => f.id = id,
-            ServerFrame::ToolResultAck(f) => f.id = id,
-            ServerFrame::AgentMessage(f) => f.id = id,
-            ServerFrame::Event(f) => f.id = id,
-            ServerFrame::Error(f) => f.id = id,
+            ServerFrameOf::Welcome(f) => f.id = id,
+            ServerFrameOf::ToolCall(f) => f.id = id,
+            ServerFrameOf::ToolCancel(f) => f.id = id,
+            ServerFrameOf::ToolResultAck(f) => f.id = id,
+            ServerFrameOf::AgentMessage(f) => f.id = id,
+            ServerFrameOf::Event(f) => f.id = id,
+            ServerFrameOf::Error(f) => f.id = id,
         }
     }
 
@@ -740,33 +760,29 @@ impl ServerFrame {
         self.id().strip_prefix('s')?.parse().ok()
     }
 
-    /// Every `type` tag a server frame can have.
-    pub const TYPES: [&'static str; 7] =
-        ["WELCOME", "TOOL_CALL", "TOOL_CANCEL", "TOOL_RESULT_ACK", "AGENT_MESSAGE", "EVENT", "ERROR"];
-
     /// The frame's `type` tag.
     pub fn type_name(&self) -> &'static str {
         match self {
-            ServerFrame::Welcome(_) => "WELCOME",
-            ServerFrame::ToolCall(_) => "TOOL_CALL",
-            ServerFrame::ToolCancel(_) => "TOOL_CANCEL",
-            ServerFrame::ToolResultAck(_) => "TOOL_RESULT_ACK",
-            ServerFrame::AgentMessage(_) => "AGENT_MESSAGE",
-            ServerFrame::Event(_) => "EVENT",
-            ServerFrame::Error(_) => "ERROR",
+            ServerFrameOf::Welcome(_) => "WELCOME",
+            ServerFrameOf::ToolCall(_) => "TOOL_CALL",
+            ServerFrameOf::ToolCancel(_) => "TOOL_CANCEL",
+            ServerFrameOf::ToolResultAck(_) => "TOOL_RESULT_ACK",
+            ServerFrameOf::AgentMessage(_) => "AGENT_MESSAGE",
+            ServerFrameOf::Event(_) => "EVENT",
+            ServerFrameOf::Error(_) => "ERROR",
         }
     }
 
     /// The frame's id.
     pub fn id(&self) -> &str {
         match self {
-            ServerFrame::Welcome(f) => &f.id,
-            ServerFrame::ToolCall(f) => &f.id,
-            ServerFrame::ToolCancel(f) => &f.id,
-            ServerFrame::ToolResultAck(f) => &f.id,
-            ServerFrame::AgentMessage(f) => &f.id,
-            ServerFrame::Event(f) => &f.id,
-            ServerFrame::Error(f) => &f.id,
+            ServerFrameOf::Welcome(f) => &f.id,
+            ServerFrameOf::ToolCall(f) => &f.id,
+            ServerFrameOf::ToolCancel(f) => &f.id,
+            ServerFrameOf::ToolResultAck(f) => &f.id,
+            ServerFrameOf::AgentMessage(f) => &f.id,
+            ServerFrameOf::Event(f) => &f.id,
+            ServerFrameOf::Error(f) => &f.id,
         }
     }
 }

@@ -16,6 +16,7 @@ mod frames;
 mod quoted;
 
 pub use codec::{ProtocolError, decode_client_frame, decode_server_frame, encode_frame, protocol_schema};
+pub use decode::EventPayload;
 pub use encode::JsonObject;
 pub use frames::*;
 pub use quoted::Quoted;

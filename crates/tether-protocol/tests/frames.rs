@@ -552,6 +552,22 @@ fn the_hand_written_server_decoder_refuses_bad_frames() {
 }
 
 #[test]
+fn a_forwarding_receiver_gets_events_as_sent() {
+    let text = r#"{"type":"EVENT","id":"s4","runId":"r1","event":{"kind":"turn_start","turn":2,"extra":[1]}}"#;
+    let value: Value = serde_json::from_str(text).unwrap();
+    let ServerFrameOf::Event(frame) = ServerFrameOf::<Value>::decode_value(&value).unwrap() else { panic!("an EVENT") };
+    assert_eq!((frame.id.as_str(), frame.run_id.as_deref()), ("s4", Some("r1")));
+    assert_eq!(frame.event, value["event"]);
+    // The typed reader drops what it does not know; the forwarding one keeps it.
+    let ServerFrame::Event(typed) = ServerFrame::from_value(&value).unwrap() else { panic!("an EVENT") };
+    assert_eq!(typed.event, RunEvent::TurnStart(TurnStartEvent { turn: 2 }));
+    for bad in [r#"{"type":"EVENT","id":"s5","event":{"turn":2}}"#, r#"{"type":"EVENT","id":"s5","event":"x"}"#] {
+        let value: Value = serde_json::from_str(bad).unwrap();
+        assert!(ServerFrameOf::<Value>::decode_value(&value).is_err(), "{bad}");
+    }
+}
+
+#[test]
 fn decode_errors_name_the_first_problem() {
     let cases = [
         (r#"{"id":"s1"}"#, "missing field `type` in a frame"),
@@ -592,9 +608,8 @@ proptest! {
     }
 
     #[test]
-    fn the_hand_written_encoders_write_what_the_derived_ones_write(frame in client_frame(), event in run_event()) {
+    fn the_hand_written_encoder_writes_what_the_derived_one_writes(frame in client_frame()) {
         prop_assert_eq!(frame.to_value(), serde_json::to_value(&frame).unwrap());
-        prop_assert_eq!(event.to_value(), serde_json::to_value(&event).unwrap());
     }
 
     #[test]

@@ -22,7 +22,7 @@ use tether_core::{
 };
 use tether_protocol::{
     ClientFrame, ContextUpdate, ErrorCode, Hello, JsonObject, PROTOCOL_VERSION, PageInfo, ResultStatus, Resume,
-    RunEvent, RunStatus, ServerFrame, ToolResult, ToolSpec, UserMessage,
+    RunStatus, ServerFrameOf, ToolResult, ToolSpec, UserMessage,
 };
 use wasm_bindgen_futures::spawn_local;
 
@@ -194,8 +194,10 @@ pub enum ClientEvent {
     Run {
         /// The run.
         run_id: Option<String>,
-        /// What happened.
-        event: RunEvent,
+        /// What happened: the event's JSON as the server sent it (its `kind` names it;
+        /// [`RunEvent::from_value`](tether_protocol::RunEvent::from_value) reads it typed). The
+        /// runtime only forwards run events, so it does not decode them.
+        event: Value,
     },
     /// The server refused something the client sent.
     ServerError {
@@ -326,7 +328,7 @@ impl ClientEvent {
                 .value("done", Value::Bool(*done))
                 .value("status", status.map_or(Value::Null, |status| Value::from(status.as_str()))),
             ClientEvent::Run { run_id, event } => {
-                object.text("type", "run").value("runId", Value::from(run_id.clone())).value("event", event.to_value())
+                object.text("type", "run").value("runId", Value::from(run_id.clone())).value("event", event.clone())
             }
             ClientEvent::ServerError { code, message } => {
                 object.text("type", "serverError").text("code", code.as_str()).text("message", message)
@@ -838,22 +840,22 @@ impl Client {
 
     /// Handles one text frame from the server.
     pub(crate) fn receive(&self, text: &str) {
-        match crate::json::parse(text).and_then(|value| ServerFrame::from_value(&value)) {
+        match crate::json::parse(text).and_then(|value| ServerFrameOf::<Value>::decode_value(&value)) {
             Ok(frame) => self.on_frame(frame),
             Err(error) => self.report(&WebError::Protocol(error)),
         }
     }
 
-    fn on_frame(&self, frame: ServerFrame) {
-        if !matches!(frame, ServerFrame::Welcome(_)) {
+    fn on_frame(&self, frame: ServerFrameOf<Value>) {
+        if !matches!(frame, ServerFrameOf::Welcome(_)) {
             if let Some(seq) = frame.seq() {
                 let mut inner = self.inner();
                 inner.last_seq = Some(inner.last_seq.map_or(seq, |last| last.max(seq)));
             }
         }
         match frame {
-            ServerFrame::Welcome(welcome) => self.on_welcome(welcome),
-            ServerFrame::ToolCall(call) => {
+            ServerFrameOf::Welcome(welcome) => self.on_welcome(welcome),
+            ServerFrameOf::ToolCall(call) => {
                 self.emit(&ClientEvent::CallStarted {
                     call_id: call.call_id.clone(),
                     tool: call.name.clone(),
@@ -863,7 +865,7 @@ impl Client {
                     CallRequest { call_id: call.call_id, tool: call.name, args: call.args, server_risk: call.risk };
                 self.start_call(request);
             }
-            ServerFrame::ToolCancel(cancel) => {
+            ServerFrameOf::ToolCancel(cancel) => {
                 let step = {
                     let mut inner = self.inner();
                     if let Some(state) = inner.calls.get_mut(&cancel.call_id) {
@@ -875,15 +877,15 @@ impl Client {
                     self.drive(step);
                 }
             }
-            ServerFrame::ToolResultAck(ack) => self.inner().outbox.retain(|r| r.call_id != ack.call_id),
-            ServerFrame::AgentMessage(message) => self.emit(&ClientEvent::AgentMessage {
+            ServerFrameOf::ToolResultAck(ack) => self.inner().outbox.retain(|r| r.call_id != ack.call_id),
+            ServerFrameOf::AgentMessage(message) => self.emit(&ClientEvent::AgentMessage {
                 run_id: message.run_id,
                 delta: message.delta,
                 done: message.done,
                 status: message.status,
             }),
-            ServerFrame::Event(event) => self.emit(&ClientEvent::Run { run_id: event.run_id, event: event.event }),
-            ServerFrame::Error(error) => {
+            ServerFrameOf::Event(event) => self.emit(&ClientEvent::Run { run_id: event.run_id, event: event.event }),
+            ServerFrameOf::Error(error) => {
                 self.emit(&ClientEvent::ServerError { code: error.code, message: error.message.clone() });
                 self.report(&WebError::Server { code: error.code, message: error.message });
             }
@@ -1213,7 +1215,7 @@ fn next_id(inner: &mut Inner) -> String {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use tether_protocol::{RunEndEvent, RunStatus};
+    use tether_protocol::RunStatus;
     use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
@@ -1252,12 +1254,9 @@ mod tests {
             ClientEvent::AgentMessage { run_id: "r".into(), delta: "".into(), done: false, status: None },
             ClientEvent::Run {
                 run_id: Some("r".into()),
-                event: RunEvent::RunEnd(RunEndEvent { status: RunStatus::Failed, turns: 2, error: Some("x".into()) }),
+                event: json!({"kind": "run_end", "status": "failed", "turns": 2, "error": "x"}),
             },
-            ClientEvent::Run {
-                run_id: None,
-                event: RunEvent::RunEnd(RunEndEvent { status: RunStatus::Completed, turns: 1, error: None }),
-            },
+            ClientEvent::Run { run_id: None, event: json!({"kind": "turn_start", "turn": 1}) },
             ClientEvent::ServerError { code: ErrorCode::MalformedFrame, message: "bad".into() },
         ];
         for event in events {

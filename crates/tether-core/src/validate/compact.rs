@@ -371,13 +371,11 @@ impl<R: RegexEngine> Compiler<'_, R> {
             return Err(keyword_error(pointer, "multipleOf", "multipleOf must be greater than 0"));
         }
         if let Some(value) = map.get("type") {
-            node.types = parse_types(value).ok_or_else(|| {
-                keyword_error(pointer, "type", "type must be a type name or an array of type names")
-            })?;
+            node.types = parse_types(value)
+                .ok_or_else(|| keyword_error(pointer, "type", "type must be a type name or an array of type names"))?;
         }
         if let Some(value) = map.get("enum") {
-            let values =
-                value.as_array().ok_or_else(|| keyword_error(pointer, "enum", "enum must be an array"))?;
+            let values = value.as_array().ok_or_else(|| keyword_error(pointer, "enum", "enum must be an array"))?;
             node.enumeration = Some(values.clone());
         }
         if let Some(value) = map.get("required") {
@@ -931,9 +929,10 @@ mod tests {
         expected.sort();
         assert_eq!(got, expected);
         let closed = json!({"type": ["object", "null"], "additionalProperties": false});
-        assert_eq!(errors(closed.clone(), json!({"x": 1, "y": 2})), [
-            "/: Additional properties are not allowed ('x', 'y' were unexpected)"
-        ]);
+        assert_eq!(
+            errors(closed.clone(), json!({"x": 1, "y": 2})),
+            ["/: Additional properties are not allowed ('x', 'y' were unexpected)"]
+        );
         assert_eq!(errors(closed, json!(7)), ["/: 7 is not of types \"null\", \"object\""]);
     }
 
