@@ -9,9 +9,12 @@ use crate::cmd::{in_repo, repo_root, run, step};
 use crate::toolchain::{self, Needs, WasmToolchain};
 use crate::wasm::{ModuleSizes, build_module, print_sizes};
 
-/// Ceiling for the browser runtime (wasm + minified JS glue, gzip). The goal is 60 kB; this
-/// guard holds what is measured today so that growth fails the tests (see README, "Sizes").
-const RUNTIME_SIZE_CEILING_GZIP: u64 = 115 * 1024;
+/// The browser runtime's budget: wasm + minified JS glue, gzip, in bytes (see README, "Sizes").
+/// It holds for the shipping build, which compiles std from source.
+const RUNTIME_SIZE_BUDGET_GZIP: u64 = 60_000;
+/// The guard where std cannot be built from source (rustup without `rust-src`): its prebuilt
+/// std carries panic formatting, about 9 kB more.
+const RUNTIME_SIZE_GUARD_PREBUILT_STD_GZIP: u64 = 72_000;
 
 pub(crate) fn setup() -> Result<()> {
     toolchain::setup(Needs { browser: true })?;
@@ -219,12 +222,18 @@ pub(crate) fn test(_args: &[String]) -> Result<()> {
     let runtime = runtime_module(toolchain)?;
     let (storefront, storefront_sizes) = build_storefront(toolchain)?;
     print_sizes(&[runtime.clone(), storefront_sizes]);
-    if runtime.total_gzip() > RUNTIME_SIZE_CEILING_GZIP {
-        bail!(
-            "the browser runtime is {} bytes gzip, over its ceiling of {RUNTIME_SIZE_CEILING_GZIP}",
-            runtime.total_gzip()
+    let ceiling = if toolchain.ships_std_from_source() {
+        RUNTIME_SIZE_BUDGET_GZIP
+    } else {
+        eprintln!(
+            "[xtask] note: std is prebuilt here, so the runtime is checked against {RUNTIME_SIZE_GUARD_PREBUILT_STD_GZIP} bytes, not its budget"
         );
+        RUNTIME_SIZE_GUARD_PREBUILT_STD_GZIP
+    };
+    if runtime.total_gzip() > ceiling {
+        bail!("the browser runtime is {} bytes gzip, over its budget of {ceiling}", runtime.total_gzip());
     }
+    eprintln!("[xtask] the browser runtime is {} bytes gzip, within its budget of {ceiling}", runtime.total_gzip());
 
     step("the React package: build, unit tests (vitest), types (tsc), packaging (npm pack into a fresh Vite app)");
     for script in ["react:build", "react:test", "react:typecheck", "react:pack-test", "storefront-react:build"] {

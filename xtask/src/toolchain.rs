@@ -49,15 +49,31 @@ impl WasmToolchain {
         self.cargo_in(subcommand, "target/wasm")
     }
 
-    /// A `cargo` command that builds what ships to browsers: with std built from source
-    /// (Debian toolchain) panics abort immediately, without formatting machinery (about 9 kB
-    /// gzip less). The flags differ from test builds, so it has its own target directory.
+    /// A `cargo` command that builds what ships to browsers: with std built from source, so
+    /// that panics abort immediately, without formatting machinery (about 9 kB gzip less).
+    /// The flags differ from test builds, so it has its own target directory.
     pub(crate) fn cargo_shipping(self, subcommand: &str) -> Command {
         let mut command = self.cargo_in(subcommand, "target/wasm-ship");
-        if self == WasmToolchain::Debian {
+        if self == WasmToolchain::Rustup && self.ships_std_from_source() {
+            // rustup's prebuilt std cannot abort without formatting: build it from `rust-src`
+            // as the Debian toolchain does (RUSTC_BOOTSTRAP lets a stable compiler take -Z).
+            command.arg("-Zbuild-std=std,panic_abort").env("RUSTC_BOOTSTRAP", "1");
+        }
+        if self.ships_std_from_source() {
             command.env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS", "-Zunstable-options -Cpanic=immediate-abort");
         }
         command
+    }
+
+    /// Whether shipping builds compile std from source (always with the Debian toolchain; with
+    /// rustup when its `rust-src` component is installed). Size budgets hold for such builds.
+    pub(crate) fn ships_std_from_source(self) -> bool {
+        match self {
+            WasmToolchain::Debian => true,
+            WasmToolchain::Rustup => probe("rustc", &["--print", "sysroot"]).is_some_and(|sysroot| {
+                std::path::Path::new(sysroot.trim()).join("lib/rustlib/src/rust/library/Cargo.lock").is_file()
+            }),
+        }
     }
 
     fn cargo_in(self, subcommand: &str, target_dir: &str) -> Command {
@@ -215,6 +231,14 @@ pub(crate) fn setup(needs: Needs) -> Result<WasmToolchain> {
             WasmToolchain::detect().context("the Debian wasm toolchain is still not usable after installing it")?
         }
     };
+    if toolchain == WasmToolchain::Rustup && !toolchain.ships_std_from_source() {
+        // Shipping builds compile std from source (see `cargo_shipping`); without the component
+        // they still build, bigger, and the size check says so.
+        let added = run(Command::new("rustup").args(["component", "add", "rust-src"])).is_ok();
+        if !added {
+            eprintln!("[xtask] note: rustup could not add rust-src; browser modules ship with the prebuilt std");
+        }
+    }
     install_wasm_bindgen_cli()?;
     let browser_missing =
         !std::path::Path::new("/usr/bin/chromium").exists() || !std::path::Path::new("/usr/bin/chromedriver").exists();

@@ -173,7 +173,7 @@ fn replace_member(text: &str, from: &str, to: &str) -> String {
 /// Prints the size table.
 pub(crate) fn print_sizes(modules: &[ModuleSizes]) {
     println!(
-        "| module | raw .wasm | after wasm-bindgen | after wasm-opt -Oz | .wasm gzip | JS glue min+gzip | total gzip |"
+        "| module | raw .wasm | after wasm-bindgen | after wasm-opt -Oz (names shortened) | .wasm gzip | JS glue min+gzip | total gzip |"
     );
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     for m in modules {
