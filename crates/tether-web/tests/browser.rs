@@ -44,17 +44,22 @@ struct Harness {
 }
 
 impl Harness {
-    /// A connected client (welcomed by the peer).
-    async fn connect() -> Harness {
-        let mut config = ClientConfig::new(peer_url());
-        config.reconnect_base_ms = 20;
+    /// A client for `config` whose events are recorded, not yet connected.
+    fn new(config: ClientConfig) -> Harness {
         let client = Client::new(config);
         let (sender, events) = mpsc::unbounded();
         client.subscribe(move |event| {
             let _ = sender.unbounded_send(event.clone());
         });
-        client.connect();
-        let mut harness = Harness { client, events };
+        Harness { client, events }
+    }
+
+    /// A connected client (welcomed by the peer).
+    async fn connect() -> Harness {
+        let mut config = ClientConfig::new(peer_url());
+        config.reconnect_base_ms = 20;
+        let mut harness = Harness::new(config);
+        harness.client.connect();
         harness.wait_for(|e| matches!(e, ClientEvent::Welcome { .. })).await;
         harness
     }
@@ -300,13 +305,8 @@ async fn a_server_that_cannot_be_reached_is_retried_until_disconnect() {
     let mut config = ClientConfig::new("ws://127.0.0.1:9/ws");
     config.reconnect_base_ms = 5;
     config.reconnect_max_ms = 10;
-    let client = Client::new(config);
-    let (sender, events) = mpsc::unbounded();
-    client.subscribe(move |event| {
-        let _ = sender.unbounded_send(event.clone());
-    });
-    client.connect();
-    let mut h = Harness { client, events };
+    let mut h = Harness::new(config);
+    h.client.connect();
     h.wait_for(
         |e| matches!(e, ClientEvent::Connection { state: ConnectionState::Reconnecting, attempt } if *attempt >= 3),
     )
