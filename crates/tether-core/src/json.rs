@@ -17,6 +17,22 @@ fn as_i128(number: &Number) -> Option<i128> {
     number.as_i64().map(i128::from).or_else(|| number.as_u64().map(i128::from))
 }
 
+/// The JSON integer (`u64` or `i64`) a float equals, when it equals one: `3.0` is `3`, `2.5`,
+/// `1e20` and non-finite values are not.
+pub fn integer_number(float: f64) -> Option<Number> {
+    const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
+    const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+    if float.fract() != 0.0 {
+        None
+    } else if (0.0..TWO_POW_64).contains(&float) {
+        Some(Number::from(float as u64))
+    } else if (-TWO_POW_63..0.0).contains(&float) {
+        Some(Number::from(float as i64))
+    } else {
+        None
+    }
+}
+
 /// Whether a number is an integer in the JSON Schema sense (`1.0` is one).
 pub(crate) fn is_integer(number: &Number) -> bool {
     number.is_i64() || number.is_u64() || number.as_f64().is_some_and(|f| f.is_finite() && f.fract() == 0.0)
@@ -40,15 +56,8 @@ pub(crate) fn canonical_key(value: &Value, out: &mut String) {
     match value {
         Value::Number(number) => {
             // Integral floats are written as the integer they equal, so `1.0` and `1` agree.
-            let float = number.as_f64().unwrap_or(f64::NAN);
-            let integral = as_i128(number).is_none() && float.fract() == 0.0;
-            if integral && (0.0..18_446_744_073_709_551_616.0).contains(&float) {
-                out.push_str(&(float as u64).to_string());
-            } else if integral && (-9_223_372_036_854_775_808.0..0.0).contains(&float) {
-                out.push_str(&(float as i64).to_string());
-            } else {
-                out.push_str(&number.to_string());
-            }
+            let integer = number.as_f64().filter(|_| as_i128(number).is_none()).and_then(integer_number);
+            out.push_str(&integer.as_ref().unwrap_or(number).to_string());
         }
         Value::Array(items) => {
             out.push('[');
@@ -260,6 +269,17 @@ mod tests {
         match value {
             Value::Number(n) => n,
             _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn integral_floats_become_integers() {
+        assert_eq!(integer_number(3.0), Some(Number::from(3_u64)));
+        assert_eq!(integer_number(-0.0), Some(Number::from(0_u64)));
+        assert_eq!(integer_number(-4e18), Some(Number::from(-4_000_000_000_000_000_000_i64)));
+        assert_eq!(integer_number(9.3e18), Some(Number::from(9_300_000_000_000_000_000_u64)));
+        for not_one in [2.5, 1e20, -1e19, f64::NAN, f64::INFINITY] {
+            assert_eq!(integer_number(not_one), None, "{not_one}");
         }
     }
 

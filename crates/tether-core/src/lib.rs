@@ -25,6 +25,7 @@ pub use executor::{
     ApprovalDecision, ApprovalRequest, CallRequest, DEFAULT_APPROVAL_TIMEOUT_MS, DEFAULT_HANDLER_TIMEOUT_MS, Executor,
     ExecutorConfig, HookOutcome, Outcome, Phase, Step,
 };
+pub use json::integer_number;
 pub use policy::{PolicyDecision, decide, effective_risk};
 pub use registry::{
     ContextSnapshot, LIMIT_EVENT, MAX_TOOL_NAME_LEN, OwnerId, RefusedTool, Registered, RegisteredTool, RegistryEvent,

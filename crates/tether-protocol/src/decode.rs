@@ -175,12 +175,8 @@ impl RunEvent {
                 }),
                 decided_by: f.name("decidedBy", HookDecidedBy::parse, HookDecidedBy::Hook),
             }),
-            other => {
-                if let Some(error) = f.error.take() {
-                    return Err(error);
-                }
-                return Err(format!("unknown event kind {}", Quoted(other)));
-            }
+            // A missing or mistyped `kind` was recorded first and is the better message.
+            other => return Err(f.error.take().unwrap_or_else(|| format!("unknown event kind {}", Quoted(other)))),
         };
         f.finish(event)
     }
@@ -261,16 +257,11 @@ impl<E: EventPayload> ServerFrameOf<E> {
                 done: f.bool("done"),
                 status: f.opt_name("status", RunStatus::parse),
             }),
-            "EVENT" => {
-                let event = match f.map.get("event") {
-                    Some(event) => E::from_event_value(event),
-                    None => Err(format!("missing field `event` in {}", f.what)),
-                };
-                match event {
-                    Ok(event) => ServerFrameOf::Event(EventFrame { id, run_id: f.opt_string("runId"), event }),
-                    Err(error) => return Err(error),
-                }
-            }
+            "EVENT" => match E::from_event_value(f.required("event")) {
+                Ok(event) => ServerFrameOf::Event(EventFrame { id, run_id: f.opt_string("runId"), event }),
+                // The first problem wins: a bad `id`, or a missing `event` (recorded by `required`).
+                Err(error) => return Err(f.error.take().unwrap_or(error)),
+            },
             "ERROR" => ServerFrameOf::Error(ErrorFrame {
                 id,
                 code: f.name("code", ErrorCode::parse, ErrorCode::Internal),
@@ -278,10 +269,7 @@ impl<E: EventPayload> ServerFrameOf<E> {
                 reply_to: f.opt_string("replyTo"),
             }),
             other => {
-                if let Some(error) = f.error.take() {
-                    return Err(error);
-                }
-                return Err(format!("unknown server frame type {}", Quoted(other)));
+                return Err(f.error.take().unwrap_or_else(|| format!("unknown server frame type {}", Quoted(other))));
             }
         };
         f.finish(frame)

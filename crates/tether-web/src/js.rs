@@ -182,11 +182,7 @@ fn definition(value: &JsValue) -> Result<ToolDef, JsError> {
 }
 
 fn error_text(error: &JsValue) -> String {
-    error
-        .dyn_ref::<js_sys::Error>()
-        .map(|e| String::from(e.message()))
-        .or_else(|| error.as_string())
-        .unwrap_or_else(|| "the handler failed".into())
+    crate::js_error_message(error).or_else(|| error.as_string()).unwrap_or_else(|| "the handler failed".into())
 }
 
 /// Calls a JS function and awaits its result if it is a Promise.

@@ -43,10 +43,8 @@ pub(crate) fn from_js(value: &JsValue) -> Result<Value, String> {
 
 /// Parses JSON text with the browser's `JSON.parse`.
 pub(crate) fn parse(text: &str) -> Result<Value, String> {
-    let value = JSON::parse(text).map_err(|error| {
-        let reason = error.dyn_ref::<js_sys::Error>().map(|e| String::from(e.message()));
-        format!("not JSON: {}", reason.unwrap_or_default())
-    })?;
+    let value = JSON::parse(text)
+        .map_err(|error| format!("not JSON: {}", crate::js_error_message(&error).unwrap_or_default()))?;
     from_js(&value)
 }
 
@@ -58,15 +56,7 @@ pub(crate) fn stringify(value: &Value) -> String {
 
 /// A JSON number for a JavaScript number: integers stay integers (so `as_u64` reads them).
 fn number(float: f64) -> Value {
-    const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
-    const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
-    if float.fract() == 0.0 && (0.0..TWO_POW_64).contains(&float) {
-        Value::Number(Number::from(float as u64))
-    } else if float.fract() == 0.0 && (-TWO_POW_63..0.0).contains(&float) {
-        Value::Number(Number::from(float as i64))
-    } else {
-        Number::from_f64(float).map_or(Value::Null, Value::Number)
-    }
+    tether_core::integer_number(float).or_else(|| Number::from_f64(float)).map_or(Value::Null, Value::Number)
 }
 
 /// `None` is what `JSON.stringify` leaves out: `undefined`, functions, symbols.

@@ -35,6 +35,12 @@ pub use tether_core::{
 };
 pub use tether_protocol::{ErrorCode, RunEvent, RunStatus};
 
+/// The message of a thrown JavaScript `Error`, when the value is one.
+pub(crate) fn js_error_message(error: &wasm_bindgen::JsValue) -> Option<String> {
+    use wasm_bindgen::JsCast;
+    error.dyn_ref::<js_sys::Error>().map(|e| String::from(e.message()))
+}
+
 /// What the browser runtime reports to the error callback.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WebError {

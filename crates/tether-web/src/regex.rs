@@ -22,12 +22,9 @@ impl RegexEngine for BrowserRegex {
     type Regex = JsRegex;
 
     fn compile(&self, pattern: &str) -> Result<JsRegex, String> {
-        new_regexp(pattern, "u").map(JsRegex).map_err(|error| {
-            error
-                .dyn_ref::<js_sys::Error>()
-                .map(|e| String::from(e.message()))
-                .unwrap_or_else(|| "invalid pattern".into())
-        })
+        new_regexp(pattern, "u")
+            .map(JsRegex)
+            .map_err(|error| crate::js_error_message(&error).unwrap_or_else(|| "invalid pattern".into()))
     }
 }
 

@@ -60,7 +60,7 @@ pub(crate) fn open(client: &Client) {
     let socket = match WebSocket::new(url) {
         Ok(socket) => socket,
         Err(error) => {
-            let reason = error.dyn_ref::<js_sys::Error>().map(|e| String::from(e.message())).unwrap_or_default();
+            let reason = crate::js_error_message(&error).unwrap_or_default();
             client.connection_error(format!("cannot open {url}: {reason}"));
             closed(client);
             return;
