@@ -84,7 +84,8 @@ pub(crate) fn bench(args: &[String]) -> Result<()> {
 /// The latency benchmark in headless Chromium (bench/browser), ajv side by side.
 fn browser_latency() -> Result<()> {
     let toolchain = toolchain::setup(Needs { browser: true })?;
-    // The runtime as shipped, plus the `dev-api` methods the benchmark calls.
+    // The runtime as shipped, plus the `dev-api` methods the benchmark calls (`invokeLocal`,
+    // `validate`), in its own folder so that the shipped module is not overwritten.
     let runtime = build_module(
         toolchain,
         "tether-web",

@@ -54,12 +54,13 @@ impl WasmToolchain {
     /// The flags differ from test builds, so it has its own target directory.
     pub(crate) fn cargo_shipping(self, subcommand: &str) -> Command {
         let mut command = self.cargo_in(subcommand, "target/wasm-ship");
-        if self == WasmToolchain::Rustup && self.ships_std_from_source() {
+        let from_source = self.ships_std_from_source();
+        if self == WasmToolchain::Rustup && from_source {
             // rustup's prebuilt std cannot abort without formatting: build it from `rust-src`
             // as the Debian toolchain does (RUSTC_BOOTSTRAP lets a stable compiler take -Z).
             command.arg("-Zbuild-std=std,panic_abort").env("RUSTC_BOOTSTRAP", "1");
         }
-        if self.ships_std_from_source() {
+        if from_source {
             command.env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS", "-Zunstable-options -Cpanic=immediate-abort");
         }
         command

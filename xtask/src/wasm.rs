@@ -82,8 +82,7 @@ pub(crate) fn build_module(
     run(in_repo("wasm-bindgen").args(["--target", "web", "--out-dir"]).arg(out_dir).arg(&raw_path))?;
     let bindgen_path = out_dir.join(format!("{crate_name}_bg.wasm"));
     let bindgen = size(&bindgen_path)?;
-    run(in_repo(wasm_opt()).arg("-Oz").arg(&bindgen_path).arg("-o").arg(&bindgen_path))?;
-    minify_names(&bindgen_path, &out_dir.join(format!("{crate_name}.js")))?;
+    optimize(&bindgen_path, &out_dir.join(format!("{crate_name}.js")))?;
     Ok(ModuleSizes {
         label: label.to_string(),
         raw: size(&raw_path)?,
@@ -96,22 +95,24 @@ pub(crate) fn build_module(
     })
 }
 
-/// Shortens the module's import and export names (wasm-bindgen's carry hashes and mangled
-/// paths: about 3 kB gzip of the runtime across the wasm and its JS glue), then renames them in
-/// the JS glue that uses them, and drops the wasm's own `.d.ts`, which would list the old names.
+/// Runs `wasm-opt -Oz` on the module, shortens its import and export names (wasm-bindgen's
+/// carry hashes and mangled paths: about 3 kB gzip of the runtime across the wasm and its JS
+/// glue) and strips the producers and target-features sections, in one run; then renames the
+/// names in the JS glue that uses them, and drops the wasm's own `.d.ts`, which would list the
+/// old names.
 ///
 /// binaryen's `--minify-imports-and-exports-and-modules` does the renaming and prints the
 /// mapping. In wasm-bindgen's `--target web` glue (its version is pinned), every import is one
 /// `name:` key of the single import module's object, and every export is read as `wasm.name`.
-fn minify_names(wasm: &Path, glue: &Path) -> Result<()> {
+fn optimize(wasm: &Path, glue: &Path) -> Result<()> {
     let output = in_repo(wasm_opt())
         .arg(wasm)
-        .args(["--minify-imports-and-exports-and-modules", "--strip-producers", "--strip-target-features"])
+        .args(["-Oz", "--minify-imports-and-exports-and-modules", "--strip-producers", "--strip-target-features"])
         .arg("-o")
         .arg(wasm)
         .output()
         .context("running wasm-opt")?;
-    anyhow::ensure!(output.status.success(), "wasm-opt could not minify the names of {}", wasm.display());
+    anyhow::ensure!(output.status.success(), "wasm-opt could not optimise {}", wasm.display());
     let mapping: serde_json::Value =
         serde_json::from_slice(&output.stdout).context("reading the name mapping wasm-opt printed")?;
     let pairs = |key: &str, old: usize, new: usize| -> Result<Vec<(String, String)>> {
@@ -126,20 +127,17 @@ fn minify_names(wasm: &Path, glue: &Path) -> Result<()> {
             .collect()
     };
     let mut js = std::fs::read_to_string(glue).with_context(|| format!("reading {}", glue.display()))?;
-    let mut modules: Vec<String> = Vec::new();
-    for entry in mapping["imports"].as_array().context("imports in the mapping")? {
-        let module = entry[0].as_str().context("an import module")?.to_string();
-        if !modules.contains(&module) {
-            modules.push(module);
-        }
-    }
+    let imports = pairs("imports", 1, 2)?;
+    let mut modules: Vec<String> = pairs("imports", 0, 0)?.into_iter().map(|(module, _)| module).collect();
+    modules.sort();
+    modules.dedup();
     anyhow::ensure!(modules.len() <= 1, "the module imports from several modules: {modules:?}");
     for module in &modules {
         let key = format!("\"{module}\": ");
         anyhow::ensure!(js.matches(&key).count() == 1, "the glue names import module {module} other than once");
         js = js.replace(&key, "\"a\": ");
     }
-    for (old, new) in pairs("imports", 1, 2)? {
+    for (old, new) in imports {
         let key = format!("{old}: function");
         anyhow::ensure!(js.matches(&key).count() == 1, "the glue defines import {old} other than once");
         js = js.replace(&key, &format!("\"{new}\": function"));
