@@ -76,7 +76,7 @@ pub(crate) fn bench(args: &[String]) -> Result<()> {
     let only_browser = args.iter().any(|a| a == "--browser");
     if !only_browser {
         run(in_repo("cargo").args(["bench", "-p", "tether-core"]))?;
-        run(in_repo("cargo").args(["bench", "-p", "tether-server"]))?;
+        run(in_repo("cargo").args(["bench", "-p", "tether-agent", "-p", "tether-hooks", "-p", "tether-server"]))?;
     }
     browser_latency()
 }

@@ -3,36 +3,6 @@
 /// Everything the server library can fail with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ServerError {
-    /// The model provider answered with an error status (after retries, for 429 and 5xx).
-    #[error("model provider returned HTTP {status}: {message}")]
-    ProviderStatus {
-        /// The HTTP status.
-        status: u16,
-        /// The provider's message, cut to a readable length.
-        message: String,
-    },
-    /// The model provider could not be reached.
-    #[error("model provider unreachable: {0}")]
-    ProviderUnreachable(String),
-    /// The provider's reply could not be understood.
-    #[error("malformed reply from the model provider: {0}")]
-    MalformedReply(String),
-    /// An in-process hook returned an error.
-    #[error("hook {hook} failed: {message}")]
-    Hook {
-        /// Which hook.
-        hook: &'static str,
-        /// What it said.
-        message: String,
-    },
-    /// An in-process hook panicked.
-    #[error("hook {hook} panicked: {message}")]
-    HookPanicked {
-        /// Which hook.
-        hook: &'static str,
-        /// The panic message.
-        message: String,
-    },
     /// The configuration is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),

@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use tether_server::{
-    AgentLoop, ChatModel, DeclarativeHooks, HookConfig, OpenAiConfig, OpenAiProvider, RiskFloor, ScriptedModel,
-    ServerConfig, TetherServer,
-};
+use tether_agent::{AgentLoop, ChatModel, OpenAiConfig, OpenAiProvider, ScriptedModel};
+use tether_hooks::{DeclarativeHooks, HookConfig};
+use tether_server::{RiskFloor, ServerConfig, TetherServer};
 
 #[derive(Debug, Parser)]
 #[command(name = "tether", version, about = "The Tether agent server")]
@@ -50,10 +49,10 @@ struct ServeArgs {
     #[arg(long, default_value_t = 30)]
     max_active_tools: u32,
     /// Most turns per run.
-    #[arg(long, default_value_t = tether_server::DEFAULT_MAX_TURNS)]
+    #[arg(long, default_value_t = tether_agent::DEFAULT_MAX_TURNS)]
     max_turns: u32,
     /// Longest wall time of a run, in seconds.
-    #[arg(long, default_value_t = tether_server::DEFAULT_RUN_TIMEOUT.as_secs())]
+    #[arg(long, default_value_t = tether_agent::DEFAULT_RUN_TIMEOUT.as_secs())]
     max_run_seconds: u64,
     /// Largest frame a client may send, in bytes.
     #[arg(long, default_value_t = tether_protocol::DEFAULT_MAX_FRAME_BYTES)]
@@ -198,7 +197,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "tether_server=info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "tether_server=info,tether_agent=info,tether_hooks=info".into()),
         )
         .with_writer(std::io::stderr)
         .init();

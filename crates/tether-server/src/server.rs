@@ -24,12 +24,12 @@ use tether_protocol::{
 use tokio::sync::mpsc;
 
 use crate::ServerError;
-use crate::agent::hooks::ToolOutput;
-use crate::agent::{AgentLoop, RunSink, ToolHost};
 use crate::config::ServerConfig;
-use crate::model::BoxFuture;
 use crate::policy::{origin_allowed, presented_token, token_accepted};
 use crate::session::{Outbound, Session, Sessions};
+use tether_agent::BoxFuture;
+use tether_agent::ToolOutput;
+use tether_agent::{AgentLoop, RunSink, ToolHost};
 
 /// The WebSocket close code for a refused connection (policy violation).
 const CLOSE_POLICY: u16 = 1008;

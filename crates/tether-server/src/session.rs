@@ -22,9 +22,9 @@ use tether_protocol::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-use crate::agent::hooks::ToolOutput;
 use crate::config::ServerConfig;
-use crate::model::ChatMessage;
+use tether_agent::ChatMessage;
+use tether_agent::ToolOutput;
 
 /// How many answered call ids a session remembers to recognise duplicates.
 const COMPLETED_IDS_KEPT: usize = 4096;

@@ -3,6 +3,7 @@
 //! WebSocket (a Stop rejection and a PostToolUse block).
 
 mod common;
+#[path = "../../tether-hooks/tests/support/mod.rs"]
 mod declarative_support;
 
 use std::process::Stdio;
@@ -226,4 +227,26 @@ async fn tether_serve_with_hooks_blocks_a_tool_result_and_rejects_an_answer_over
     client.close().await;
     served.interrupt().await;
     assert!(!dir.exists(), "{} was left behind", dir.display());
+}
+
+#[test]
+fn tether_serve_refuses_to_start_with_an_invalid_hooks_file() {
+    let dir = std::env::temp_dir().join(format!("tether-bad-hooks-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.yaml");
+    std::fs::write(
+        &file,
+        "hooks:\n  PostToolUse:\n    - {type: command, matcher: '*', command: 'exit 0', timeout: 301}\n",
+    )
+    .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tether"))
+        .args(["serve", "--model", "scripted", "--addr", "127.0.0.1:0", "--hooks"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("agent.PostToolUse[0]") && stderr.contains("`timeout`"), "{stderr}");
+    assert!(String::from_utf8_lossy(&output.stdout).is_empty(), "it must not start listening");
 }

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::json;
+use tether_agent::{AgentLoop, ChatMessage, ScriptedModel};
 use tether_protocol::*;
-use tether_server::{AgentLoop, ChatMessage, ScriptedModel, ServerConfig};
+use tether_server::ServerConfig;
 
 fn scripted() -> AgentLoop {
     AgentLoop::new(Arc::new(ScriptedModel))

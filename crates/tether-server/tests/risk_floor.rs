@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use common::*;
 use serde_json::json;
+use tether_agent::{AgentLoop, ChatMessage};
 use tether_protocol::*;
-use tether_server::{AgentLoop, ChatMessage, RiskFloor, ServerConfig};
+use tether_server::{RiskFloor, ServerConfig};
 
 fn floors(specs: &[&str]) -> Vec<RiskFloor> {
     specs.iter().map(|spec| spec.parse().unwrap()).collect()

@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
 use serde_json::json;
+use tether_agent::{AgentLoop, ScriptedModel};
 use tether_protocol::*;
-use tether_server::{AgentLoop, ScriptedModel, ServerConfig, ServerTool, TetherServer};
+use tether_server::{ServerConfig, ServerTool, TetherServer};
 
 #[tokio::test]
 async fn a_server_tool_runs_in_process_and_wins_a_name_collision() {

@@ -12,6 +12,8 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 use common::*;
 use serde_json::{Value, json};
+use tether_agent::*;
+use tether_hooks::{DeclarativeHooks, HookConfig};
 use tether_protocol::*;
 use tether_server::*;
 

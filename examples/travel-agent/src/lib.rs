@@ -10,9 +10,9 @@ use std::sync::{Arc, OnceLock};
 
 use regex::Regex;
 use serde_json::{Value, json};
+use tether_agent::BoxFuture;
+use tether_agent::{AgentLoop, ChatModel, Hooks, ToolDecision, ToolHost, ToolOutput, ToolUse};
 use tether_protocol::{ResultStatus, ToolSpec};
-use tether_server::model::BoxFuture;
-use tether_server::{AgentLoop, ChatModel, Hooks, ToolDecision, ToolHost, ToolOutput, ToolUse};
 
 /// What the model reads when it tries to book first class.
 pub const FIRST_CLASS_REFUSAL: &str =

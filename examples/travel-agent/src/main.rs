@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
+use tether_agent::{RunSink, ScriptedModel};
 use tether_protocol::{RunEvent, ToolEndEvent, ToolStartEvent};
-use tether_server::{RunSink, ScriptedModel};
 use travel_agent::{TravelDesk, travel_agent};
 
 #[tokio::main]

@@ -4,9 +4,9 @@
 use std::sync::{Arc, Mutex};
 
 use regex::Regex;
+use tether_agent::BoxFuture;
+use tether_agent::{AgentError, ChatMessage, ChatModel, ChatRequest, ModelReply, RunSink, ScriptedModel};
 use tether_protocol::RunStatus;
-use tether_server::model::BoxFuture;
-use tether_server::{ChatMessage, ChatModel, ChatRequest, ModelReply, RunSink, ScriptedModel, ServerError};
 use travel_agent::{FIRST_CLASS_REFUSAL, TravelDesk, mask_ids, travel_agent};
 
 /// The built-in model, recording every request the "provider" receives.
@@ -24,7 +24,7 @@ impl ChatModel for Recording {
         &'a self,
         request: &'a ChatRequest,
         on_delta: &'a (dyn Fn(&str) + Send + Sync),
-    ) -> BoxFuture<'a, Result<ModelReply, ServerError>> {
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
         self.requests.lock().unwrap().push(request.clone());
         self.inner.complete(request, on_delta)
     }

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
+use tether_agent::AgentLoop;
 use tether_protocol::*;
-use tether_server::{AgentLoop, ServerConfig, TetherServer};
+use tether_server::{ServerConfig, TetherServer};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -252,19 +253,19 @@ impl Client {
 /// - anything else: answers `ok`.
 #[derive(Default, Clone)]
 pub struct DirectModel {
-    pub requests: std::sync::Arc<std::sync::Mutex<Vec<tether_server::ChatRequest>>>,
+    pub requests: std::sync::Arc<std::sync::Mutex<Vec<tether_agent::ChatRequest>>>,
 }
 
 impl DirectModel {
-    pub fn requests(&self) -> Vec<tether_server::ChatRequest> {
+    pub fn requests(&self) -> Vec<tether_agent::ChatRequest> {
         self.requests.lock().unwrap().clone()
     }
 
-    fn reply(request: &tether_server::ChatRequest) -> tether_server::ModelReply {
-        use tether_server::{ChatMessage, ModelReply, ModelToolCall};
+    fn reply(request: &tether_agent::ChatRequest) -> tether_agent::ModelReply {
+        use tether_agent::{ChatMessage, ModelReply, ModelToolCall};
         let text = |t: String| ModelReply { text: t, tool_calls: Vec::new(), malformed_tool_call: None };
         let Some(position) = request.messages.iter().rposition(
-            |m| matches!(m, ChatMessage::User { content } if !content.starts_with(tether_server::model::HOOK_LABEL)),
+            |m| matches!(m, ChatMessage::User { content } if !content.starts_with(tether_agent::HOOK_LABEL)),
         ) else {
             return text("ok".into());
         };
@@ -301,16 +302,16 @@ impl DirectModel {
     }
 }
 
-impl tether_server::ChatModel for DirectModel {
+impl tether_agent::ChatModel for DirectModel {
     fn name(&self) -> &str {
         "direct (test)"
     }
 
     fn complete<'a>(
         &'a self,
-        request: &'a tether_server::ChatRequest,
-        on_delta: tether_server::model::DeltaSink<'a>,
-    ) -> tether_server::model::BoxFuture<'a, Result<tether_server::ModelReply, tether_server::ServerError>> {
+        request: &'a tether_agent::ChatRequest,
+        on_delta: tether_agent::DeltaSink<'a>,
+    ) -> tether_agent::BoxFuture<'a, Result<tether_agent::ModelReply, tether_agent::AgentError>> {
         self.requests.lock().unwrap().push(request.clone());
         let reply = DirectModel::reply(request);
         Box::pin(async move {

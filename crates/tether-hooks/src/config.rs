@@ -13,7 +13,7 @@ use std::time::Duration;
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use crate::ServerError;
+use crate::HooksError;
 
 /// Default `timeout` of a hook, in seconds.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
@@ -214,20 +214,20 @@ pub struct HookConfig {
 const HOOK_FIELDS: [&str; 9] =
     ["type", "prompt", "command", "script", "matcher", "timeout", "failMode", "model", "maxRejections"];
 
-fn config_error(origin: &str, message: impl fmt::Display) -> ServerError {
-    ServerError::Config(format!("hooks file {origin}: {message}"))
+fn config_error(origin: &str, message: impl fmt::Display) -> HooksError {
+    HooksError::Config(format!("hooks file {origin}: {message}"))
 }
 
 impl HookConfig {
     /// Reads and validates a hooks file.
-    pub fn load(path: &Path) -> Result<HookConfig, ServerError> {
+    pub fn load(path: &Path) -> Result<HookConfig, HooksError> {
         let origin = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|error| config_error(&origin, error))?;
         HookConfig::from_yaml_str(&text, &origin)
     }
 
     /// Validates hooks given as YAML text; `origin` names the source in error messages.
-    pub fn from_yaml_str(text: &str, origin: &str) -> Result<HookConfig, ServerError> {
+    pub fn from_yaml_str(text: &str, origin: &str) -> Result<HookConfig, HooksError> {
         let mut config = HookConfig::default();
         let mut custom_agents = 0;
         for document in serde_yaml_ng::Deserializer::from_str(text) {
@@ -283,9 +283,9 @@ impl HookConfig {
     }
 
     /// Adds the hooks of another configuration (e.g. another file). Agent-level hooks stay first.
-    pub fn extend(&mut self, other: HookConfig) -> Result<(), ServerError> {
+    pub fn extend(&mut self, other: HookConfig) -> Result<(), HooksError> {
         if let (Some(mine), Some(theirs)) = (&self.agent_name, &other.agent_name) {
-            return Err(ServerError::Config(format!(
+            return Err(HooksError::Config(format!(
                 "two ExtendedAgent documents ({mine} and {theirs}): only one custom agent is supported"
             )));
         }
@@ -330,7 +330,7 @@ impl HookConfig {
             .unwrap_or(DEFAULT_MAX_REJECTIONS)
     }
 
-    fn add_block(&mut self, level: HookLevel, hooks: &Value, origin: &str) -> Result<(), ServerError> {
+    fn add_block(&mut self, level: HookLevel, hooks: &Value, origin: &str) -> Result<(), HooksError> {
         let hooks = match hooks {
             Value::Null => return Ok(()),
             Value::Object(hooks) => hooks,

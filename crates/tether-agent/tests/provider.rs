@@ -10,8 +10,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
+use tether_agent::*;
 use tether_protocol::ToolSpec;
-use tether_server::*;
 
 type Handler = Arc<dyn Fn(usize, &HeaderMap, &Value) -> Response + Send + Sync>;
 
@@ -98,7 +98,7 @@ fn request_of(fixture: &Value) -> ChatRequest {
     ChatRequest { messages, tools }
 }
 
-async fn complete(provider: &OpenAiProvider, request: &ChatRequest) -> (Result<ModelReply, ServerError>, String) {
+async fn complete(provider: &OpenAiProvider, request: &ChatRequest) -> (Result<ModelReply, AgentError>, String) {
     let streamed = Mutex::new(String::new());
     let on_delta = |d: &str| streamed.lock().unwrap().push_str(d);
     let reply = provider.complete(request, &on_delta).await;
@@ -214,7 +214,7 @@ async fn busy_answers_are_retried_a_bounded_number_of_times() {
     }))
     .await;
     let (reply, _) = complete(&provider(&mock.base), &ChatRequest::default()).await;
-    assert_eq!(reply.unwrap_err(), ServerError::ProviderStatus { status: 502, message: "upstream down".into() });
+    assert_eq!(reply.unwrap_err(), AgentError::ProviderStatus { status: 502, message: "upstream down".into() });
     assert_eq!(mock.requests.lock().unwrap().len(), 4, "1 try + 3 retries");
 }
 
@@ -235,15 +235,15 @@ async fn malformed_bodies_and_unreachable_providers_are_clear_errors() {
     let mock =
         mock(Arc::new(|_, _, _| ([("content-type", "application/json")], "not json at all").into_response())).await;
     let (reply, _) = complete(&provider(&mock.base), &ChatRequest::default()).await;
-    assert!(matches!(reply, Err(ServerError::MalformedReply(_))), "{reply:?}");
+    assert!(matches!(reply, Err(AgentError::MalformedReply(_))), "{reply:?}");
 
     let mock = self::mock(Arc::new(|_, _, _| axum::Json(json!({"nothing": true})).into_response())).await;
     let (reply, _) = complete(&provider(&mock.base), &ChatRequest::default()).await;
-    assert!(matches!(reply, Err(ServerError::MalformedReply(_))), "{reply:?}");
+    assert!(matches!(reply, Err(AgentError::MalformedReply(_))), "{reply:?}");
 
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
     let (reply, _) = complete(&provider(&format!("http://{closed}")), &ChatRequest::default()).await;
-    assert!(matches!(reply, Err(ServerError::ProviderUnreachable(_))), "{reply:?}");
+    assert!(matches!(reply, Err(AgentError::ProviderUnreachable(_))), "{reply:?}");
 }
 
 #[tokio::test]
@@ -275,7 +275,7 @@ async fn a_provider_failure_ends_the_run_with_a_clear_error() {
         fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
             Ok(())
         }
-        fn execute<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str, _: Value) -> model::BoxFuture<'a, ToolOutput> {
+        fn execute<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str, _: Value) -> BoxFuture<'a, ToolOutput> {
             unreachable!()
         }
     }

@@ -4,15 +4,15 @@
 //! answer is rejected); with `allow` the run goes on as if the hook had allowed. Exit 2 is a
 //! decision, not a failure: it blocks in both modes. A timed-out hook leaves no process behind.
 
-mod declarative_support;
+mod support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use declarative_support::*;
 use futures_util::future::join_all;
+use support::*;
+use tether_hooks::HookEvent;
 use tether_protocol::{HookDecidedBy, RunStatus};
-use tether_server::declarative::HookEvent;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Failure {

@@ -6,8 +6,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use tether_protocol::{Risk, ToolSpec};
 
-use crate::ServerError;
-use crate::model::{ChatMessage, ChatModel, ChatRequest, ModelToolCall};
+use tether_agent::{ChatMessage, ChatModel, ChatRequest, ModelToolCall};
 
 /// The placeholder replaced by the context JSON.
 pub const ARGUMENTS_PLACEHOLDER: &str = "$ARGUMENTS";
@@ -133,7 +132,8 @@ pub(crate) async fn judge(
     };
     let ignore = |_: &str| {};
     for _ in 0..MAX_JUDGE_TURNS {
-        let reply = model.complete(&request, &ignore).await.map_err(|error: ServerError| error.to_string())?;
+        let reply =
+            model.complete(&request, &ignore).await.map_err(|error: tether_agent::AgentError| error.to_string())?;
         if reply.tool_calls.is_empty() {
             return Ok(reply.text);
         }

@@ -4,9 +4,9 @@
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+use tether_agent::BoxFuture;
+use tether_agent::*;
 use tether_protocol::{ResultStatus, RunEndEvent, RunEvent, RunStatus, ToolEndEvent, ToolSpec, ToolStartEvent};
-use tether_server::model::BoxFuture;
-use tether_server::*;
 
 /// A model that answers from a script and records what it was asked.
 struct ReplayModel {
@@ -31,7 +31,7 @@ impl ChatModel for ReplayModel {
         &'a self,
         request: &'a ChatRequest,
         on_delta: &'a (dyn Fn(&str) + Send + Sync),
-    ) -> BoxFuture<'a, Result<ModelReply, ServerError>> {
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
         Box::pin(async move {
             self.requests.lock().unwrap().push(request.clone());
             let reply = self.replies.lock().unwrap().pop().unwrap_or_else(|| text("(script ended)"));

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::model::ChatMessage;
+use tether_agent::ChatMessage;
 
 /// Most runs whose transcripts are kept; the oldest file is deleted beyond that.
 pub(crate) const MAX_TRACKED_RUNS: usize = 256;

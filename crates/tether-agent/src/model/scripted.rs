@@ -14,13 +14,11 @@ use serde_json::{Map, Value};
 use tether_protocol::ToolSpec;
 
 use super::{BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall};
-use crate::ServerError;
+use crate::AgentError;
+use crate::hooks::HOOK_LABEL;
 
 /// Every answer of the built-in model starts with this, so nobody mistakes it for an LLM.
 pub const SCRIPTED_PREFIX: &str = "(scripted model) ";
-
-/// Messages the server adds to the conversation for hooks start with this label.
-pub const HOOK_LABEL: &str = "[hook ";
 
 /// The deterministic built-in model (`--model scripted`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -35,7 +33,7 @@ impl ChatModel for ScriptedModel {
         &'a self,
         request: &'a ChatRequest,
         on_delta: DeltaSink<'a>,
-    ) -> BoxFuture<'a, Result<ModelReply, ServerError>> {
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
         Box::pin(async move {
             let reply = respond(request);
             // Stream the answer a few words at a time, as a real model would.

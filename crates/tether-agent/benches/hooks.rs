@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
+use tether_agent::BoxFuture;
+use tether_agent::*;
 use tether_protocol::{ResultStatus, ToolSpec};
-use tether_server::model::BoxFuture;
-use tether_server::*;
 
 /// Calls `ping` once, then answers.
 struct PingModel;
@@ -22,7 +22,7 @@ impl ChatModel for PingModel {
         &'a self,
         request: &'a ChatRequest,
         _: &'a (dyn Fn(&str) + Send + Sync),
-    ) -> BoxFuture<'a, Result<ModelReply, ServerError>> {
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
         let called = request.messages.iter().any(|m| matches!(m, ChatMessage::Tool { .. }));
         Box::pin(async move {
             Ok(if called {

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::tool_text::{ContentToolCalls, extract_tool_calls};
 use super::{BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall};
-use crate::ServerError;
+use crate::AgentError;
 
 /// Settings of an [`OpenAiProvider`].
 #[derive(Clone)]
@@ -77,13 +77,13 @@ pub struct OpenAiProvider {
 
 impl OpenAiProvider {
     /// A provider for `config`.
-    pub fn new(config: OpenAiConfig) -> Result<Self, ServerError> {
+    pub fn new(config: OpenAiConfig) -> Result<Self, AgentError> {
         // reqwest is built without a bundled crypto provider; ring is the one we ship.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .timeout(config.timeout)
             .build()
-            .map_err(|error| ServerError::Config(format!("cannot build the HTTP client: {error}")))?;
+            .map_err(|error| AgentError::Config(format!("cannot build the HTTP client: {error}")))?;
         Ok(OpenAiProvider { config, client })
     }
 
@@ -114,7 +114,7 @@ impl OpenAiProvider {
         }
     }
 
-    async fn send(&self, body: &Value) -> Result<reqwest::Response, ServerError> {
+    async fn send(&self, body: &Value) -> Result<reqwest::Response, AgentError> {
         let mut delay = self.config.retry_delay;
         let mut attempt = 0;
         loop {
@@ -122,7 +122,7 @@ impl OpenAiProvider {
             if let Some(key) = &self.config.api_key {
                 request = request.bearer_auth(key);
             }
-            let response = request.send().await.map_err(|error| ServerError::ProviderUnreachable(describe(&error)))?;
+            let response = request.send().await.map_err(|error| AgentError::ProviderUnreachable(describe(&error)))?;
             let status = response.status();
             if status.is_success() {
                 return Ok(response);
@@ -137,7 +137,7 @@ impl OpenAiProvider {
             }
             let text = response.text().await.unwrap_or_default();
             let message = self.redact(error_message(&text));
-            return Err(ServerError::ProviderStatus { status: status.as_u16(), message });
+            return Err(AgentError::ProviderStatus { status: status.as_u16(), message });
         }
     }
 }
@@ -238,14 +238,14 @@ fn finish_reply(
     text: &str,
     partial: Vec<PartialCall>,
     gate_finish: impl FnOnce(bool) -> String,
-) -> Result<ModelReply, ServerError> {
+) -> Result<ModelReply, AgentError> {
     let mut tool_calls = Vec::new();
     for (n, call) in partial.into_iter().enumerate() {
         let arguments = if call.arguments.trim().is_empty() {
             json!({})
         } else {
             serde_json::from_str(&call.arguments).map_err(|error| {
-                ServerError::MalformedReply(format!("arguments of tool call {:?} are not JSON: {error}", call.name))
+                AgentError::MalformedReply(format!("arguments of tool call {:?} are not JSON: {error}", call.name))
             })?
         };
         let id = if call.id.is_empty() { format!("call_{n}") } else { call.id };
@@ -276,10 +276,10 @@ fn finish_reply(
 }
 
 /// Reads a complete (non-streamed) chat completion.
-pub(crate) fn parse_completion(body: &Value, sink: DeltaSink<'_>) -> Result<ModelReply, ServerError> {
+pub(crate) fn parse_completion(body: &Value, sink: DeltaSink<'_>) -> Result<ModelReply, AgentError> {
     let message = body
         .pointer("/choices/0/message")
-        .ok_or_else(|| ServerError::MalformedReply("no choices[0].message in the reply".into()))?;
+        .ok_or_else(|| AgentError::MalformedReply("no choices[0].message in the reply".into()))?;
     let mut partial = Vec::new();
     for call in message.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
         let arguments = match call.pointer("/function/arguments") {
@@ -308,7 +308,7 @@ impl ChatModel for OpenAiProvider {
         &'a self,
         request: &'a ChatRequest,
         on_delta: DeltaSink<'a>,
-    ) -> BoxFuture<'a, Result<ModelReply, ServerError>> {
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
         Box::pin(async move {
             let body = self.body(request);
             let response = self.send(&body).await?;
@@ -321,7 +321,7 @@ impl ChatModel for OpenAiProvider {
                 let body: Value = response
                     .json()
                     .await
-                    .map_err(|error| ServerError::MalformedReply(format!("the reply is not JSON: {error}")))?;
+                    .map_err(|error| AgentError::MalformedReply(format!("the reply is not JSON: {error}")))?;
                 return parse_completion(&body, on_delta);
             }
             let mut gate = DeltaGate::new(on_delta);
@@ -330,7 +330,7 @@ impl ChatModel for OpenAiProvider {
             let mut stream = response.bytes_stream();
             let mut done = false;
             while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|error| ServerError::ProviderUnreachable(describe(&error)))?;
+                let chunk = chunk.map_err(|error| AgentError::ProviderUnreachable(describe(&error)))?;
                 buffer.extend_from_slice(&chunk);
                 while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
                     let line: Vec<u8> = buffer.drain(..=end).collect();
@@ -342,9 +342,9 @@ impl ChatModel for OpenAiProvider {
                         break;
                     }
                     let event: Value = serde_json::from_str(data)
-                        .map_err(|error| ServerError::MalformedReply(format!("bad stream event: {error}")))?;
+                        .map_err(|error| AgentError::MalformedReply(format!("bad stream event: {error}")))?;
                     if let Some(message) = event.pointer("/error/message").and_then(Value::as_str) {
-                        return Err(ServerError::ProviderStatus {
+                        return Err(AgentError::ProviderStatus {
                             status: 200,
                             message: self.redact(message.chars().take(300).collect()),
                         });
@@ -356,7 +356,7 @@ impl ChatModel for OpenAiProvider {
                     for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
                         let index = call.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
                         if index > 64 {
-                            return Err(ServerError::MalformedReply("more than 64 tool calls in one reply".into()));
+                            return Err(AgentError::MalformedReply("more than 64 tool calls in one reply".into()));
                         }
                         while partial.len() <= index {
                             partial.push(PartialCall::default());

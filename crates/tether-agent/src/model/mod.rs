@@ -1,13 +1,14 @@
 //! Models: the [`ChatModel`] seam, the conversation types, an OpenAI-compatible provider and the
 //! deterministic built-in model.
 
+#[cfg(feature = "openai")]
 mod openai;
-pub use scripted::{HOOK_LABEL, SCRIPTED_PREFIX};
 mod scripted;
 mod tool_text;
 
+#[cfg(feature = "openai")]
 pub use openai::{OpenAiConfig, OpenAiProvider};
-pub use scripted::ScriptedModel;
+pub use scripted::{SCRIPTED_PREFIX, ScriptedModel};
 pub use tool_text::{ContentToolCalls, extract_tool_calls};
 
 use std::future::Future;
@@ -16,7 +17,7 @@ use std::pin::Pin;
 use serde_json::Value;
 use tether_protocol::ToolSpec;
 
-use crate::ServerError;
+use crate::AgentError;
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -98,5 +99,5 @@ pub trait ChatModel: Send + Sync {
         &'a self,
         request: &'a ChatRequest,
         on_delta: DeltaSink<'a>,
-    ) -> BoxFuture<'a, Result<ModelReply, ServerError>>;
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>>;
 }

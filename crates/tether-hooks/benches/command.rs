@@ -1,13 +1,14 @@
 //! Round trip of a trivial command hook: spawn in its own process group with a scrubbed
 //! environment and a fresh working directory, the context JSON on stdin, a JSON decision on
 //! stdout, exit 0, the group killed and the directory removed. Reports the median and p99 over
-//! a few hundred calls (goal: median ≤ 10 ms). Run with `cargo bench -p tether-server --bench hooks`.
+//! a few hundred calls (goal: median ≤ 10 ms). Run with `cargo bench -p tether-hooks --bench command`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tether_server::{DeclarativeHooks, HookConfig, ScriptedModel};
+use tether_agent::ScriptedModel;
+use tether_hooks::{DeclarativeHooks, HookConfig};
 
 /// Calls one hook `runs` times (after a short warm-up) and returns the sorted durations.
 async fn measure(hooks: &DeclarativeHooks, hook_id: &str, runs: usize) -> Vec<Duration> {

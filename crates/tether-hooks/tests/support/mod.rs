@@ -7,12 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+use tether_agent::BoxFuture;
+use tether_agent::{AgentLoop, ChatMessage, ChatModel, RunOutcome, RunSink, ScriptedModel, ToolHost, ToolOutput};
+use tether_hooks::{DeclarativeHooks, HookConfig};
 use tether_protocol::{HookAudit, ResultStatus, Risk, RunEvent, ToolSpec};
-use tether_server::model::BoxFuture;
-use tether_server::{
-    AgentLoop, ChatMessage, ChatModel, DeclarativeHooks, HookConfig, RunOutcome, RunSink, ScriptedModel, ToolHost,
-    ToolOutput,
-};
 
 /// What the fake shell tool returns; it must never reach the model when a hook blocks it.
 pub const RAW_RESULT: &str = "RAW-TOOL-RESULT-7f3a";
@@ -188,14 +186,14 @@ impl Drop for TestDir {
 /// Whether `jq` is installed where hooks look for programs. The jq example needs it; a machine
 /// without it fails that test with a clear message rather than skipping it.
 pub fn require_jq() {
-    let found = tether_server::declarative::HOOK_PATH.split(':').any(|dir| Path::new(dir).join("jq").is_file());
+    let found = tether_hooks::HOOK_PATH.split(':').any(|dir| Path::new(dir).join("jq").is_file());
     assert!(found, "jq is required by examples/hooks/stop-command-jq.yaml: install it (apt-get install jq)");
 }
 
 /// Whether `python3` is installed where hooks look for programs (the Python examples and the
 /// recording hooks need it); a machine without it fails with a clear message.
 pub fn require_python3() {
-    let found = tether_server::declarative::HOOK_PATH.split(':').any(|dir| Path::new(dir).join("python3").is_file());
+    let found = tether_hooks::HOOK_PATH.split(':').any(|dir| Path::new(dir).join("python3").is_file());
     assert!(found, "python3 is required by the Python hook scripts: install it (apt-get install python3)");
 }
 

@@ -4,16 +4,16 @@
 //! PostToolUse on failed tools, `additionalContext` in hook order, PreToolUse blocks, and prompt
 //! hooks reading the transcript (and nothing else) through `ReadFile`/`GrepSearch`.
 
-mod declarative_support;
+mod support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use declarative_support::*;
 use serde_json::{Value, json};
+use support::*;
+use tether_agent::BoxFuture;
+use tether_agent::{AgentError, ChatMessage, ChatModel, ChatRequest, ModelReply, ModelToolCall};
 use tether_protocol::{HookDecidedBy, ResultStatus, RunStatus};
-use tether_server::model::BoxFuture;
-use tether_server::{ChatMessage, ChatModel, ChatRequest, ModelReply, ModelToolCall, ServerError};
 
 /// Reads the JSON lines a recording hook appended to `path`.
 fn records(path: &str) -> Vec<Value> {
@@ -242,7 +242,7 @@ impl ChatModel for Judge {
         &'a self,
         request: &'a ChatRequest,
         _: &'a (dyn Fn(&str) + Send + Sync),
-    ) -> BoxFuture<'a, Result<ModelReply, ServerError>> {
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
         Box::pin(async move {
             self.requests.lock().unwrap().push(request.clone());
             if !self.delay.is_zero() {

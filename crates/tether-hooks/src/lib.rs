@@ -3,7 +3,7 @@
 //! the agent loop as one set of in-process [`Hooks`].
 //!
 //! Load a [`HookConfig`], build [`DeclarativeHooks`] with the model that judges prompt hooks, and
-//! add [`DeclarativeHooks::hooks`] to an [`AgentLoop`](crate::AgentLoop). Every hook call yields
+//! add [`DeclarativeHooks::hooks`] to an [`AgentLoop`](tether_agent::AgentLoop). Every hook call yields
 //! one audit record: a tracing event and a [`RunEvent::Hook`] the client receives. A hook that
 //! fails (crash, timeout, bad output, missing script, killed) never errors the run: its
 //! `failMode` decides, and with `block` nothing the hook was guarding gets through. The format
@@ -12,6 +12,7 @@
 mod command;
 mod config;
 mod decision;
+mod error;
 mod prompt;
 mod transcript;
 
@@ -21,6 +22,7 @@ pub use config::{
     MAX_MAX_REJECTIONS, MAX_SCRIPT_BYTES, MAX_TIMEOUT_SECS, ScriptInterpreter, ToolMatcher,
 };
 pub use decision::{HookDecision, HookVerdict};
+pub use error::HooksError;
 pub use prompt::{ARGUMENTS_PLACEHOLDER, MAX_JUDGE_TURNS, render_prompt};
 
 use std::ffi::OsStr;
@@ -34,11 +36,10 @@ use tether_protocol::{HookAudit, HookDecidedBy, ResultStatus, RunEvent};
 
 use self::command::{Exit, Invocation};
 use self::transcript::Transcripts;
-use crate::ServerError;
-use crate::agent::hooks::{
-    HookResult, Hooks, ProviderCall, RunInfo, StopCheck, StopDecision, ToolDecision, ToolOutput, ToolUse,
+use tether_agent::{
+    ChatModel, HOOK_LABEL, HookResult, Hooks, ProviderCall, RunInfo, StopCheck, StopDecision, ToolDecision, ToolOutput,
+    ToolUse,
 };
-use crate::model::{ChatModel, HOOK_LABEL};
 
 /// A hook ready to run: its configuration and, for scripts, the file it was written to.
 #[derive(Debug)]
@@ -79,8 +80,8 @@ impl std::fmt::Debug for DeclarativeHooks {
     }
 }
 
-fn io_error(what: &str, path: &Path, error: &std::io::Error) -> ServerError {
-    ServerError::Io(format!("declarative hooks: cannot {what} {}: {error}", path.display()))
+fn io_error(what: &str, path: &Path, error: &std::io::Error) -> HooksError {
+    HooksError::Io(format!("declarative hooks: cannot {what} {}: {error}", path.display()))
 }
 
 /// Makes a directory only its owner can enter.
@@ -90,9 +91,9 @@ fn private_dir(path: &Path) -> std::io::Result<()> {
 }
 
 /// A fresh, private directory under the system's temporary directory.
-fn create_runtime_dir() -> Result<PathBuf, ServerError> {
+fn create_runtime_dir() -> Result<PathBuf, HooksError> {
     let mut random = [0u8; 8];
-    getrandom::fill(&mut random).map_err(|error| ServerError::Io(format!("no randomness: {error}")))?;
+    getrandom::fill(&mut random).map_err(|error| HooksError::Io(format!("no randomness: {error}")))?;
     let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
     let dir = std::env::temp_dir().join(format!("tether-hooks-{}-{suffix}", std::process::id()));
     private_dir(&dir).map_err(|error| io_error("create", &dir, &error))?;
@@ -119,10 +120,10 @@ impl DeclarativeHooks {
     /// Prepares the hooks of `config`: creates the server-owned directory (scripts, transcripts,
     /// working directories) and writes each `script` to a file there. Prompt hooks are judged by
     /// `model`.
-    pub fn new(config: HookConfig, model: Arc<dyn ChatModel>) -> Result<DeclarativeHooks, ServerError> {
+    pub fn new(config: HookConfig, model: Arc<dyn ChatModel>) -> Result<DeclarativeHooks, HooksError> {
         let dir = create_runtime_dir()?;
         for warning in config.warnings() {
-            tracing::warn!(target: "tether_server::hooks", "{warning}");
+            tracing::warn!(target: "tether_hooks", "{warning}");
         }
         let max_rejections = config.max_rejections();
         let agent_name = config.agent_name().map(String::from);
@@ -142,7 +143,7 @@ impl DeclarativeHooks {
                 }
                 HookKind::Prompt { model: Some(name), .. } => {
                     tracing::info!(
-                        target: "tether_server::hooks",
+                        target: "tether_hooks",
                         hook_id = %spec.id,
                         "`model: {name}` is recorded but this server has one model: {} judges this hook",
                         model.name()
@@ -269,7 +270,7 @@ impl Runtime {
         match transcript::write(&path, text) {
             Ok(()) => Some(path),
             Err(error) => {
-                tracing::warn!(target: "tether_server::hooks", "cannot write the transcript {}: {error}", path.display());
+                tracing::warn!(target: "tether_hooks", "cannot write the transcript {}: {error}", path.display());
                 None
             }
         }
@@ -295,7 +296,7 @@ impl Runtime {
         macro_rules! record {
             ($level:ident) => {
                 tracing::$level!(
-                    target: "tether_server::hooks",
+                    target: "tether_hooks",
                     run_id = run.map(|r| r.run_id.as_str()),
                     hook_id = %record.hook_id,
                     level = %record.level,
@@ -420,7 +421,7 @@ impl Runtime {
         let _ = std::fs::remove_dir_all(&workdir);
         let stderr = String::from_utf8_lossy(&finished.stderr).trim().to_string();
         if !stderr.is_empty() && finished.exit != Exit::Code(2) {
-            tracing::info!(target: "tether_server::hooks", hook_id = %spec.id, stderr = %excerpt(&stderr, 4096), "hook stderr");
+            tracing::info!(target: "tether_hooks", hook_id = %spec.id, stderr = %excerpt(&stderr, 4096), "hook stderr");
         }
         match finished.exit {
             Exit::Code(0) => {
@@ -602,7 +603,7 @@ impl Runtime {
             let mut verdict = self.invoke(hook, &Value::Object(context), transcript.as_deref()).await;
             if verdict.decision == HookDecision::Block && verdict.reason.is_none() {
                 tracing::warn!(
-                    target: "tether_server::hooks",
+                    target: "tether_hooks",
                     hook_id = %hook.spec.id,
                     "Stop hook {} rejected the answer without a reason: counted as approval (give a reason to reject)",
                     hook.spec.id
@@ -614,7 +615,7 @@ impl Runtime {
             if verdict.decision == HookDecision::Block {
                 if check.rejection_count >= self.max_rejections {
                     tracing::warn!(
-                        target: "tether_server::hooks",
+                        target: "tether_hooks",
                         run_id = %run_id,
                         "Stop hook {} rejected the answer again after {} rejections (maxRejections): the run is capped",
                         hook.spec.id,

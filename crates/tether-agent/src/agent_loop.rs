@@ -8,8 +8,6 @@
 //! `after_turn` ends each turn. A final answer goes through the stop gate (declarative `Stop`
 //! hooks) before it leaves. Events are emitted after the hooks and only observe.
 
-pub mod hooks;
-
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -22,12 +20,13 @@ use tether_protocol::{
     TurnEndEvent, TurnStartEvent,
 };
 
-use self::hooks::{
+use crate::AgentError;
+use crate::hooks::HOOK_LABEL;
+use crate::hooks::{
     EventEmitter, HookError, Hooks, ProviderCall, RunInfo, StopCheck, StopDecision, ToolDecision, ToolOutput, ToolUse,
     TurnEnd, TurnStart,
 };
-use crate::ServerError;
-use crate::model::{BoxFuture, ChatMessage, ChatModel, ChatRequest, HOOK_LABEL, ModelToolCall};
+use crate::model::{BoxFuture, ChatMessage, ChatModel, ChatRequest, ModelToolCall};
 
 /// Default most turns per run.
 pub const DEFAULT_MAX_TURNS: u32 = 10;
@@ -119,17 +118,17 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
-/// Calls one hook, turning its error or panic into a [`ServerError`].
+/// Calls one hook, turning its error or panic into a [`AgentError`].
 async fn guarded<T>(
     name: &'static str,
     call: impl FnOnce() -> BoxFuture<'static, Result<T, HookError>>,
-) -> Result<T, ServerError> {
+) -> Result<T, AgentError> {
     let future = std::panic::catch_unwind(AssertUnwindSafe(call))
-        .map_err(|payload| ServerError::HookPanicked { hook: name, message: panic_message(&*payload) })?;
+        .map_err(|payload| AgentError::HookPanicked { hook: name, message: panic_message(&*payload) })?;
     match AssertUnwindSafe(future).catch_unwind().await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(HookError(message))) => Err(ServerError::Hook { hook: name, message }),
-        Err(payload) => Err(ServerError::HookPanicked { hook: name, message: panic_message(&*payload) }),
+        Ok(Err(HookError(message))) => Err(AgentError::Hook { hook: name, message }),
+        Err(payload) => Err(AgentError::HookPanicked { hook: name, message: panic_message(&*payload) }),
     }
 }
 
@@ -263,7 +262,7 @@ impl AgentLoop {
         sink: &RunSink<'_>,
         run_id: &str,
         state: &mut RunState,
-    ) -> Result<(RunStatus, String), ServerError> {
+    ) -> Result<(RunStatus, String), AgentError> {
         let mut rejections = 0;
         // With a stop gate, the answer is held until the gate accepts it.
         let hold_text = self.has_stop_gate();
@@ -380,7 +379,7 @@ impl AgentLoop {
         info: &RunInfo,
         reply: String,
         tool_calls: usize,
-    ) -> Result<(), ServerError> {
+    ) -> Result<(), AgentError> {
         for hook in self.hooks.iter().filter_map(|h| h.after_turn.clone()).collect::<Vec<_>>() {
             let input = TurnEnd { run: info.clone(), reply: reply.clone(), tool_calls };
             guarded("after_turn", || hook(input)).await.inspect(|_| forward(sink, info))?;
@@ -396,7 +395,7 @@ impl AgentLoop {
         answer: &str,
         rejections: u32,
         messages: &[ChatMessage],
-    ) -> Result<StopDecision, ServerError> {
+    ) -> Result<StopDecision, AgentError> {
         let gates: Vec<_> = self.hooks.iter().filter_map(|h| h.stop.clone()).collect();
         if gates.is_empty() {
             return Ok(StopDecision::Accept);
@@ -425,7 +424,7 @@ impl AgentLoop {
         call: &ModelToolCall,
         visible: &[String],
         refused: Option<ToolOutput>,
-    ) -> Result<ToolOutput, ServerError> {
+    ) -> Result<ToolOutput, AgentError> {
         let tool_use = ToolUse {
             run: info.clone(),
             call_id: call.id.clone(),

@@ -12,6 +12,11 @@ use tether_protocol::{ResultStatus, RunEvent, ToolSpec};
 
 use crate::model::{BoxFuture, ChatMessage};
 
+/// Messages the loop adds to the conversation for hooks (their context, a Stop hook's feedback,
+/// the tool-call parser's complaint) start with this label, so that models and hooks can tell
+/// them from the user's own words.
+pub const HOOK_LABEL: &str = "[hook ";
+
 /// An error a hook returns: it ends the run, and the client reads the message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookError(pub String);

@@ -1,0 +1,26 @@
+//! The Tether agent loop, as a library: model turns, tool calls and the hooks around them.
+//!
+//! Give an [`AgentLoop`] a [`ChatModel`], optional [`Hooks`], and a [`ToolHost`] that runs tools,
+//! and it runs a conversation. It knows nothing of sockets or sessions: `tether-server` runs it
+//! for browser sessions, `examples/travel-agent` with tools of its own.
+//!
+//! Models: the OpenAI-compatible [`OpenAiProvider`] (feature `openai`, on by default) and the
+//! deterministic built-in [`ScriptedModel`], which only calls tools the request lists.
+
+mod agent_loop;
+mod error;
+pub mod hooks;
+pub mod model;
+
+pub use agent_loop::{
+    AgentLoop, DEFAULT_MAX_TURNS, DEFAULT_RUN_TIMEOUT, DEFAULT_SYSTEM_PROMPT, MAX_TOOL_RESULT_BYTES, RunOutcome,
+    RunSink, ToolHost,
+};
+pub use error::AgentError;
+pub use hooks::{
+    EventEmitter, HOOK_LABEL, HookError, HookResult, Hooks, ProviderCall, RunInfo, StopCheck, StopDecision,
+    ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart,
+};
+pub use model::{BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, ScriptedModel};
+#[cfg(feature = "openai")]
+pub use model::{OpenAiConfig, OpenAiProvider};
