@@ -7,6 +7,8 @@
 
 mod cmd;
 mod tasks;
+#[cfg(test)]
+mod tidy;
 mod toolchain;
 mod wasm;
 
