@@ -1,12 +1,17 @@
 //! The session stores, one suite for each: what a write stores is read back whole, writes are
 //! atomic, old sessions expire and give their space back. SQLite also against real files: a
 //! reopened file keeps its sessions, a damaged file, a second opener and a full file are refused
-//! clearly and nothing is half-written.
+//! clearly and nothing is half-written. Redis against a real `redis-server` of the test's own:
+//! killed and restarted (AOF), gone, out of memory.
+
+mod redis_support;
 
 use std::path::PathBuf;
 
+use redis_support::Redis;
+
 use tether_server::StoreProblem;
-use tether_server::store::{MemoryStore, SessionStore, SessionWrite, SqliteStore, token_hash};
+use tether_server::store::{MemoryStore, RedisStore, SessionStore, SessionWrite, SqliteStore, token_hash};
 use tether_server::{ServerError, store};
 
 /// A fresh directory for one test's files, removed afterwards.
@@ -188,4 +193,70 @@ async fn expired_sessions_give_their_space_back() {
     drop(store);
     let after = pages(&path);
     assert!(after * 4 < full, "the file did not shrink: {full} bytes before, {after} after expiry");
+}
+
+#[tokio::test]
+async fn the_redis_store_passes_the_suite_and_keeps_sessions_across_a_redis_restart() {
+    let mut redis = Redis::start("suite", &[]);
+    let store = RedisStore::connect(&redis.url(), "test").await.unwrap();
+    suite(&store).await;
+    store.write("s-kept", first_write(store::now_ms() + 60_000)).await.unwrap();
+    redis.restart();
+    // The connection manager reconnects by itself; the session came back from the AOF.
+    let kept = store.load("s-kept", store::now_ms()).await.unwrap().expect("kept across a Redis restart");
+    assert_eq!(kept.log, vec![(1, "s1".to_string()), (2, "s2".to_string())]);
+    assert_eq!(kept.token_hash, token_hash("token-1"));
+}
+
+#[tokio::test]
+async fn redis_gone_is_a_clear_error_and_the_store_recovers() {
+    let mut redis = Redis::start("gone", &[]);
+    let store = RedisStore::connect(&redis.url(), "test").await.unwrap();
+    store.write("s-a", first_write(store::now_ms() + 60_000)).await.unwrap();
+    redis.kill();
+    let (kind, message) = problem(store.load("s-a", store::now_ms()).await.unwrap_err());
+    assert_eq!(kind, StoreProblem::Unavailable, "{message}");
+    assert!(message.contains("cannot be reached"), "{message}");
+    let (kind, _) = problem(store.write("s-b", first_write(store::now_ms() + 60_000)).await.unwrap_err());
+    assert_eq!(kind, StoreProblem::Unavailable);
+    redis.restart();
+    assert!(store.load("s-a", store::now_ms()).await.unwrap().is_some());
+    // A new connection to a Redis that is not there fails at once, saying so.
+    redis.kill();
+    let (kind, message) = problem(RedisStore::connect(&redis.url(), "test").await.unwrap_err());
+    assert_eq!(kind, StoreProblem::Unavailable, "{message}");
+}
+
+#[tokio::test]
+async fn redis_out_of_memory_refuses_the_write_whole() {
+    let redis = Redis::start("oom", &["--maxmemory", "2mb", "--maxmemory-policy", "noeviction"]);
+    let store = RedisStore::connect(&redis.url(), "test").await.unwrap();
+    let later = store::now_ms() + 60_000;
+    store.write("s-a", first_write(later)).await.unwrap();
+    // Grow one session, a state change and ten frames per write, until Redis refuses one.
+    let mut accepted = 0u64;
+    let refused = loop {
+        assert!(accepted < 500, "Redis never refused a write");
+        let first = 3 + accepted * 10;
+        let write = SessionWrite {
+            state: Some(format!("state after write {accepted}")),
+            append: (first..first + 10).map(|n| (n, format!("{n}:{}", "x".repeat(10_000)))).collect(),
+            expires_at_ms: later,
+            ..Default::default()
+        };
+        match store.write("s-a", write).await {
+            Ok(()) => accepted += 1,
+            Err(error) => break error,
+        }
+    };
+    let (kind, message) = problem(refused);
+    assert_eq!(kind, StoreProblem::Full, "{message}");
+    // The refused write left nothing: the state is the last accepted one, and the log holds the
+    // frames of the accepted writes, all of them, and not one of the refused write.
+    let loaded = store.load("s-a", store::now_ms()).await.unwrap().unwrap();
+    let expected_state =
+        if accepted == 0 { r#"{"history":["hi"]}"#.to_string() } else { format!("state after write {}", accepted - 1) };
+    assert_eq!(loaded.state, expected_state);
+    assert_eq!(loaded.log.len() as u64, 2 + accepted * 10);
+    assert_eq!(loaded.log.last().unwrap().0, 2 + accepted * 10);
 }

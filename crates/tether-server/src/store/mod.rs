@@ -6,10 +6,12 @@
 //! before the frame that depends on the write leaves, so a crash never leaves a client with a
 //! frame the store does not know about. Resume tokens are stored only as SHA-256 hashes.
 //!
-//! Implementations: [`MemoryStore`] (`--store memory`: nothing survives the process) and
-//! [`SqliteStore`] (`--store sqlite:PATH`, the default: one file, WAL).
+//! Implementations: [`MemoryStore`] (`--store memory`: nothing survives the process),
+//! [`SqliteStore`] (`--store sqlite:PATH`, the default: one file, WAL, one server) and
+//! [`RedisStore`] (`--store redis://HOST:PORT/DB`: shared by several servers).
 
 mod memory;
+mod redis;
 mod sqlite;
 
 use std::future::Future;
@@ -17,6 +19,7 @@ use std::pin::Pin;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use memory::MemoryStore;
+pub use redis::RedisStore;
 use sha2::{Digest, Sha256};
 pub use sqlite::SqliteStore;
 
@@ -97,6 +100,8 @@ pub enum StoreSpec {
     Memory,
     /// `sqlite:PATH`: a SQLite file.
     Sqlite(std::path::PathBuf),
+    /// `redis://HOST:PORT/DB` (or `rediss://`): a Redis server.
+    Redis(String),
 }
 
 impl std::str::FromStr for StoreSpec {
@@ -112,16 +117,22 @@ impl std::str::FromStr for StoreSpec {
             }
             return Ok(StoreSpec::Sqlite(path.into()));
         }
-        Err(ServerError::Config(format!("--store {text:?}: expected `memory` or `sqlite:PATH`")))
+        if text.starts_with("redis://") || text.starts_with("rediss://") {
+            return Ok(StoreSpec::Redis(text.to_string()));
+        }
+        Err(ServerError::Config(format!(
+            "--store {text:?}: expected `memory`, `sqlite:PATH` or `redis://HOST:PORT/DB`"
+        )))
     }
 }
 
 impl StoreSpec {
-    /// Opens the store.
-    pub fn open(&self) -> Result<std::sync::Arc<dyn SessionStore>, ServerError> {
+    /// Opens the store (for Redis: connects, and fails at once when it cannot).
+    pub async fn open(&self) -> Result<std::sync::Arc<dyn SessionStore>, ServerError> {
         Ok(match self {
             StoreSpec::Memory => std::sync::Arc::new(MemoryStore::default()),
             StoreSpec::Sqlite(path) => std::sync::Arc::new(SqliteStore::open(path)?),
+            StoreSpec::Redis(url) => std::sync::Arc::new(RedisStore::connect(url, "tether").await?),
         })
     }
 }
@@ -135,6 +146,10 @@ mod tests {
         assert_eq!("memory".parse::<StoreSpec>().unwrap(), StoreSpec::Memory);
         assert_eq!("sqlite:/tmp/t.db".parse::<StoreSpec>().unwrap(), StoreSpec::Sqlite("/tmp/t.db".into()));
         assert!("sqlite:".parse::<StoreSpec>().unwrap_err().to_string().contains("needs a path"));
+        assert_eq!(
+            "redis://127.0.0.1:6390/2".parse::<StoreSpec>().unwrap(),
+            StoreSpec::Redis("redis://127.0.0.1:6390/2".into())
+        );
         assert!("postgres://x".parse::<StoreSpec>().unwrap_err().to_string().contains("expected `memory`"));
     }
 
