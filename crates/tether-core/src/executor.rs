@@ -8,12 +8,11 @@
 //! timeouts are deterministic in tests: [`Executor::next_deadline`] says when to call
 //! [`Executor::poll_timeouts`].
 
-use std::collections::VecDeque;
-
 use serde_json::Value;
 use tether_protocol::{ResultStatus, Risk};
 
 use crate::policy::{PolicyDecision, decide, effective_risk};
+use crate::recent::RecentIds;
 use crate::registry::ToolRegistry;
 use crate::small_map::SmallMap;
 use crate::validate::{CompiledSchema, Validator, apply_defaults, format_validation_errors};
@@ -190,11 +189,18 @@ impl Default for ExecutorConfig {
 }
 
 /// The executor state machine. One per session.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Executor {
     config: ExecutorConfig,
     calls: SmallMap<Call>,
-    finished: VecDeque<String>,
+    /// The ids of the last calls finished, to refuse a repeated `TOOL_CALL` (hashed, not scanned).
+    finished: RecentIds,
+}
+
+impl Default for Executor {
+    fn default() -> Self {
+        Executor::new(ExecutorConfig::default())
+    }
 }
 
 fn message(text: String) -> Value {
@@ -204,7 +210,7 @@ fn message(text: String) -> Value {
 impl Executor {
     /// An executor with the given settings.
     pub fn new(config: ExecutorConfig) -> Self {
-        Executor { config, calls: SmallMap::default(), finished: VecDeque::new() }
+        Executor { config, calls: SmallMap::default(), finished: RecentIds::new(FINISHED_IDS_KEPT) }
     }
 
     /// Starts a call. Returns `None` when a call with this id is in flight or already finished
@@ -422,10 +428,7 @@ impl Executor {
 
     fn finish(&mut self, call_id: String, tool: String, status: ResultStatus, content: Value) -> Step {
         self.calls.remove(&call_id);
-        if self.finished.len() == FINISHED_IDS_KEPT {
-            self.finished.pop_front();
-        }
-        self.finished.push_back(call_id.clone());
+        self.finished.insert(call_id.clone());
         Step::Finish(Outcome { call_id, tool, status, content })
     }
 }

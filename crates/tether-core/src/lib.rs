@@ -11,12 +11,16 @@
 //! - [`validate`]: the [`Validator`](validate::Validator) seam with a compact validator for the
 //!   browser and (feature `full`) the `jsonschema`-backed one.
 //! - [`Executor`]: lookup → validate → defaults → policy → hooks → handler → result.
+//! - [`session`]: the browser's and the server's sides of a session (results kept until
+//!   acknowledged, numbered frames replayed after a reconnect, calls answered once).
 
 mod error;
 mod executor;
 mod json;
 mod policy;
+mod recent;
 mod registry;
+pub mod session;
 mod small_map;
 pub mod validate;
 
@@ -27,6 +31,7 @@ pub use executor::{
 };
 pub use json::integer_number;
 pub use policy::{PolicyDecision, decide, effective_risk};
+pub use recent::RecentIds;
 pub use registry::{
     ContextSnapshot, LIMIT_EVENT, MAX_TOOL_NAME_LEN, OwnerId, RefusedTool, Registered, RegisteredTool, RegistryEvent,
     ToolDef, ToolRegistry, check_tool_name, resolver_tool_name,
