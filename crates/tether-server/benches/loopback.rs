@@ -5,8 +5,9 @@
 //!
 //! `cargo bench -p tether-server --bench loopback` (SESSIONS=10000 by default).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+#[path = "../tests/common/serve.rs"]
+mod serve;
+
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
@@ -69,21 +70,11 @@ fn report(label: &str, mut samples: Vec<Duration>) {
 #[allow(clippy::print_stdout)]
 async fn main() {
     let sessions: usize = std::env::var("SESSIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--model", "scripted"])
-        // One client address opens every session, and one connection sends thousands of frames a
-        // second: lift those two limits for the measurement.
-        .args(["--max-sessions-per-ip", "0", "--max-frames-per-second", "0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start tether");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr =
-        line.split("http://").nth(1).and_then(|s| s.split_whitespace().next()).expect("address line").to_string();
-    let url = format!("ws://{addr}/ws");
-    let pid = child.id();
+    // One client address opens every session, and one connection sends thousands of frames a
+    // second: lift those two limits for the measurement.
+    let served = serve::Serve::new().args(["--max-sessions-per-ip", "0", "--max-frames-per-second", "0"]).start();
+    let url = served.url();
+    let pid = served.pid();
 
     // Round trips on one session.
     let mut ws = hello(&url).await;
@@ -144,6 +135,5 @@ async fn main() {
         (after.saturating_sub(before)) as f64 / idle.len() as f64
     );
     drop(idle);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(served);
 }

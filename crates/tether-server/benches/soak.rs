@@ -1,10 +1,13 @@
 //! The soak on loopback against a real `tether serve` process: many sessions running tool calls
-//! while clients drop their socket at random and resume. It reports runs completed, results
-//! lost and applied twice (both must be 0) and the server's memory before and after, and exits
-//! with an error if anything was lost or applied twice.
+//! while clients drop their socket at random and resume. It reports, counted at the clients,
+//! handler runs, results lost, applied twice or altered (all but the runs must be 0), runs
+//! completed, and the server's memory before and after, and exits with an error if anything was
+//! lost, run twice or applied twice.
 //!
 //! `cargo bench -p tether-server --bench soak` (SESSIONS=1000 CALLS=10 DROP=0.1 by default).
 
+#[path = "../tests/common/serve.rs"]
+mod serve;
 #[path = "../tests/common/soak.rs"]
 mod soak;
 
@@ -22,17 +25,12 @@ async fn main() {
         calls: setting("CALLS", 10),
         drop_chance: setting("DROP", 0.1),
     };
-    let report = soak(env!("CARGO_BIN_EXE_tether"), plan).await;
+    let report = soak(plan).await;
     println!("{}", report.summary(&plan));
     for stuck in &report.stuck {
         eprintln!("stuck: {stuck}");
     }
-    let healthy = report.stuck.is_empty()
-        && report.results_lost == 0
-        && report.results_applied_twice == 0
-        && report.sessions_lost == 0
-        && report.runs_completed == report.runs_started;
-    if !healthy {
+    if !report.healthy(&plan) {
         eprintln!("soak FAILED: {report:?}");
         std::process::exit(1);
     }

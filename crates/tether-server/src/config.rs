@@ -30,7 +30,8 @@ pub struct ServerConfig {
     /// Largest frame accepted, in bytes; larger ones get `ERROR frame_too_large`. Default 256 KiB.
     pub max_frame_bytes: usize,
     /// Most frames per second one connection may send, with bursts of up to twice as many;
-    /// frames over it are dropped unread and the client gets `ERROR rate_limited`. Default 30.
+    /// frames over it are not dropped: the connection reads them more slowly (backpressure), and
+    /// the client gets one `ERROR rate_limited` per flood. Default 30.
     pub max_frames_per_second: u32,
     /// Largest argument schema of one tool, in bytes of JSON; a `CONTEXT_UPDATE` with a larger
     /// one gets `ERROR limit_exceeded`. Default 16 KiB.

@@ -7,11 +7,14 @@
 //! in `tether-hooks`.
 
 mod config;
+mod connection;
 mod error;
 mod policy;
+mod run;
 mod server;
 mod session;
 pub mod store;
+mod tools;
 
 pub use config::{
     DEFAULT_MAX_DESCRIPTION_CHARS, DEFAULT_MAX_FRAMES_PER_SECOND, DEFAULT_MAX_PENDING_CALLS, DEFAULT_MAX_SCHEMA_BYTES,
@@ -19,5 +22,6 @@ pub use config::{
 };
 pub use error::{ServerError, StoreProblem};
 pub use policy::{RiskFloor, glob_matches};
-pub use server::{ServerTool, ServerToolResult, TetherServer};
+pub use server::TetherServer;
 pub use session::Session;
+pub use tools::{ServerTool, ServerToolResult};

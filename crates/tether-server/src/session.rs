@@ -1,24 +1,26 @@
 //! Sessions: one per browser tab, surviving reconnects within a grace period.
 //!
-//! A session holds the client's live tool list (from `CONTEXT_UPDATE`), the tool calls waiting
-//! for a `TOOL_RESULT`, the ids of calls already answered (a result that arrives twice is
-//! applied once and acknowledged again), a numbered log of recent frames to replay after a
-//! reconnect (what a dying socket lost, and what was sent while the client was away), and the
-//! conversation. Sessions never share anything: a call id, a result or a tool of one session
-//! means nothing to another.
+//! The exactly-once and nothing-lost bookkeeping — numbered frames and their replay log, the
+//! tool calls waiting for a `TOOL_RESULT` with their deadlines, the calls answered (a result
+//! that arrives twice is applied once and acknowledged again) and abandoned (a late result is
+//! acknowledged, not applied) — is the sans-IO `tether_core::session::ServerSession`. This edge
+//! holds it under a lock with what it does not know: the socket's writer, the runs waiting for
+//! results, the client's live tool list (from `CONTEXT_UPDATE`) and the conversation. Sessions
+//! never share anything: a call id, a result or a tool of one session means nothing to another.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tether_core::check_tool_name;
+use tether_core::session::{ResultOutcome, ServerSession, ServerSessionConfig};
 use tether_core::validate::{CompiledSchema, FullSchema, FullValidator, Validator, format_validation_errors};
 use tether_protocol::{
     AgentMessage, ContextUpdate, ErrorCode, ErrorFrame, EventFrame, PageInfo, ResultStatus, RunEvent, RunStatus,
-    ServerFrame, ToolCall, ToolCancel, ToolResult, ToolResultAck, ToolSpec, encode_frame,
+    ServerFrame, ToolCall, ToolResult, ToolSpec, encode_frame,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -26,8 +28,12 @@ use crate::config::ServerConfig;
 use tether_agent::ChatMessage;
 use tether_agent::ToolOutput;
 
-/// How many answered call ids a session remembers to recognise duplicates.
-const COMPLETED_IDS_KEPT: usize = 4096;
+/// Milliseconds on a monotonic clock (since the first call in this process): the time the
+/// session machines are fed.
+pub(crate) fn now_ms() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
 
 /// What the connection's writer task sends.
 #[derive(Debug)]
@@ -38,35 +44,50 @@ pub(crate) enum Outbound {
     Close(u16, String),
 }
 
-struct Pending {
-    frame: ToolCall,
+/// A run waiting for the result of one of its calls.
+struct Waiter {
+    tool: String,
     reply: oneshot::Sender<ToolOutput>,
 }
 
-struct Connection {
-    id: u64,
-    tx: mpsc::UnboundedSender<Outbound>,
-}
-
-#[derive(Default)]
 struct State {
-    connection: Option<Connection>,
-    /// Every frame sent (or to send), numbered, for replay after a reconnect; bounded.
-    log: VecDeque<(u64, String)>,
-    /// The number of the last frame sent.
-    seq: u64,
-    /// The number of the last frame sent before the client went away.
-    away_from: Option<u64>,
+    /// Numbered frames, replay log, pending calls, answered and abandoned ids.
+    machine: ServerSession,
+    /// The writer of the attached connection: `machine` names its id.
+    tx: Option<mpsc::UnboundedSender<Outbound>>,
+    waiters: HashMap<String, Waiter>,
     tools: Vec<ToolSpec>,
     schemas: HashMap<String, Arc<FullSchema>>,
     revision: u64,
     page: Option<PageInfo>,
-    pending: HashMap<String, Pending>,
-    completed: HashSet<String>,
-    completed_order: VecDeque<String>,
     run: Option<(String, tokio::task::AbortHandle)>,
     history: Vec<ChatMessage>,
-    disconnected_at: Option<Instant>,
+}
+
+impl State {
+    /// Writes what the machine queued, in order, to the attached connection. Called under the
+    /// lock after every event, so frames reach the socket in the order they were numbered.
+    fn flush(&mut self) {
+        let writes = self.machine.take_writes();
+        if let Some(tx) = &self.tx {
+            for text in writes {
+                let _ = tx.send(Outbound::Text(text));
+            }
+        }
+    }
+}
+
+/// What became of a `TOOL_RESULT`, for the counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Applied {
+    /// Applied: the first result of a waiting call.
+    First,
+    /// Answered before: acknowledged again, ignored.
+    Duplicate,
+    /// The call had timed out or was cancelled: acknowledged, not applied.
+    Late,
+    /// Not a call of this session: refused.
+    Unknown,
 }
 
 /// A client session.
@@ -133,13 +154,31 @@ fn json_depth(value: &Value) -> usize {
 
 impl Session {
     pub(crate) fn new(config: Arc<ServerConfig>, peer_ip: Option<IpAddr>) -> Arc<Session> {
+        let machine = ServerSession::new(ServerSessionConfig {
+            log_limit: config.outbox_limit,
+            max_pending_calls: config.max_pending_calls,
+            result_timeout_ms: config.tool_result_timeout.as_millis() as u64,
+            grace_ms: config.reconnect_grace.as_millis() as u64,
+            ..ServerSessionConfig::default()
+        });
+        let state = State {
+            machine,
+            tx: None,
+            waiters: HashMap::new(),
+            tools: Vec::new(),
+            schemas: HashMap::new(),
+            revision: 0,
+            page: None,
+            run: None,
+            history: Vec::new(),
+        };
         Arc::new(Session {
             id: format!("s-{}", &random_token()[..16]),
             resume_token: random_token(),
             peer_ip,
             config,
             run_counter: AtomicU64::new(0),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(state),
         })
     }
 
@@ -170,24 +209,9 @@ impl Session {
 
     /// Sends a frame now (and keeps it for a replay after a reconnect).
     pub(crate) fn send(&self, frame: ServerFrame) {
-        let mut frame = frame;
         let mut state = self.lock();
-        Self::send_locked(&mut state, self.config.outbox_limit, &mut frame);
-    }
-
-    /// Numbers `frame` (`s<n>`, in send order), logs it for replay, and writes it to the socket
-    /// if the client is connected. A frame lost with a dying socket is replayed on resume.
-    fn send_locked(state: &mut State, log_limit: usize, frame: &mut ServerFrame) {
-        state.seq += 1;
-        frame.set_id(format!("s{}", state.seq));
-        let text = encode_frame(frame);
-        if let Some(connection) = &state.connection {
-            let _ = connection.tx.send(Outbound::Text(text.clone()));
-        }
-        if state.log.len() >= log_limit {
-            state.log.pop_front();
-        }
-        state.log.push_back((state.seq, text));
+        state.machine.send(frame);
+        state.flush();
     }
 
     /// Sends an `ERROR`.
@@ -209,9 +233,9 @@ impl Session {
         self.send(ServerFrame::AgentMessage(frame));
     }
 
-    /// Makes `tx` the session's connection, then sends `welcome`, the frames the client has
-    /// not processed (after `last_seq` when it says, else those sent while it was away), and
-    /// every tool call still waiting for a result that is not among them.
+    /// Makes `tx` the session's connection, then sends `welcome`, the tool calls still waiting
+    /// that the replay does not carry, and the frames the client has not processed (after
+    /// `last_seq` when it says, else those sent while it was away).
     pub(crate) fn attach(
         &self,
         connection_id: u64,
@@ -220,49 +244,28 @@ impl Session {
         last_seq: Option<u64>,
     ) {
         let mut state = self.lock();
-        let _ = tx.send(Outbound::Text(encode_frame(welcome)));
-        let from = last_seq.or(state.away_from).unwrap_or(state.seq);
-        let oldest = state.log.front().map_or(state.seq + 1, |(seq, _)| *seq);
-        if from < state.seq && oldest > from + 1 {
-            tracing::warn!(
-                session = self.id,
-                lost = oldest - from - 1,
-                "frames older than the replay log were not resent"
-            );
+        let attached = state.machine.attach(connection_id, encode_frame(welcome), last_seq);
+        if attached.lost > 0 {
+            tracing::warn!(session = self.id, lost = attached.lost, "frames older than the replay log were not resent");
         }
-        for (_, text) in state.log.iter().filter(|(seq, _)| *seq > from) {
-            let _ = tx.send(Outbound::Text(text.clone()));
-        }
-        let mut pending: Vec<&Pending> = state.pending.values().collect();
-        pending.sort_by_key(|p| ServerFrame::ToolCall(p.frame.clone()).seq());
-        for call in pending {
-            let frame = ServerFrame::ToolCall(call.frame.clone());
-            let replayed = frame.seq().is_some_and(|seq| seq > from && seq >= oldest);
-            if !replayed {
-                let _ = tx.send(Outbound::Text(encode_frame(&frame)));
-            }
-        }
-        state.connection = Some(Connection { id: connection_id, tx });
-        state.disconnected_at = None;
-        state.away_from = None;
+        state.tx = Some(tx);
+        state.flush();
     }
 
-    /// The connection went away. Returns when it happened, if it was the current one.
-    pub(crate) fn detach(&self, connection_id: u64) -> Option<Instant> {
+    /// The connection went away. `false` if it was not the current one (a newer one replaced it).
+    pub(crate) fn detach(&self, connection_id: u64) -> bool {
         let mut state = self.lock();
-        if state.connection.as_ref().is_some_and(|c| c.id == connection_id) {
-            state.connection = None;
-            let now = Instant::now();
-            state.disconnected_at = Some(now);
-            state.away_from = Some(state.seq);
-            return Some(now);
+        if !state.machine.detach(connection_id, now_ms()) {
+            return false;
         }
-        None
+        state.tx = None;
+        true
     }
 
-    /// Whether the client has been away since `since` (no resume in between).
-    pub(crate) fn still_away_since(&self, since: Instant) -> bool {
-        self.lock().disconnected_at == Some(since)
+    /// How long until the session expires, if its client is away: `Some(ZERO)` once it has.
+    pub(crate) fn expires_in(&self) -> Option<Duration> {
+        let at = self.lock().machine.expires_at()?;
+        Some(Duration::from_millis(at.saturating_sub(now_ms())))
     }
 
     /// Ends the session: aborts its run and fails the calls waiting for the client.
@@ -271,7 +274,9 @@ impl Session {
         if let Some((_, abort)) = state.run.take() {
             abort.abort();
         }
-        state.pending.clear();
+        state.machine.close();
+        // Dropping the replies tells the waiting runs that the client went away.
+        state.waiters.clear();
     }
 
     /// Applies a `CONTEXT_UPDATE`, or refuses it and keeps the previous list.
@@ -346,7 +351,7 @@ impl Session {
 
     /// How many tool calls are waiting for the client's result.
     pub(crate) fn pending_calls(&self) -> usize {
-        self.lock().pending.len()
+        self.lock().machine.pending().len()
     }
 
     /// The client's tools now.
@@ -374,72 +379,80 @@ impl Session {
     pub(crate) async fn call_client_tool(&self, frame: ToolCall) -> ToolOutput {
         let call_id = frame.call_id.clone();
         let name = frame.name.clone();
-        let (reply, answer) = oneshot::channel();
+        let (reply, mut answer) = oneshot::channel();
         {
             let mut state = self.lock();
             // The agent loop admits no more calls than the limit; this holds it for any caller.
-            if state.pending.len() >= self.config.max_pending_calls {
-                let limit = self.config.max_pending_calls;
+            if let Err(limit) = state.machine.call(frame, now_ms()) {
                 return ToolOutput::new(
                     ResultStatus::Denied,
                     format!("Not run: {limit} tool calls are already waiting for the client (max_pending_calls)."),
                 );
             }
-            let mut sent = ServerFrame::ToolCall(frame);
-            Self::send_locked(&mut state, self.config.outbox_limit, &mut sent);
-            let ServerFrame::ToolCall(frame) = sent else { unreachable!("a TOOL_CALL stays a TOOL_CALL") };
-            state.pending.insert(call_id.clone(), Pending { frame, reply });
+            state.waiters.insert(call_id.clone(), Waiter { tool: name.clone(), reply });
+            state.flush();
         }
-        match tokio::time::timeout(self.config.tool_result_timeout, answer).await {
-            Ok(Ok(output)) => output,
-            Ok(Err(_)) => {
-                ToolOutput::new(ResultStatus::Error, format!("The client went away before \"{name}\" answered."))
-            }
-            Err(_) => {
-                self.cancel_call(&call_id, "no result in time");
-                let seconds = self.config.tool_result_timeout.as_secs();
-                ToolOutput::new(
-                    ResultStatus::Timeout,
-                    format!("The client did not answer \"{name}\" within {seconds} s."),
-                )
-            }
-        }
-    }
-
-    /// Stops waiting for a call and tells the client to abort it.
-    pub(crate) fn cancel_call(&self, call_id: &str, reason: &str) {
-        let removed = self.lock().pending.remove(call_id);
-        if removed.is_some() {
-            let frame = ToolCancel { id: String::new(), call_id: call_id.to_string(), reason: reason.to_string() };
-            self.send(ServerFrame::ToolCancel(frame));
-        }
-    }
-
-    /// Applies a `TOOL_RESULT` once. `Ok` carries the acknowledgement to send (duplicates are
-    /// acknowledged again, and ignored) and whether this was the first time; `Err` is an unknown
-    /// (or another session's) call.
-    pub(crate) fn apply_result(&self, result: ToolResult) -> Result<(ServerFrame, bool), String> {
-        let mut state = self.lock();
-        let call_id = result.call_id;
-        let first = state.pending.contains_key(&call_id);
-        if let Some(pending) = state.pending.remove(&call_id) {
-            let content = match result.content {
-                Value::String(text) => text,
-                other => other.to_string(),
+        loop {
+            let deadline = {
+                let state = self.lock();
+                state.machine.pending().iter().find(|call| call.call_id == call_id).map(|call| call.deadline_ms)
             };
-            let _ = pending.reply.send(ToolOutput::new(result.status, content));
-            if state.completed_order.len() >= COMPLETED_IDS_KEPT {
-                if let Some(oldest) = state.completed_order.pop_front() {
-                    state.completed.remove(&oldest);
+            // Waits for the answer, or for the deadline: then the session times the call out
+            // (which answers with a timeout unless the result came first).
+            let wait = deadline.map(|at| Duration::from_millis(at.saturating_sub(now_ms())));
+            let timed = async {
+                match wait {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => std::future::pending().await,
                 }
+            };
+            tokio::select! {
+                output = &mut answer => {
+                    return output.unwrap_or_else(|_| {
+                        ToolOutput::new(ResultStatus::Error, format!("The client went away before \"{name}\" answered."))
+                    });
+                }
+                () = timed => self.poll_timeouts(),
             }
-            state.completed.insert(call_id.clone());
-            state.completed_order.push_back(call_id.clone());
-        } else if !state.completed.contains(&call_id) {
-            return Err(format!("TOOL_RESULT for unknown call {call_id:?}: this session never sent it"));
         }
-        drop(state);
-        Ok((ServerFrame::ToolResultAck(ToolResultAck { id: String::new(), call_id }), first))
+    }
+
+    /// Times out the calls whose deadline has passed: the client is told to abort them
+    /// (`TOOL_CANCEL`) and their runs read a timeout.
+    fn poll_timeouts(&self) {
+        let mut state = self.lock();
+        let polled = state.machine.poll(now_ms());
+        let seconds = self.config.tool_result_timeout.as_secs();
+        for call_id in polled.timed_out {
+            if let Some(waiter) = state.waiters.remove(&call_id) {
+                let message = format!("The client did not answer \"{}\" within {seconds} s.", waiter.tool);
+                let _ = waiter.reply.send(ToolOutput::new(ResultStatus::Timeout, message));
+            }
+        }
+        state.flush();
+    }
+
+    /// Applies a `TOOL_RESULT` once, and acknowledges it (duplicates and late ones too) or
+    /// refuses it (`ERROR unknown_call`, naming the frame).
+    pub(crate) fn apply_result(&self, result: ToolResult) -> Applied {
+        let mut state = self.lock();
+        let applied = match state.machine.result(result) {
+            ResultOutcome::Applied(result) => {
+                if let Some(waiter) = state.waiters.remove(&result.call_id) {
+                    let content = match result.content {
+                        Value::String(text) => text,
+                        other => other.to_string(),
+                    };
+                    let _ = waiter.reply.send(ToolOutput::new(result.status, content));
+                }
+                Applied::First
+            }
+            ResultOutcome::Duplicate => Applied::Duplicate,
+            ResultOutcome::Late => Applied::Late,
+            ResultOutcome::Unknown => Applied::Unknown,
+        };
+        state.flush();
+        applied
     }
 
     /// Starts a run unless one is in progress. When one is, answers the `USER_MESSAGE`
@@ -461,7 +474,8 @@ impl Session {
                 message: message.into(),
                 reply_to: Some(frame_id),
             };
-            Self::send_locked(&mut state, self.config.outbox_limit, &mut ServerFrame::Error(frame));
+            state.machine.send(ServerFrame::Error(frame));
+            state.flush();
             return false;
         }
         state.run = Some((run_id.to_string(), abort()));
@@ -486,12 +500,11 @@ impl Session {
         if let Some(history) = history {
             state.history = history;
         }
-        let stale: Vec<String> =
-            state.pending.iter().filter(|(_, p)| p.frame.run_id == run_id).map(|(id, _)| id.clone()).collect();
-        drop(state);
-        for call_id in stale {
-            self.cancel_call(&call_id, "the run ended");
+        // Its calls still waiting are cancelled (a result that comes anyway is acknowledged as late).
+        for call_id in state.machine.end_run(run_id) {
+            state.waiters.remove(&call_id);
         }
+        state.flush();
     }
 
     /// The page the client is on.

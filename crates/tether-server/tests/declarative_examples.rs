@@ -6,12 +6,10 @@ mod common;
 #[path = "../../tether-hooks/tests/support/mod.rs"]
 mod declarative_support;
 
-use std::process::Stdio;
-
+use common::serve::{Serve, Served};
 use declarative_support::*;
 use serde_json::{Value, json};
 use tether_protocol::{HookDecidedBy, ResultStatus, RunStatus, ServerFrame};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 #[tokio::test]
 async fn stop_prompt_marker_sends_the_answer_back_until_it_ends_with_the_marker() {
@@ -101,51 +99,22 @@ async fn two_levels_run_agent_level_hooks_first() {
     );
 }
 
-/// The `tether` binary, started with `--hooks`; killed when dropped.
-struct Served {
-    child: tokio::process::Child,
-    addr: String,
+/// The server's own directory for hooks (scripts, transcripts, working directories).
+fn hooks_dir(served: &Served) -> Option<std::path::PathBuf> {
+    let prefix = format!("tether-hooks-{}-", served.pid());
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .find(|entry| entry.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|entry| entry.path())
 }
 
-impl Served {
-    /// The server's own directory for hooks (scripts, transcripts, working directories).
-    fn hooks_dir(&self) -> Option<std::path::PathBuf> {
-        let prefix = format!("tether-hooks-{}-", self.child.id().unwrap());
-        std::fs::read_dir(std::env::temp_dir())
-            .unwrap()
-            .flatten()
-            .find(|entry| entry.file_name().to_string_lossy().starts_with(&prefix))
-            .map(|entry| entry.path())
-    }
-
-    /// Stops the server as Ctrl-C would and waits for it to exit.
-    async fn interrupt(mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id().unwrap() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-        let status = tokio::time::timeout(common::WAIT, self.child.wait()).await.unwrap().unwrap();
-        assert!(status.success(), "{status:?}");
-    }
-}
-
-async fn serve(hooks_file: &str) -> Served {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(["serve", "--model", "scripted", "--addr", "127.0.0.1:0", "--hooks", hooks_file])
+fn serve(hooks_file: &str) -> Served {
+    Serve::new()
+        .args(["--hooks", hooks_file])
         // A secret in the server's environment, which hooks must never see.
         .env("TETHER_TEST_PROVIDER_KEY", "sk-not-for-hooks")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(common::WAIT, lines.next_line()).await.unwrap().unwrap().expect("a listening line");
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
-    Served { child, addr }
+        .start()
 }
 
 fn shell_tool() -> tether_protocol::ToolSpec {
@@ -160,8 +129,8 @@ fn shell_tool() -> tether_protocol::ToolSpec {
 async fn tether_serve_with_hooks_blocks_a_tool_result_and_rejects_an_answer_over_a_websocket() {
     require_python3();
     let file = examples_dir().join("extended-agent.yaml");
-    let served = serve(file.to_str().unwrap()).await;
-    let mut client = common::Client::connect(&format!("ws://{}/ws", served.addr)).await;
+    let served = serve(file.to_str().unwrap());
+    let mut client = common::Client::connect(&served.url()).await;
     client.hello(None).await;
     client.context(1, vec![shell_tool()]).await;
     client.say("run `sudo rm -rf /var/lib/app`").await;
@@ -222,10 +191,12 @@ async fn tether_serve_with_hooks_blocks_a_tool_result_and_rejects_an_answer_over
     assert!(levels.iter().all(|level| *level == "custom_agent"));
 
     // The server's hooks directory exists while it runs and is removed when it stops.
-    let dir = served.hooks_dir().expect("the server's hooks directory");
+    let dir = hooks_dir(&served).expect("the server's hooks directory");
     assert!(dir.join("transcripts").read_dir().unwrap().next().is_some(), "the run's transcript was written");
     client.close().await;
-    served.interrupt().await;
+    // Stopped as Ctrl-C would: it exits cleanly.
+    let status = served.interrupt();
+    assert!(status.success(), "{status:?}");
     assert!(!dir.exists(), "{} was left behind", dir.display());
 }
 
@@ -239,11 +210,7 @@ fn tether_serve_refuses_to_start_with_an_invalid_hooks_file() {
         "hooks:\n  PostToolUse:\n    - {type: command, matcher: '*', command: 'exit 0', timeout: 301}\n",
     )
     .unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(["serve", "--model", "scripted", "--addr", "127.0.0.1:0", "--hooks"])
-        .arg(&file)
-        .output()
-        .unwrap();
+    let output = Serve::new().args([std::ffi::OsStr::new("--hooks"), file.as_os_str()]).run_to_end();
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);

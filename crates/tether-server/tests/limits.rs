@@ -41,36 +41,50 @@ async fn a_frame_over_max_frame_bytes_is_refused_and_the_session_goes_on() {
 }
 
 #[tokio::test]
-async fn frames_over_the_rate_are_dropped_with_one_error_and_the_session_survives() {
+async fn frames_over_the_rate_are_read_later_with_one_error_and_none_is_lost() {
+    let config = ServerConfig { max_frames_per_second: 20, ..ServerConfig::default() };
+    let server = TestServer::start(config, scripted()).await;
+    let mut client = server.client().await;
+    client.hello(None).await;
+    // Twice a burst (40) in one go: the second half waits (about 1 s at 20 a second).
+    for n in 0..80 {
+        client.send_raw(format!(r#"{{"type":"TOOL_PROGRESS","id":"p{n}","callId":"none","message":"flood"}}"#)).await;
+    }
+    let (mut progress_events, mut errors) = (0, Vec::new());
+    while progress_events < 80 {
+        match client.recv().await {
+            ServerFrame::Error(error) => errors.push(error),
+            ServerFrame::Event(_) => progress_events += 1,
+            _ => {}
+        }
+    }
+    // One error for the whole flood, and every frame of it read.
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].code, ErrorCode::RateLimited);
+    assert!(errors[0].message.contains("20 frames per second"), "{}", errors[0].message);
+    assert!(errors[0].message.contains("none is dropped"), "{}", errors[0].message);
+    // The session is healthy.
+    run_works(&mut client, 1).await;
+}
+
+#[tokio::test]
+async fn a_tool_result_sent_in_a_flood_over_the_rate_is_applied_not_dropped() {
     let config = ServerConfig { max_frames_per_second: 10, ..ServerConfig::default() };
     let server = TestServer::start(config, scripted()).await;
     let mut client = server.client().await;
     client.hello(None).await;
-    let resume = client.resume_info();
-    // Far more than a burst (20) in one go: most of these are dropped unread.
-    for n in 0..200 {
+    client.context(1, storefront_tools()).await;
+    client.say("add the red mug to my cart").await;
+    let call = client.tool_call().await;
+    // The burst (20) is spent, then the result: over the rate.
+    for n in 0..25 {
         client.send_raw(format!(r#"{{"type":"TOOL_PROGRESS","id":"p{n}","callId":"none","message":"flood"}}"#)).await;
     }
-    let mut progress_events = 0;
-    let error = client
-        .recv_until(|frame| match frame {
-            ServerFrame::Error(error) => Some(error.clone()),
-            ServerFrame::Event(_) => {
-                progress_events += 1;
-                None
-            }
-            _ => None,
-        })
-        .await;
-    assert_eq!(error.code, ErrorCode::RateLimited);
-    assert!(error.message.contains("10 frames per second"), "{}", error.message);
-    // A burst is 20 frames; a slow machine may earn a few more while the flood is read.
-    assert!(progress_events <= 40, "{progress_events} frames got through before the error");
-    // The session is intact: the same client resumes it on a new connection and runs.
-    let mut again = server.client().await;
-    let welcome = again.hello(Some(resume)).await;
-    assert!(welcome.resumed);
-    run_works(&mut again, 1).await;
+    client.result(&call.call_id, ResultStatus::Ok, json!("added in a flood")).await;
+    client.ack_or_error(&call.call_id).await.expect("the result is acknowledged");
+    let (text, status) = client.answer().await;
+    assert_eq!(status, RunStatus::Completed);
+    assert!(text.contains("added in a flood"), "the run read the result: {text}");
 }
 
 #[tokio::test]

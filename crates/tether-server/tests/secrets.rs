@@ -6,15 +6,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::post;
+use common::serve::Serve;
 use common::*;
 use serde_json::{Value, json};
 use tether_protocol::*;
@@ -80,15 +79,6 @@ fn indent(text: &str) -> String {
 }
 
 /// The server process, killed however the test ends.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Every file under `dir`, recursively.
 fn files(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
@@ -118,29 +108,16 @@ async fn the_api_key_appears_in_no_log_frame_transcript_or_hook_environment() {
     std::fs::write(&hooks, yaml).unwrap();
 
     let (base, authorizations) = provider().await;
-    let child = Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--model", &base, "--api-key-env", "TETHER_TEST_API_KEY"])
-        .arg("--hooks")
-        .arg(&hooks)
+    let served = Serve::new()
+        .args(["--model", base.as_str(), "--api-key-env", "TETHER_TEST_API_KEY"])
+        .args([std::ffi::OsStr::new("--hooks"), hooks.as_os_str()])
         .env("TETHER_TEST_API_KEY", SENTINEL)
         .env("RUST_LOG", "trace")
         .env("TMPDIR", &tmp)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start tether");
-    let mut child = KillOnDrop(child);
-    let mut stderr = child.0.stderr.take().unwrap();
-    let logs = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let mut line = String::new();
-    BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.split("http://").nth(1).and_then(|s| s.split_whitespace().next()).expect("address line");
+        .capture_logs()
+        .start();
 
-    let mut client = Client::connect(&format!("ws://{addr}/ws")).await;
+    let mut client = Client::connect(&served.url()).await;
     client.hello(None).await;
     client.context(1, vec![tool("cart_view", "Show the cart.", json!({"type": "object"}))]).await;
     client.say("what is in my cart?").await;
@@ -166,8 +143,7 @@ async fn the_api_key_appears_in_no_log_frame_transcript_or_hook_environment() {
         .iter()
         .map(|path| (path.display().to_string(), std::fs::read_to_string(path).unwrap_or_default()))
         .collect();
-    drop(child);
-    let logs = logs.join().unwrap();
+    let logs = served.stop_and_read_logs();
     assert!(logs.contains("TRACE") && logs.contains("DEBUG"), "the logs were not captured at trace level");
 
     for name in ["env-post.txt", "env-stop.txt", "context-post.json", "transcript-post.txt", "transcript-stop.txt"] {

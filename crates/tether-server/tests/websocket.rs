@@ -4,6 +4,7 @@
 mod common;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::*;
 use serde_json::json;
@@ -271,6 +272,48 @@ async fn a_call_survives_a_dropped_socket_and_its_result_is_used_once() {
     let (text, status) = again.answer().await;
     assert_eq!(status, RunStatus::Completed);
     assert!(text.contains("added once") && !text.contains("added twice"), "{text}");
+}
+
+#[tokio::test]
+async fn a_result_after_its_call_timed_out_is_acknowledged_as_late_not_refused() {
+    let config = ServerConfig { tool_result_timeout: Duration::from_millis(300), ..ServerConfig::default() };
+    let server = TestServer::start(config, scripted()).await;
+    let (mut client, call) = waiting_for_cart_add(&server).await;
+    let cancel = client
+        .recv_until(|frame| match frame {
+            ServerFrame::ToolCancel(cancel) => Some(cancel.clone()),
+            _ => None,
+        })
+        .await;
+    assert_eq!((cancel.call_id.as_str(), cancel.reason.as_str()), (call.call_id.as_str(), "no result in time"));
+    // The handler had run all the same: its result comes late. Acknowledged, so the client's
+    // outbox empties; not applied (the run read the timeout).
+    client.result(&call.call_id, ResultStatus::Ok, json!("added late")).await;
+    let ack = client.ack_or_error(&call.call_id).await.expect("acknowledged, not refused");
+    assert_eq!(ack.call_id, call.call_id);
+    let stats = server.health().await["stats"].clone();
+    assert_eq!((stats["resultsLate"].as_u64(), stats["resultsApplied"].as_u64()), (Some(1), Some(0)), "{stats}");
+}
+
+#[tokio::test]
+async fn a_result_after_its_run_ended_is_acknowledged_as_late_not_refused() {
+    let agent = scripted().with_run_timeout(Duration::from_millis(300));
+    let server = TestServer::start(ServerConfig::default(), agent).await;
+    let (mut client, call) = waiting_for_cart_add(&server).await;
+    let cancel = client
+        .recv_until(|frame| match frame {
+            ServerFrame::ToolCancel(cancel) => Some(cancel.clone()),
+            _ => None,
+        })
+        .await;
+    assert_eq!((cancel.call_id.as_str(), cancel.reason.as_str()), (call.call_id.as_str(), "the run ended"));
+    client.result(&call.call_id, ResultStatus::Ok, json!("added late")).await;
+    client.ack_or_error(&call.call_id).await.expect("acknowledged, not refused");
+    // A copy of it again: still acknowledged, never applied.
+    client.result(&call.call_id, ResultStatus::Ok, json!("added late")).await;
+    client.ack_or_error(&call.call_id).await.expect("acknowledged, not refused");
+    let stats = server.health().await["stats"].clone();
+    assert_eq!((stats["resultsLate"].as_u64(), stats["resultsApplied"].as_u64()), (Some(2), Some(0)), "{stats}");
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod serve;
 pub mod soak;
 
 use std::time::Duration;
@@ -51,6 +52,28 @@ impl TestServer {
 
     pub async fn client(&self) -> Client {
         Client::connect(&self.url()).await
+    }
+
+    /// `GET /healthz`, as JSON.
+    pub async fn health(&self) -> Value {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = TcpStream::connect(self.addr).await.unwrap();
+        stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        serde_json::from_str(response.split("\r\n\r\n").nth(1).unwrap_or_default()).unwrap()
+    }
+}
+
+impl Client {
+    /// The answer to a `TOOL_RESULT` for `call_id`: its acknowledgement, or `ERROR unknown_call`.
+    pub async fn ack_or_error(&mut self, call_id: &str) -> Result<ToolResultAck, ErrorFrame> {
+        self.recv_until(|frame| match frame {
+            ServerFrame::ToolResultAck(ack) if ack.call_id == call_id => Some(Ok(ack.clone())),
+            ServerFrame::Error(error) if error.code == ErrorCode::UnknownCall => Some(Err(error.clone())),
+            _ => None,
+        })
+        .await
     }
 }
 

@@ -2,24 +2,29 @@
 //! tool calls while some clients drop their socket at random and resume. Shared by the small
 //! soak test (`tests/soak.rs`) and the full run (`benches/soak.rs`).
 //!
-//! Each simulated client behaves like the browser runtime: it keeps every result until the
-//! server acknowledges it, resends unacknowledged results after resuming, and answers a
-//! repeated `TOOL_CALL` with the result it already has (never running the tool twice). The
-//! figures come from the server's own counters (`/healthz`) and from what the clients saw.
+//! Each simulated client is the browser runtime's logic without the browser: the same session
+//! machine (`tether_core::session::ClientSession`: results kept until acknowledged and resent,
+//! `lastSeq`, frames seen before skipped) and the same executor (a repeated call never runs
+//! twice). The figures are counted at the client: how many times each call's handler ran, and
+//! how many times the server applied each result, as the client sees it in the
+//! `tool_execution_end` events of its runs (each carries the result the model read). The
+//! server's own counters (`/healthz`) are reported next to them, as a cross-check.
 
 #![allow(dead_code, unreachable_pub, clippy::print_stdout)]
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
+use tether_core::session::ClientSession;
+use tether_core::validate::FullValidator;
+use tether_core::{CallRequest, Executor, OwnerId, Step, ToolDef, ToolRegistry};
 use tether_protocol::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
+
+use super::serve::{Serve, Served};
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -35,32 +40,39 @@ pub struct SoakPlan {
     pub drop_chance: f64,
 }
 
-/// What a soak measured.
+/// What a soak measured. Everything but the `server_*` fields is counted at the clients.
 #[derive(Debug, Clone, Default)]
 pub struct SoakReport {
-    /// Runs the server completed (status `completed`).
+    /// Runs whose end (`AGENT_MESSAGE` done) the clients saw, and how many of them completed.
+    pub runs_ended: u64,
+    /// See `runs_ended`.
     pub runs_completed: u64,
-    /// Runs the server started.
-    pub runs_started: u64,
-    /// Tool calls the clients answered (distinct call ids).
-    pub calls_answered: u64,
-    /// Results the server applied.
-    pub results_applied: u64,
-    /// Answered calls whose result the server never applied.
+    /// Tool calls the clients received (distinct call ids).
+    pub calls: u64,
+    /// Handler runs, all calls together.
+    pub handler_runs: u64,
+    /// Calls whose handler ran more than once.
+    pub handlers_run_twice: u64,
+    /// Calls whose handler ran but whose result the server never applied (no `tool_execution_end`).
     pub results_lost: u64,
-    /// Results the server applied more than once (applied minus distinct calls, when positive).
+    /// Calls the server applied more than once (more than one `tool_execution_end`).
     pub results_applied_twice: u64,
-    /// Duplicate results the server acknowledged and ignored (resent after a drop).
-    pub duplicates_ignored: u64,
+    /// Calls where the model read something else than what the handler returned.
+    pub results_altered: u64,
     /// Socket drops and resumes.
     pub reconnects: u64,
     /// Resumes that did not get the session back.
     pub sessions_lost: u64,
-    /// Runs whose end a resumed client did not wait for: once its result was acknowledged it
-    /// went on, since the end may have been written to the socket it dropped.
-    pub ends_not_awaited: u64,
-    /// `ERROR` frames other than `run_in_progress` (which a resumed client may provoke).
+    /// Server frames delivered again that the clients skipped (numbered at or below `lastSeq`).
+    pub frames_skipped: u64,
+    /// `ERROR` frames.
     pub unexpected_errors: u64,
+    /// The server's counters: results applied, duplicates acknowledged and ignored, late ones.
+    pub server_results_applied: u64,
+    /// See `server_results_applied`.
+    pub server_duplicates_ignored: u64,
+    /// See `server_results_applied`.
+    pub server_results_late: u64,
     /// Server memory (RSS, KiB) when idle before, at the end with every session open, and after
     /// every session had closed and expired.
     pub rss_before_kib: u64,
@@ -79,28 +91,47 @@ impl SoakReport {
     pub fn summary(&self, plan: &SoakPlan) -> String {
         format!(
             "soak: {} sessions x {} tool calls, drop chance {:.0}%, {:.1} s\n\
-             runs completed {}/{} started; calls answered {}, results applied {}, lost {}, applied twice {}, \
-             duplicates ignored {}; reconnects {}, sessions lost {}, run ends not awaited {}, unexpected errors {}\n\
+             counted at the clients: runs ended {} ({} completed); calls {}, handler runs {}, handlers run twice {}; \
+             results lost {}, applied twice {}, altered {}; reconnects {}, sessions lost {}, frames skipped as \
+             seen {}, errors {}\n\
+             server counters: results applied {}, duplicates ignored {}, late {}\n\
              server RSS {} KiB before, {} KiB with all sessions, {} KiB after they expired",
             plan.sessions,
             plan.calls,
             plan.drop_chance * 100.0,
             self.seconds,
+            self.runs_ended,
             self.runs_completed,
-            self.runs_started,
-            self.calls_answered,
-            self.results_applied,
+            self.calls,
+            self.handler_runs,
+            self.handlers_run_twice,
             self.results_lost,
             self.results_applied_twice,
-            self.duplicates_ignored,
+            self.results_altered,
             self.reconnects,
             self.sessions_lost,
-            self.ends_not_awaited,
+            self.frames_skipped,
             self.unexpected_errors,
+            self.server_results_applied,
+            self.server_duplicates_ignored,
+            self.server_results_late,
             self.rss_before_kib,
             self.rss_peak_kib,
             self.rss_after_kib,
         )
+    }
+
+    /// Whether nothing was lost, run twice or applied twice, and every run completed.
+    pub fn healthy(&self, plan: &SoakPlan) -> bool {
+        let expected = (plan.sessions * plan.calls) as u64;
+        self.stuck.is_empty()
+            && self.sessions_lost == 0
+            && self.unexpected_errors == 0
+            && (self.handlers_run_twice, self.results_lost, self.results_applied_twice, self.results_altered)
+                == (0, 0, 0, 0)
+            && self.calls == expected
+            && self.handler_runs == expected
+            && self.runs_completed == expected
     }
 }
 
@@ -125,130 +156,16 @@ impl Rng {
     }
 }
 
-/// The server under load: a `tether serve` child process.
-struct ServerProcess {
-    child: Child,
-    addr: String,
-}
-
-impl ServerProcess {
-    fn start(binary: &str) -> ServerProcess {
-        let mut child = Command::new(binary)
-            .args(["serve", "--addr", "127.0.0.1:0", "--model", "scripted"])
-            // Every client comes from 127.0.0.1; the other limits stay at their defaults.
-            .args(["--max-sessions-per-ip", "0", "--reconnect-grace-seconds", "2"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start tether");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let addr = line.split("http://").nth(1).and_then(|s| s.split_whitespace().next()).expect("address").to_string();
-        ServerProcess { child, addr }
-    }
-
-    async fn health(&self) -> Value {
-        let mut stream = tokio::net::TcpStream::connect(&self.addr).await.unwrap();
-        stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await.unwrap();
-        let body = response.split("\r\n\r\n").nth(1).unwrap_or_default();
-        serde_json::from_str(body).unwrap_or(Value::Null)
-    }
-
-    /// Waits until `ready` holds for `/healthz`, polling for at most `limit`.
-    async fn wait_for(&self, limit: Duration, ready: impl Fn(&Value) -> bool) -> Value {
-        let started = Instant::now();
-        loop {
-            let health = self.health().await;
-            if ready(&health) || started.elapsed() > limit {
-                return health;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// What one client saw.
-#[derive(Default)]
-struct ClientTally {
-    answered: HashSet<String>,
-    reconnects: u64,
-    sessions_lost: u64,
-    ends_not_awaited: u64,
-    unexpected_errors: u64,
-}
-
-async fn open(url: &str, resume: Option<Resume>) -> Option<(Socket, Welcome)> {
-    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.ok()?;
-    let hello = Hello { id: "h".into(), protocol_version: PROTOCOL_VERSION, resume, client: Some("soak".into()) };
-    ws.send(Message::Text(encode_frame(&ClientFrame::Hello(hello)).into())).await.ok()?;
+/// Waits until `ready` holds for `/healthz`, polling for at most `limit`.
+async fn wait_for(server: &Served, limit: Duration, ready: impl Fn(&Value) -> bool) -> Value {
+    let started = Instant::now();
     loop {
-        if let ServerFrame::Welcome(welcome) = recv(&mut ws).await? {
-            return Some((ws, welcome));
+        let health = server.health().await;
+        if ready(&health) || started.elapsed() > limit {
+            return health;
         }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-async fn recv(ws: &mut Socket) -> Option<ServerFrame> {
-    loop {
-        match ws.next().await? {
-            Ok(Message::Text(text)) => return decode_server_frame(&text, usize::MAX).ok(),
-            Ok(Message::Close(_)) | Err(_) => return None,
-            Ok(_) => continue,
-        }
-    }
-}
-
-async fn send(ws: &mut Socket, frame: ClientFrame) {
-    // A failed send shows up as the end of the stream on the next receive.
-    let _ = ws.send(Message::Text(encode_frame(&frame).into())).await;
-}
-
-fn tools() -> Vec<ToolSpec> {
-    let ids = json!({"type": "string", "enum": ["mug-red", "mug-blue", "tee-black"]});
-    vec![ToolSpec {
-        name: "cart_add".into(),
-        description: "Add a product to the shopping cart.".into(),
-        parameters: json!({"type": "object", "properties": {"productId": ids}, "required": ["productId"]}),
-        risk: Risk::None,
-        global: false,
-    }]
-}
-
-/// Resumes the session on a new socket (the old one is dropped, as a crash would), resyncs the
-/// tools and resends every unacknowledged result. `false` if the session did not come back.
-async fn reconnect(
-    url: &str,
-    resume: &Resume,
-    ws: &mut Socket,
-    revision: &mut u64,
-    unacked: &HashMap<String, Value>,
-) -> bool {
-    match open(url, Some(resume.clone())).await {
-        Some((socket, welcome)) if welcome.resumed => *ws = socket,
-        _ => return false,
-    }
-    *revision += 1;
-    let update = ContextUpdate { id: format!("c{revision}"), revision: *revision, tools: tools(), page: None };
-    send(ws, ClientFrame::ContextUpdate(update)).await;
-    for (call_id, content) in unacked {
-        let result = ToolResult {
-            id: format!("r-{call_id}"),
-            call_id: call_id.clone(),
-            status: ResultStatus::Ok,
-            content: content.clone(),
-        };
-        send(ws, ClientFrame::ToolResult(result)).await;
-    }
-    true
 }
 
 /// The last things a client did and saw, to tell what a stuck client waits for.
@@ -263,148 +180,275 @@ fn note(trace: &Trace, what: String) {
 }
 
 fn describe(frame: &ServerFrame) -> String {
+    let id = frame.id();
     match frame {
-        ServerFrame::ToolCall(c) => format!("TOOL_CALL {} run {}", c.call_id, c.run_id),
-        ServerFrame::ToolResultAck(a) => format!("ACK {}", a.call_id),
-        ServerFrame::AgentMessage(m) => format!("AGENT_MESSAGE run {} done {}", m.run_id, m.done),
-        ServerFrame::Error(e) => format!("ERROR {} reply_to {:?}: {}", e.code.as_str(), e.reply_to, e.message),
+        ServerFrame::ToolCall(c) => format!("{id} TOOL_CALL {} run {}", c.call_id, c.run_id),
+        ServerFrame::ToolResultAck(a) => format!("{id} ACK {}", a.call_id),
+        ServerFrame::AgentMessage(m) => format!("{id} AGENT_MESSAGE run {} done {}", m.run_id, m.done),
+        ServerFrame::Error(e) => format!("{id} ERROR {} reply_to {:?}: {}", e.code.as_str(), e.reply_to, e.message),
         ServerFrame::Welcome(w) => format!("WELCOME resumed {}", w.resumed),
-        ServerFrame::ToolCancel(c) => format!("TOOL_CANCEL {}", c.call_id),
-        ServerFrame::Event(_) => "EVENT".into(),
+        ServerFrame::ToolCancel(c) => format!("{id} TOOL_CANCEL {}", c.call_id),
+        ServerFrame::Event(_) => format!("{id} EVENT"),
     }
 }
 
-/// One browser-like client: `calls` runs of one tool call each, dropping its socket at random.
-async fn client(url: String, index: usize, plan: SoakPlan, trace: Trace) -> ClientTally {
-    let mut tally = ClientTally::default();
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
-    let Some((mut ws, welcome)) = open(&url, None).await else {
-        tally.sessions_lost += 1;
-        return tally;
-    };
-    let resume = Resume { session_id: welcome.session_id, token: welcome.resume_token, last_seq: None };
-    let mut revision = 1;
-    send(&mut ws, ClientFrame::ContextUpdate(ContextUpdate { id: "c".into(), revision, tools: tools(), page: None }))
-        .await;
-    // Results not yet acknowledged, by call id (resent after a resume), and the runs finished.
-    let mut unacked: HashMap<String, Value> = HashMap::new();
-    let mut finished_runs: HashSet<String> = HashSet::new();
-    let mut message = 0;
-    for _ in 0..plan.calls {
-        message += 1;
-        let mut message_id = format!("m{message}");
-        let text = "add the red mug to my cart".to_string();
-        send(&mut ws, ClientFrame::UserMessage(UserMessage { id: message_id.clone(), text: text.clone() })).await;
-        note(&trace, format!("sent USER_MESSAGE {message_id}"));
-        let mut run: Option<String> = None;
-        let mut resumed_in_run = false;
-        let mut resend_message = false;
-        loop {
-            let Some(frame) = recv(&mut ws).await else {
-                note(&trace, "socket ended: reconnecting".into());
-                tally.reconnects += 1;
-                if !reconnect(&url, &resume, &mut ws, &mut revision, &unacked).await {
-                    tally.sessions_lost += 1;
-                    return tally;
-                }
-                resumed_in_run = true;
-                continue;
-            };
-            if !matches!(frame, ServerFrame::Event(_)) {
-                note(&trace, describe(&frame));
-            }
-            match frame {
-                ServerFrame::ToolCall(call) => {
-                    if run.is_none() && !finished_runs.contains(&call.run_id) {
-                        run = Some(call.run_id.clone());
-                    }
-                    tally.answered.insert(call.call_id.clone());
-                    // A repeated call gets the result the client already has: it never runs twice.
-                    let content = unacked
-                        .entry(call.call_id.clone())
-                        .or_insert_with(|| json!(format!("added for {}", call.call_id)))
-                        .clone();
-                    let id = format!("r-{}", call.call_id);
-                    let result = ToolResult { id, call_id: call.call_id, status: ResultStatus::Ok, content };
-                    if rng.chance(plan.drop_chance) {
-                        // A crash: half of the time with the result already on its way.
-                        let sent = rng.chance(0.5);
-                        if sent {
-                            send(&mut ws, ClientFrame::ToolResult(result)).await;
-                        }
-                        note(&trace, format!("dropping the socket (result sent: {sent})"));
-                        tally.reconnects += 1;
-                        if !reconnect(&url, &resume, &mut ws, &mut revision, &unacked).await {
-                            tally.sessions_lost += 1;
-                            return tally;
-                        }
-                        resumed_in_run = true;
-                        continue;
-                    }
-                    send(&mut ws, ClientFrame::ToolResult(result)).await;
-                }
-                ServerFrame::ToolResultAck(ack) => {
-                    unacked.remove(&ack.call_id);
-                    // After a resume the end of this run may have been written to the dropped
-                    // socket: once its result is acknowledged, go on (a run still going answers
-                    // the next message with run_in_progress, and the message is sent again after
-                    // the run's end).
-                    if resumed_in_run && run.is_some() && unacked.is_empty() {
-                        finished_runs.extend(run.clone());
-                        tally.ends_not_awaited += 1;
-                        break;
-                    }
-                }
-                ServerFrame::AgentMessage(m) if m.done => {
-                    let ours = run.as_deref() == Some(m.run_id.as_str());
-                    finished_runs.insert(m.run_id);
-                    if ours {
-                        break;
-                    }
-                    if resend_message {
-                        resend_message = false;
-                        message += 1;
-                        message_id = format!("m{message}");
-                        let again = UserMessage { id: message_id.clone(), text: text.clone() };
-                        send(&mut ws, ClientFrame::UserMessage(again)).await;
-                        note(&trace, format!("sent USER_MESSAGE {message_id} again"));
-                    }
-                }
-                ServerFrame::Error(error)
-                    if error.code == ErrorCode::RunInProgress
-                        && error.reply_to.as_deref() == Some(message_id.as_str()) =>
-                {
-                    resend_message = true;
-                }
-                ServerFrame::Error(error) if error.code == ErrorCode::RunInProgress => {}
-                ServerFrame::Error(_) => tally.unexpected_errors += 1,
-                _ => {}
+fn cart_add() -> ToolDef {
+    let ids = json!({"type": "string", "enum": ["mug-red", "mug-blue", "tee-black"]});
+    ToolDef::new("cart_add", "Add a product to the shopping cart.")
+        .parameters(json!({"type": "object", "properties": {"productId": ids}, "required": ["productId"]}))
+}
+
+/// What one client counted.
+#[derive(Default)]
+struct Tally {
+    handler_runs: HashMap<String, u64>,
+    /// What each call's handler returned.
+    made: HashMap<String, String>,
+    /// What the model read for each call, once per `tool_execution_end` the client saw.
+    applied: HashMap<String, Vec<String>>,
+    runs_ended: u64,
+    runs_completed: u64,
+    reconnects: u64,
+    sessions_lost: u64,
+    frames_skipped: u64,
+    errors: u64,
+}
+
+/// One browser-like client: the session machine and the executor the browser runtime uses,
+/// over a real socket that it drops at random.
+struct BrowserLike {
+    url: String,
+    session: ClientSession,
+    executor: Executor,
+    registry: ToolRegistry<(), FullValidator>,
+    socket: Option<Socket>,
+    rng: Rng,
+    plan: SoakPlan,
+    tally: Tally,
+    trace: Trace,
+}
+
+impl BrowserLike {
+    fn now() -> u64 {
+        static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64
+    }
+
+    async fn send(&mut self, frames: Vec<ClientFrame>) {
+        if let Some(socket) = &mut self.socket {
+            for frame in frames {
+                // A failed send shows up as the end of the stream on the next receive.
+                let _ = socket.send(Message::Text(encode_frame(&frame).into())).await;
             }
         }
     }
-    let _ = ws.close(None).await;
-    // Read until the server closes, so that the close handshake completes.
-    while recv(&mut ws).await.is_some() {}
-    tally
+
+    /// Opens a socket and says HELLO (resuming the session, if there is one).
+    async fn connect(&mut self) -> bool {
+        let Ok((socket, _)) = tokio_tungstenite::connect_async(&self.url).await else { return false };
+        self.socket = Some(socket);
+        let hello = self.session.connected();
+        self.send(vec![hello]).await;
+        true
+    }
+
+    /// Drops the socket without a close handshake, as a crash would, and reconnects.
+    async fn crash_and_resume(&mut self) -> bool {
+        self.socket = None;
+        self.session.disconnected();
+        self.tally.reconnects += 1;
+        note(&self.trace, "socket dropped: reconnecting".into());
+        self.connect().await
+    }
+
+    /// The next server frame, sending overdue results again meanwhile; `None` if the socket ended.
+    async fn next_frame(&mut self) -> Option<ServerFrame> {
+        loop {
+            let wait = self.session.next_deadline().map(|at| Duration::from_millis(at.saturating_sub(Self::now())));
+            let socket = self.socket.as_mut()?;
+            let timer = async {
+                match wait {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                message = socket.next() => match message? {
+                    Ok(Message::Text(text)) => return decode_server_frame(&text, usize::MAX).ok(),
+                    Ok(Message::Close(_)) | Err(_) => return None,
+                    Ok(_) => {}
+                },
+                () = timer => {
+                    let resend = self.session.poll(Self::now());
+                    self.send(resend).await;
+                }
+            }
+        }
+    }
+
+    /// A call finished: keep its result and send it, maybe crashing around the send.
+    async fn finished(&mut self, call_id: &str, status: ResultStatus, content: Value) -> bool {
+        let frame = self.session.result(call_id, status, content, Self::now());
+        if self.rng.chance(self.plan.drop_chance) {
+            // A crash: half of the time with the result already on its way.
+            let sent = self.rng.chance(0.5);
+            if sent {
+                self.send(frame.into_iter().collect()).await;
+            }
+            note(&self.trace, format!("crash (result sent: {sent})"));
+            return self.crash_and_resume().await;
+        }
+        self.send(frame.into_iter().collect()).await;
+        true
+    }
+
+    /// Handles one server frame. Returns whether the run ended (and `false` in `.1` when the
+    /// session could not be resumed).
+    async fn handle(&mut self, frame: ServerFrame) -> (bool, bool) {
+        if !self.session.received(&frame) {
+            self.tally.frames_skipped += 1;
+            return (false, true);
+        }
+        if !matches!(frame, ServerFrame::Event(_)) {
+            note(&self.trace, describe(&frame));
+        }
+        match frame {
+            ServerFrame::Welcome(welcome) => {
+                let had_session = self.session.session_id().is_some();
+                if had_session && !welcome.resumed {
+                    self.tally.sessions_lost += 1;
+                    return (false, false);
+                }
+                let context = ClientFrame::ContextUpdate(ContextUpdate {
+                    id: self.session.next_id(),
+                    revision: 1,
+                    tools: self.registry.specs(),
+                    page: None,
+                });
+                let welcomed = self.session.welcomed(&welcome, context, Self::now());
+                self.send(welcomed.send).await;
+            }
+            ServerFrame::ToolCall(call) => {
+                let call_id = call.call_id.clone();
+                let request =
+                    CallRequest { call_id: call.call_id, tool: call.name, args: call.args, server_risk: call.risk };
+                match self.executor.start(request, &self.registry, Self::now()) {
+                    Some(Step::Run { call_id, args, .. }) => {
+                        // The handler: counted here, where it runs.
+                        *self.tally.handler_runs.entry(call_id.clone()).or_default() += 1;
+                        let output = format!("added {} for {call_id}", args["productId"].as_str().unwrap_or("?"));
+                        self.tally.made.insert(call_id.clone(), output.clone());
+                        let step = self.executor.handler_done(&call_id, Ok(Value::String(output)));
+                        let Some(Step::Finish(outcome)) = step else { unreachable!("no hooks here") };
+                        if !self.finished(&outcome.call_id, outcome.status, outcome.content).await {
+                            return (false, false);
+                        }
+                    }
+                    Some(Step::Finish(outcome)) => {
+                        if !self.finished(&outcome.call_id, outcome.status, outcome.content).await {
+                            return (false, false);
+                        }
+                    }
+                    Some(other) => unreachable!("no approvals or hooks here: {other:?}"),
+                    None => {
+                        let again = self.session.repeated_call(&call_id);
+                        self.send(again.into_iter().collect()).await;
+                    }
+                }
+            }
+            ServerFrame::ToolCancel(cancel) => {
+                // (The server only cancels what it stopped waiting for: nothing is sent.)
+                if let Some(Step::Finish(outcome)) = self.executor.cancel(&cancel.call_id, &cancel.reason) {
+                    self.session.nobody_waits(&outcome.call_id);
+                    let unsent = self.session.result(&outcome.call_id, outcome.status, outcome.content, Self::now());
+                    debug_assert!(unsent.is_none());
+                }
+            }
+            ServerFrame::ToolResultAck(ack) => self.session.acknowledged(&ack.call_id),
+            ServerFrame::Event(event) => {
+                if let RunEvent::ToolExecutionEnd(end) = event.event {
+                    self.tally.applied.entry(end.call_id).or_default().push(end.output);
+                }
+            }
+            ServerFrame::AgentMessage(message) if message.done => {
+                self.tally.runs_ended += 1;
+                self.tally.runs_completed += u64::from(message.status == Some(RunStatus::Completed));
+                return (true, true);
+            }
+            ServerFrame::AgentMessage(_) => {}
+            ServerFrame::Error(error) => {
+                self.session.refused(&error);
+                self.tally.errors += 1;
+            }
+        }
+        (false, true)
+    }
+
+    /// `calls` runs of one tool call each.
+    async fn run(mut self) -> Tally {
+        if !self.connect().await {
+            self.tally.sessions_lost += 1;
+            return self.tally;
+        }
+        for n in 0..self.plan.calls {
+            if let Some(frame) = self.session.message("add the red mug to my cart") {
+                self.send(vec![frame]).await;
+            }
+            note(&self.trace, format!("sent message {n}"));
+            loop {
+                let Some(frame) = self.next_frame().await else {
+                    if !self.crash_and_resume().await {
+                        self.tally.sessions_lost += 1;
+                        return self.tally;
+                    }
+                    continue;
+                };
+                match self.handle(frame).await {
+                    (_, false) => return self.tally,
+                    (true, true) => break,
+                    (false, true) => {}
+                }
+            }
+        }
+        if let Some(mut socket) = self.socket.take() {
+            let _ = socket.close(None).await;
+            // Read until the server closes, so that the close handshake completes.
+            while let Some(Ok(_)) = socket.next().await {}
+        }
+        self.tally
+    }
 }
 
-/// Runs a soak against the `tether` binary at `binary`.
-pub async fn soak(binary: &str, plan: SoakPlan) -> SoakReport {
-    let server = ServerProcess::start(binary);
-    let url = format!("ws://{}/ws", server.addr);
-    let pid = server.child.id();
-    server.wait_for(Duration::from_secs(5), |h| h["status"] == "ok").await;
+/// Runs a soak against a `tether serve` process.
+pub async fn soak(plan: SoakPlan) -> SoakReport {
+    // Every client comes from 127.0.0.1; the other limits stay at their defaults.
+    let server = Serve::new().args(["--max-sessions-per-ip", "0", "--reconnect-grace-seconds", "2"]).start();
+    let url = server.url();
+    let pid = server.pid();
+    wait_for(&server, Duration::from_secs(5), |h| h["status"] == "ok").await;
     let mut report = SoakReport { rss_before_kib: rss_kib(pid), ..SoakReport::default() };
     let started = Instant::now();
     let tasks: Vec<(Trace, _)> = (0..plan.sessions)
         .map(|index| {
             let trace = Trace::default();
-            (trace.clone(), tokio::spawn(client(url.clone(), index, plan, trace)))
+            let mut registry = ToolRegistry::new(FullValidator);
+            registry.register(OwnerId(1), cart_add(), ()).expect("a valid tool");
+            let client = BrowserLike {
+                url: url.clone(),
+                session: ClientSession::default(),
+                executor: Executor::default(),
+                registry,
+                socket: None,
+                rng: Rng(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D)),
+                plan,
+                tally: Tally::default(),
+                trace: trace.clone(),
+            };
+            (trace, tokio::spawn(client.run()))
         })
         .collect();
     // Generous: the load takes seconds; a client still waiting after this is stuck.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60 + plan.sessions as u64 / 5);
-    let mut answered = 0;
     for (index, (trace, task)) in tasks.into_iter().enumerate() {
         let abort = task.abort_handle();
         let Ok(tally) = tokio::time::timeout_at(deadline, task).await else {
@@ -414,28 +458,34 @@ pub async fn soak(binary: &str, plan: SoakPlan) -> SoakReport {
             continue;
         };
         let tally = tally.expect("client task");
-        answered += tally.answered.len() as u64;
+        report.calls += tally.handler_runs.len() as u64;
+        for (call_id, runs) in &tally.handler_runs {
+            report.handler_runs += runs;
+            report.handlers_run_twice += u64::from(*runs > 1);
+            let applied = tally.applied.get(call_id).map_or(&[][..], Vec::as_slice);
+            match applied {
+                [] => report.results_lost += 1,
+                [read] => report.results_altered += u64::from(!read.contains(&tally.made[call_id])),
+                _ => report.results_applied_twice += 1,
+            }
+        }
+        report.runs_ended += tally.runs_ended;
+        report.runs_completed += tally.runs_completed;
         report.reconnects += tally.reconnects;
         report.sessions_lost += tally.sessions_lost;
-        report.ends_not_awaited += tally.ends_not_awaited;
-        report.unexpected_errors += tally.unexpected_errors;
+        report.frames_skipped += tally.frames_skipped;
+        report.unexpected_errors += tally.errors;
     }
     report.seconds = started.elapsed().as_secs_f64();
     report.rss_peak_kib = rss_kib(pid);
-    // Runs whose end a client did not wait for finish on their own.
     let health =
-        server.wait_for(Duration::from_secs(30), |h| h["stats"]["runsEnded"] == h["stats"]["runsStarted"]).await;
-    let stats = &health["stats"];
-    let read = |key: &str| stats[key].as_u64().unwrap_or(0);
-    report.runs_started = read("runsStarted");
-    report.runs_completed = read("runsCompleted");
-    report.results_applied = read("resultsApplied");
-    report.duplicates_ignored = read("resultsDuplicate");
-    report.calls_answered = answered;
-    report.results_lost = answered.saturating_sub(report.results_applied);
-    report.results_applied_twice = report.results_applied.saturating_sub(answered);
+        wait_for(&server, Duration::from_secs(30), |h| h["stats"]["runsEnded"] == h["stats"]["runsStarted"]).await;
+    let read = |key: &str| health["stats"][key].as_u64().unwrap_or(0);
+    report.server_results_applied = read("resultsApplied");
+    report.server_duplicates_ignored = read("resultsDuplicate");
+    report.server_results_late = read("resultsLate");
     // Every session closed; they expire after the reconnect grace.
-    server.wait_for(Duration::from_secs(30), |h| h["sessions"] == 0).await;
+    wait_for(&server, Duration::from_secs(30), |h| h["sessions"] == 0).await;
     report.rss_after_kib = rss_kib(pid);
     report
 }

@@ -1,0 +1,366 @@
+//! One WebSocket connection: admission (origin, token), the frame rate and size checks, the
+//! handshake (`HELLO` → `WELCOME`, resuming a session), and every frame after it handed to its
+//! session.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use axum::Extension;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, Uri, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::{SinkExt, StreamExt};
+use tether_protocol::{
+    ClientFrame, ErrorCode, ErrorFrame, Hello, PROTOCOL_VERSION, RunEvent, ServerFrame, ToolCollisionEvent,
+    ToolProgressEvent, Welcome, decode_client_frame,
+};
+use tokio::sync::mpsc;
+
+use crate::config::ServerConfig;
+use crate::policy::{origin_allowed, presented_token, token_accepted};
+use crate::run::start_run;
+use crate::server::{App, Stats};
+use crate::session::{Applied, Outbound, Session};
+
+/// The WebSocket close code for a refused connection (policy violation).
+const CLOSE_POLICY: u16 = 1008;
+
+/// Why a connection may not open a session (its origin or its token), or `None`.
+fn admission(config: &ServerConfig, headers: &HeaderMap, query: Option<&str>) -> Option<String> {
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = String::from_utf8_lossy(origin.as_bytes());
+        let host = headers.get(header::HOST).and_then(|host| host.to_str().ok());
+        if !origin_allowed(&config.allowed_origins, &origin, host) {
+            return Some(format!("origin {origin} is not allowed here (--allow-origin)"));
+        }
+    }
+    if !config.auth_tokens.is_empty() {
+        let authorization = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
+        return match presented_token(authorization, query) {
+            None => Some("a token is required (Authorization: Bearer, or ?token= in the URL)".into()),
+            Some(token) if !token_accepted(&config.auth_tokens, Some(&token)) => Some("the token is not valid".into()),
+            Some(_) => None,
+        };
+    }
+    None
+}
+
+/// Cuts a close reason to what a close frame carries (123 bytes).
+fn close_reason(reason: &str) -> String {
+    let mut end = reason.len().min(120);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    reason[..end].to_string()
+}
+
+pub(crate) async fn websocket(
+    ws: WebSocketUpgrade,
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    uri: Uri,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+) -> Response {
+    let peer = peer.map(|Extension(ConnectInfo(addr))| addr);
+    let refusal = admission(&app.config, &headers, uri.query());
+    if let Some(reason) = &refusal {
+        // The reason names the origin, never a token.
+        tracing::warn!(peer = ?peer, reason = ?reason, "WebSocket connection refused");
+    }
+    // The transport limit is far above the protocol limit, so that an oversized frame gets a
+    // typed ERROR from the decoder and the session goes on; beyond it the socket closes (1009).
+    let transport_limit = app.config.max_frame_bytes.saturating_mul(4).max(1 << 20);
+    // Small buffers keep an idle session cheap (tungstenite's defaults are 128 KiB each).
+    ws.max_message_size(transport_limit)
+        .max_frame_size(transport_limit)
+        .read_buffer_size(8 * 1024)
+        .write_buffer_size(8 * 1024)
+        .on_upgrade(move |socket| async move {
+            match refusal {
+                Some(reason) => refuse(socket, &reason).await,
+                None => connection(socket, app, peer.map(|addr| addr.ip())).await,
+            }
+        })
+        .into_response()
+}
+
+/// Tells a refused client why (an `ERROR unauthorized`, then a close frame with the reason) and
+/// waits briefly for its side of the close handshake.
+async fn refuse(mut socket: WebSocket, reason: &str) {
+    let frame = ServerFrame::Error(ErrorFrame {
+        id: "s0".into(),
+        code: ErrorCode::Unauthorized,
+        message: format!("connection refused: {reason}"),
+        reply_to: None,
+    });
+    let _ = socket.send(Message::Text(tether_protocol::encode_frame(&frame).into())).await;
+    let close = CloseFrame { code: CLOSE_POLICY, reason: close_reason(reason).into() };
+    let _ = socket.send(Message::Close(Some(close))).await;
+    let _ =
+        tokio::time::timeout(Duration::from_secs(5), async { while let Some(Ok(_)) = socket.recv().await {} }).await;
+}
+
+/// A token bucket: `per_second` frames a second on average, bursts of twice as many. A frame
+/// over the rate is not dropped: the connection waits before it reads it (backpressure), so a
+/// `TOOL_RESULT` sent in a flood is still applied.
+struct FrameRate {
+    per_second: f64,
+    burst: f64,
+    /// Below zero while frames wait: the debt paid back before the next one is read.
+    tokens: f64,
+    last: Instant,
+    /// Whether the client was told that its frames are read more slowly.
+    told: bool,
+}
+
+impl FrameRate {
+    fn new(per_second: u32) -> Option<FrameRate> {
+        (per_second > 0).then(|| {
+            let burst = f64::from(per_second) * 2.0;
+            FrameRate { per_second: f64::from(per_second), burst, tokens: burst, last: Instant::now(), told: false }
+        })
+    }
+
+    /// Takes a token for the next frame: how long to wait before reading it (zero when the
+    /// frame is within the rate).
+    fn admit(&mut self) -> Duration {
+        let now = Instant::now();
+        let earned = now.duration_since(self.last).as_secs_f64() * self.per_second;
+        self.tokens = (self.tokens + earned).min(self.burst);
+        self.last = now;
+        self.tokens -= 1.0;
+        if self.tokens >= 0.0 {
+            self.told = false;
+            return Duration::ZERO;
+        }
+        Duration::from_secs_f64(-self.tokens / self.per_second)
+    }
+}
+
+/// Sends an `ERROR` on a connection that has no session yet.
+fn send_direct_error(tx: &mpsc::UnboundedSender<Outbound>, code: ErrorCode, message: String, reply_to: Option<String>) {
+    let frame = ServerFrame::Error(ErrorFrame { id: "s0".into(), code, message, reply_to });
+    let _ = tx.send(Outbound::Text(tether_protocol::encode_frame(&frame)));
+}
+
+async fn connection(socket: WebSocket, app: Arc<App>, peer_ip: Option<IpAddr>) {
+    let connection_id = app.connection_counter.fetch_add(1, Ordering::Relaxed);
+    let (mut sink, mut stream) = socket.split();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Outbound>();
+    let writer = tokio::spawn(async move {
+        while let Some(outbound) = rx.recv().await {
+            let result = match outbound {
+                Outbound::Text(text) => sink.send(Message::Text(text.into())).await,
+                Outbound::Close(code, reason) => {
+                    let _ = sink.send(Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
+                    break;
+                }
+            };
+            if result.is_err() {
+                break;
+            }
+        }
+    });
+
+    let mut session: Option<Arc<Session>> = None;
+    let mut rate = FrameRate::new(app.config.max_frames_per_second);
+    while let Some(message) = stream.next().await {
+        if let Some(rate) = rate.as_mut().filter(|_| matches!(message, Ok(Message::Text(_) | Message::Binary(_)))) {
+            let wait = rate.admit();
+            if !wait.is_zero() {
+                if !rate.told {
+                    rate.told = true;
+                    tracing::warn!(peer = ?peer_ip, "frames over the rate limit: reading them more slowly");
+                    let error = format!(
+                        "more than {} frames per second on this connection: the server reads them more slowly \
+                         until the rate falls (none is dropped); send more slowly",
+                        app.config.max_frames_per_second
+                    );
+                    match &session {
+                        Some(s) => s.send_error(ErrorCode::RateLimited, error, None),
+                        None => send_direct_error(&tx, ErrorCode::RateLimited, error, None),
+                    }
+                }
+                // Backpressure: nothing more is read from this socket meanwhile.
+                tokio::time::sleep(wait).await;
+            }
+        }
+        let text = match message {
+            Ok(Message::Text(text)) => text,
+            Ok(Message::Binary(_)) => {
+                let error = "binary frames are not part of the protocol; send JSON text".to_string();
+                match &session {
+                    Some(s) => s.send_error(ErrorCode::MalformedFrame, error, None),
+                    None => send_direct_error(&tx, ErrorCode::MalformedFrame, error, None),
+                }
+                continue;
+            }
+            Ok(Message::Close(_)) | Err(_) => break,
+            Ok(_) => continue,
+        };
+        let frame = match decode_client_frame(&text, app.config.max_frame_bytes) {
+            Ok(frame) => frame,
+            Err(error) => {
+                tracing::debug!(%error, "refused a frame");
+                let reply_to = error.frame_id().map(String::from);
+                match &session {
+                    Some(s) => s.send_error(error.code(), error.to_string(), reply_to),
+                    None => send_direct_error(&tx, error.code(), error.to_string(), reply_to),
+                }
+                continue;
+            }
+        };
+        match (frame, &session) {
+            (ClientFrame::Hello(hello), None) => match handshake(&app, hello, connection_id, &tx, peer_ip) {
+                Some(attached) => session = Some(attached),
+                None => break,
+            },
+            (ClientFrame::Hello(hello), Some(s)) => {
+                s.send_error(
+                    ErrorCode::MalformedFrame,
+                    "HELLO was already received on this connection",
+                    Some(hello.id),
+                );
+            }
+            (other, None) => {
+                let message = format!("{} before HELLO: start with a HELLO frame", other.type_name());
+                send_direct_error(&tx, ErrorCode::HandshakeRequired, message, Some(other.id().to_string()));
+            }
+            (frame, Some(s)) => handle(&app, s, frame),
+        }
+    }
+    if let Some(session) = session.filter(|session| session.detach(connection_id)) {
+        let app = app.clone();
+        tokio::spawn(async move {
+            // Until the session expires, or its client comes back (then no expiry is due).
+            while let Some(wait) = session.expires_in() {
+                if wait.is_zero() {
+                    tracing::info!(session = session.id(), "client did not come back; session closed");
+                    session.close();
+                    app.sessions.remove(session.id());
+                    return;
+                }
+                tokio::time::sleep(wait).await;
+            }
+        });
+    }
+    drop(tx);
+    let _ = writer.await;
+}
+
+fn handshake(
+    app: &Arc<App>,
+    hello: Hello,
+    connection_id: u64,
+    tx: &mpsc::UnboundedSender<Outbound>,
+    peer_ip: Option<IpAddr>,
+) -> Option<Arc<Session>> {
+    if hello.protocol_version != PROTOCOL_VERSION {
+        let message =
+            format!("this server speaks protocol version {PROTOCOL_VERSION}, the client {}", hello.protocol_version);
+        send_direct_error(tx, ErrorCode::UnsupportedVersion, message.clone(), Some(hello.id));
+        let _ = tx.send(Outbound::Close(1002, message));
+        return None;
+    }
+    // Only the resume token proves a client owns a session: a known session id with a wrong
+    // token gets nothing of that session (no calls, no results, no frames), only a new one.
+    let mut wrong_token = false;
+    let resumed = hello.resume.as_ref().and_then(|resume| {
+        let session = app.sessions.get(&resume.session_id)?;
+        if session.token_matches(&resume.token) {
+            Some(session)
+        } else {
+            tracing::warn!(session = resume.session_id, peer = ?peer_ip, "resume refused: wrong token");
+            wrong_token = true;
+            None
+        }
+    });
+    if wrong_token {
+        let message = "resume refused: the token does not match that session; a new session is started";
+        send_direct_error(tx, ErrorCode::Unauthorized, message.into(), Some(hello.id.clone()));
+    }
+    let (session, was_resumed) = match resumed {
+        Some(session) => (session, true),
+        None => {
+            let session = Session::new(app.config.clone(), peer_ip);
+            let limit = app.config.max_sessions_per_ip;
+            if let Err(count) = app.sessions.insert(session.clone(), limit) {
+                tracing::warn!(peer = ?peer_ip, count, limit, "session refused: too many sessions from this address");
+                let message = format!(
+                    "this address has {count} sessions, the most allowed (max_sessions_per_ip); close one or \
+                     resume it"
+                );
+                send_direct_error(tx, ErrorCode::LimitExceeded, message, Some(hello.id));
+                let _ = tx.send(Outbound::Close(CLOSE_POLICY, "too many sessions from this address".into()));
+                return None;
+            }
+            (session, false)
+        }
+    };
+    // One WELCOME per connection; it is not numbered (replays never include it).
+    let welcome = ServerFrame::Welcome(Welcome {
+        id: "welcome".into(),
+        protocol_version: PROTOCOL_VERSION,
+        session_id: session.id().to_string(),
+        resume_token: session.resume_token().to_string(),
+        resumed: was_resumed,
+        max_active_tools: app.config.max_active_tools,
+        max_frame_bytes: app.config.max_frame_bytes as u64,
+        capabilities: vec!["tool_result_ack".into(), "resume".into(), "events".into(), "risk_floor".into()],
+    });
+    tracing::info!(session = session.id(), resumed = was_resumed, "client connected");
+    let last_seq = if was_resumed { hello.resume.as_ref().and_then(|r| r.last_seq) } else { None };
+    session.attach(connection_id, tx.clone(), &welcome, last_seq);
+    Some(session)
+}
+
+fn handle(app: &Arc<App>, session: &Arc<Session>, frame: ClientFrame) {
+    match frame {
+        ClientFrame::Hello(_) => unreachable!("handled by the connection loop"),
+        ClientFrame::ContextUpdate(update) => {
+            let frame_id = update.id.clone();
+            let collisions: Vec<String> = update
+                .tools
+                .iter()
+                .filter(|t| app.server_tools.iter().any(|s| s.spec.name == t.name))
+                .map(|t| t.name.clone())
+                .collect();
+            match session.apply_context(update) {
+                Ok(_) => {
+                    for tool in collisions {
+                        session.send_event(None, RunEvent::ToolCollision(ToolCollisionEvent { tool }));
+                    }
+                }
+                Err(refusal) => session.send_error(refusal.code, refusal.message, Some(frame_id)),
+            }
+        }
+        ClientFrame::UserMessage(message) => start_run(app, session, message.id, message.text),
+        ClientFrame::ToolResult(result) => {
+            let call_id = result.call_id.clone();
+            match session.apply_result(result) {
+                Applied::First => Stats::count(&app.stats.results_applied),
+                Applied::Duplicate => Stats::count(&app.stats.results_duplicate),
+                Applied::Late => {
+                    tracing::info!(
+                        session = session.id(),
+                        call = call_id,
+                        "late result: the call had timed out or was cancelled; acknowledged, not applied"
+                    );
+                    Stats::count(&app.stats.results_late);
+                }
+                Applied::Unknown => {
+                    tracing::debug!(session = session.id(), call = call_id, "result for an unknown call");
+                }
+            }
+        }
+        ClientFrame::ToolProgress(progress) => {
+            session.send_event(
+                None,
+                RunEvent::ToolProgress(ToolProgressEvent { call_id: progress.call_id, message: progress.message }),
+            );
+        }
+    }
+}

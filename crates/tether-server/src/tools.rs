@@ -1,0 +1,146 @@
+//! The tools a run sees: server-side [`ServerTool`]s, then the client's tools of the session
+//! (a server tool wins a name collision). A client tool's call becomes a `TOOL_CALL` to the
+//! browser and waits for its result; the operator's `blocked` floor refuses a call before that.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tether_core::validate::{CompiledSchema, FullSchema, FullValidator, Validator, format_validation_errors};
+use tether_protocol::{ErrorCode, ResultStatus, Risk, ToolCall, ToolSpec};
+
+use crate::ServerError;
+use crate::server::App;
+use crate::session::Session;
+use tether_agent::{BoxFuture, ToolHost, ToolOutput};
+
+/// What a server-side tool's handler returns.
+pub type ServerToolResult = Result<Value, String>;
+
+type ServerToolHandler = Arc<dyn Fn(Value) -> BoxFuture<'static, ServerToolResult> + Send + Sync>;
+
+/// A tool that runs in the server process. It wins over a client tool of the same name.
+#[derive(Clone)]
+pub struct ServerTool {
+    pub(crate) spec: ToolSpec,
+    schema: Arc<FullSchema>,
+    handler: ServerToolHandler,
+}
+
+impl std::fmt::Debug for ServerTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerTool").field("spec", &self.spec).finish_non_exhaustive()
+    }
+}
+
+impl ServerTool {
+    /// A server-side tool. Refused when its name or schema is invalid.
+    pub fn new<F, Fut>(spec: ToolSpec, handler: F) -> Result<Self, ServerError>
+    where
+        F: Fn(Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ServerToolResult> + Send + 'static,
+    {
+        tether_core::check_tool_name(&spec.name).map_err(|e| ServerError::Config(e.to_string()))?;
+        let schema = FullValidator
+            .compile(&spec.parameters)
+            .map_err(|e| ServerError::Config(format!("tool {:?}: {e}", spec.name)))?;
+        Ok(ServerTool { spec, schema: Arc::new(schema), handler: Arc::new(move |args| Box::pin(handler(args))) })
+    }
+}
+
+/// The tools a run sees: server-side tools, then the client's (minus name collisions).
+pub(crate) struct SessionTools {
+    pub(crate) app: Arc<App>,
+    pub(crate) session: Arc<Session>,
+}
+
+impl SessionTools {
+    fn server_tool(&self, name: &str) -> Option<&ServerTool> {
+        self.app.server_tools.iter().find(|tool| tool.spec.name == name)
+    }
+}
+
+impl ToolHost for SessionTools {
+    fn tools(&self) -> Vec<ToolSpec> {
+        let mut tools: Vec<ToolSpec> = self.app.server_tools.iter().map(|t| t.spec.clone()).collect();
+        tools.extend(self.session.client_tools().into_iter().filter(|t| self.server_tool(&t.name).is_none()));
+        tools
+    }
+
+    fn check(&self, name: &str, args: &Value) -> Result<(), ToolOutput> {
+        // The operator's `blocked` floor: refused here, so no TOOL_CALL is ever sent for it.
+        if self.app.config.risk_floor(name) == Risk::Blocked {
+            tracing::info!(session = self.session.id(), tool = name, "call refused: the tool is blocked by policy");
+            return Err(ToolOutput::new(
+                ResultStatus::Blocked,
+                format!("\"{name}\" is blocked by the server's policy: it was not run and will not be."),
+            ));
+        }
+        if let Some(tool) = self.server_tool(name) {
+            let errors = tool.schema.errors(args);
+            return if errors.is_empty() {
+                Ok(())
+            } else {
+                Err(ToolOutput::new(ResultStatus::InvalidArgs, format_validation_errors(name, &errors)))
+            };
+        }
+        self.session
+            .check_client_call(name, args)
+            .unwrap_or_else(|| Err(ToolOutput::new(ResultStatus::UnknownTool, format!("Unknown tool \"{name}\"."))))
+    }
+
+    fn execute<'a>(
+        &'a self,
+        run_id: &'a str,
+        call_id: &'a str,
+        name: &'a str,
+        args: Value,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            if let Some(tool) = self.server_tool(name) {
+                let handler = tool.handler.clone();
+                return match tokio::spawn(async move { handler(args).await }).await {
+                    Ok(Ok(value)) => ToolOutput::new(
+                        ResultStatus::Ok,
+                        match value {
+                            Value::String(text) => text,
+                            other => other.to_string(),
+                        },
+                    ),
+                    Ok(Err(message)) => ToolOutput::new(ResultStatus::Error, message),
+                    Err(_) => {
+                        ToolOutput::new(ResultStatus::Error, format!("server tool \"{name}\" failed unexpectedly"))
+                    }
+                };
+            }
+            let frame = ToolCall {
+                id: String::new(),
+                call_id: call_id.to_string(),
+                run_id: run_id.to_string(),
+                name: name.to_string(),
+                args,
+                // The client applies the stricter of this and its own risk, so it cannot lower it.
+                risk: self.app.config.risk_floor(name).stricter(self.session.client_risk(name)),
+            };
+            self.session.call_client_tool(frame).await
+        })
+    }
+
+    fn admit(&self, asked: usize) -> usize {
+        let limit = self.app.config.max_pending_calls;
+        let room = limit.saturating_sub(self.session.pending_calls());
+        if asked > room {
+            tracing::warn!(session = self.session.id(), asked, limit, "model asked for more tool calls than allowed");
+            self.session.send_error(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "the model asked for {asked} tool calls at once; a session may have {limit} outstanding \
+                     (max_pending_calls): {} were not run",
+                    asked - room
+                ),
+                None,
+            );
+        }
+        room.min(asked)
+    }
+}
