@@ -10,6 +10,11 @@
 //!   socket without acknowledging it (the client must resend it after resuming).
 //! - `call-and-cancel <tool> <json-args>`: sends a TOOL_CALL, then TOOL_CANCEL, then a call of
 //!   `ping`; answers with how many results came for the cancelled call before ping's.
+//! - `call-and-refuse <tool> <json-args>`: sends a TOOL_CALL and answers its result with
+//!   `ERROR unknown_call` naming the result's frame (no acknowledgement).
+//! - `call-and-wait-for-resend <tool> <json-args>`: sends a TOOL_CALL, leaves its result
+//!   unacknowledged until the client sends it again on the same connection, then acknowledges;
+//!   answers with whether the copy kept the frame id.
 //! - `results <call-id>`: how many TOOL_RESULT frames arrived for a call.
 //! - `contexts`: how many CONTEXT_UPDATE frames this session received, and the last tool list.
 //!
@@ -183,6 +188,36 @@ async fn connection(stream: TcpStream, sessions: Sessions) -> Result<()> {
                         let cancelled_results =
                             sessions.lock().unwrap()[&session].results.get(&call.call_id).copied().unwrap_or(0);
                         let text = json!({"callId": call.call_id, "cancelledResults": cancelled_results});
+                        answer(&mut socket, &message.id, text.to_string()).await?;
+                    }
+                    "call-and-refuse" => {
+                        let call = tool_call(&sessions, &session, tool, args);
+                        send(&mut socket, &ServerFrame::ToolCall(call.clone())).await?;
+                        let Some(result) = wait_result(&mut socket, &sessions, &session, &call.call_id).await else {
+                            break;
+                        };
+                        let refusal = ErrorFrame {
+                            id: "e".into(),
+                            code: ErrorCode::UnknownCall,
+                            message: format!("TOOL_RESULT for unknown call {:?}", call.call_id),
+                            reply_to: Some(result.id),
+                        };
+                        send(&mut socket, &ServerFrame::Error(refusal)).await?;
+                        answer(&mut socket, &message.id, json!({"callId": call.call_id}).to_string()).await?;
+                    }
+                    "call-and-wait-for-resend" => {
+                        let call = tool_call(&sessions, &session, tool, args);
+                        send(&mut socket, &ServerFrame::ToolCall(call.clone())).await?;
+                        let Some(first) = wait_result(&mut socket, &sessions, &session, &call.call_id).await else {
+                            break;
+                        };
+                        // No acknowledgement: the client must send the result again by itself.
+                        let Some(again) = wait_result(&mut socket, &sessions, &session, &call.call_id).await else {
+                            break;
+                        };
+                        let ack = ToolResultAck { id: "k".into(), call_id: call.call_id.clone() };
+                        send(&mut socket, &ServerFrame::ToolResultAck(ack)).await?;
+                        let text = json!({"callId": call.call_id, "sameId": first.id == again.id});
                         answer(&mut socket, &message.id, text.to_string()).await?;
                     }
                     "results" => {

@@ -4,8 +4,10 @@
 //! the registry dirty and schedule one flush per microtask, so a page that mounts ten
 //! components sends one `CONTEXT_UPDATE`. A `TOOL_CALL` goes through the core executor
 //! (lookup, validation, defaults, risk policy); the approval callback, resolver hooks and the
-//! handler run as local futures, and the result is kept until the server acknowledges it.
-//! User callbacks are never called while the client's state is borrowed.
+//! handler run as local futures. The session's bookkeeping (results kept until acknowledged and
+//! resent, `lastSeq`, queued messages) is `tether_core::session::ClientSession`, which this
+//! drives. User callbacks are never called while the client's state is borrowed. The events and
+//! views it reports are in `events.rs`.
 
 use std::cell::{RefCell, RefMut};
 use std::collections::VecDeque;
@@ -14,19 +16,17 @@ use std::pin::Pin;
 use std::rc::Rc;
 
 use futures_util::future::{AbortHandle, Abortable};
-use serde::Serialize;
 use serde_json::Value;
+use tether_core::session::ClientSession;
 use tether_core::{
     ApprovalDecision, ApprovalRequest, CallRequest, Executor, HookOutcome, Outcome, OwnerId, RefusedTool,
     RegistryEvent, SmallMap, Step, ToolDef, ToolRegistry,
 };
-use tether_protocol::{
-    ClientFrame, ContextUpdate, ErrorCode, Hello, JsonObject, PROTOCOL_VERSION, PageInfo, ResultStatus, Resume,
-    RunStatus, ServerFrameOf, ToolResult, ToolSpec, UserMessage,
-};
+use tether_protocol::{ClientFrame, ContextUpdate, PageInfo, ResultStatus, ServerFrameOf, ToolSpec};
 use wasm_bindgen_futures::spawn_local;
 
 use crate::WebError;
+use crate::events::{ApprovalView, CallRecord, ClientEvent, ConnectionState, Notification};
 use crate::time::{next_frame, now_ms, sleep_ms, yield_microtasks};
 
 /// A boxed local future.
@@ -73,271 +73,6 @@ pub struct ResolverHooks {
 type NotifyCallback = Rc<dyn Fn(&Notification)>;
 type ErrorCallback = Rc<dyn Fn(&WebError)>;
 
-/// A `low`-risk call that is running: show the user what happens.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Notification {
-    /// The call.
-    pub call_id: String,
-    /// The tool.
-    pub tool: String,
-    /// Its arguments.
-    pub args: Value,
-}
-
-/// The state of the connection to the server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum ConnectionState {
-    /// Not connected and not trying.
-    Idle,
-    /// Opening the socket.
-    Connecting,
-    /// Welcomed by the server.
-    Open,
-    /// The socket closed; a reconnect is scheduled.
-    Reconnecting,
-    /// Closed on purpose.
-    Closed,
-}
-
-/// A finished tool call, for dev tools.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CallRecord {
-    /// The call.
-    pub call_id: String,
-    /// The tool.
-    pub tool: String,
-    /// How it ended.
-    pub status: ResultStatus,
-    /// The result or message.
-    pub content: Value,
-    /// How long the result waited for navigation to settle, in milliseconds.
-    pub settle_ms: Option<f64>,
-}
-
-/// Something that happened in the client. Subscribe with [`Client::subscribe`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "camelCase")]
-pub enum ClientEvent {
-    /// The connection changed state.
-    #[serde(rename_all = "camelCase")]
-    Connection {
-        /// The new state.
-        state: ConnectionState,
-        /// Reconnect attempts since the last success.
-        attempt: u32,
-    },
-    /// The server welcomed the client.
-    #[serde(rename_all = "camelCase")]
-    Welcome {
-        /// The session.
-        session_id: String,
-        /// The cap the server announced.
-        max_active_tools: u32,
-        /// Whether the earlier session was resumed.
-        resumed: bool,
-    },
-    /// A `CONTEXT_UPDATE` was sent.
-    #[serde(rename_all = "camelCase")]
-    ContextSent {
-        /// Its revision.
-        revision: u64,
-        /// The tool names it announced.
-        tools: Vec<String>,
-    },
-    /// A registration was refused (over the cap: `tool.registry.limit`).
-    #[serde(rename_all = "camelCase")]
-    ToolRefused {
-        /// `tool.registry.limit` or `tool.registry.refused`.
-        event: String,
-        /// The tool.
-        tool: String,
-        /// Why.
-        reason: String,
-    },
-    /// A tool call arrived.
-    #[serde(rename_all = "camelCase")]
-    CallStarted {
-        /// The call.
-        call_id: String,
-        /// The tool.
-        tool: String,
-        /// The arguments the server sent.
-        args: Value,
-    },
-    /// The user is asked to approve a call.
-    ApprovalRequested {
-        /// What the approval UI shows.
-        request: ApprovalView,
-    },
-    /// A tool call finished and its result was sent.
-    CallFinished {
-        /// The record.
-        record: CallRecord,
-    },
-    /// Streamed answer text.
-    #[serde(rename_all = "camelCase")]
-    AgentMessage {
-        /// The run.
-        run_id: String,
-        /// Text to append.
-        delta: String,
-        /// Whether the answer is complete.
-        done: bool,
-        /// How the run ended, when done.
-        status: Option<RunStatus>,
-    },
-    /// A run event from the server.
-    #[serde(rename_all = "camelCase")]
-    Run {
-        /// The run.
-        run_id: Option<String>,
-        /// What happened: the event's JSON as the server sent it (its `kind` names it;
-        /// [`RunEvent::from_value`](tether_protocol::RunEvent::from_value) reads it typed). The
-        /// runtime only forwards run events, so it does not decode them.
-        event: Value,
-    },
-    /// The server refused something the client sent.
-    ServerError {
-        /// The error code.
-        code: ErrorCode,
-        /// The explanation.
-        message: String,
-    },
-}
-
-/// An approval request as the UI shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ApprovalView {
-    /// The call.
-    pub call_id: String,
-    /// The tool.
-    pub tool: String,
-    /// Its description.
-    pub description: String,
-    /// `high` or `critical`.
-    pub risk: tether_protocol::Risk,
-    /// The arguments the handler will get.
-    pub args: Value,
-}
-
-impl From<&ApprovalRequest> for ApprovalView {
-    fn from(request: &ApprovalRequest) -> Self {
-        ApprovalView {
-            call_id: request.call_id.clone(),
-            tool: request.tool.clone(),
-            description: request.description.clone(),
-            risk: request.risk,
-            args: request.args.clone(),
-        }
-    }
-}
-
-// The JSON shapes the JavaScript API hands out (its TypeScript types document them). Built by
-// hand rather than through the `Serialize` derives, which cost the module about 10 kB; the
-// tests below hold the two to the same output.
-
-impl Notification {
-    /// The notification as JSON: `{callId, tool, args}`.
-    pub fn to_value(&self) -> Value {
-        JsonObject::new()
-            .text("callId", &self.call_id)
-            .text("tool", &self.tool)
-            .value("args", self.args.clone())
-            .build()
-    }
-}
-
-impl ConnectionState {
-    /// The state's name: `idle`, `connecting`, `open`, `reconnecting` or `closed`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ConnectionState::Idle => "idle",
-            ConnectionState::Connecting => "connecting",
-            ConnectionState::Open => "open",
-            ConnectionState::Reconnecting => "reconnecting",
-            ConnectionState::Closed => "closed",
-        }
-    }
-}
-
-impl CallRecord {
-    /// The record as JSON: `{callId, tool, status, content, settleMs}`.
-    pub fn to_value(&self) -> Value {
-        JsonObject::new()
-            .text("callId", &self.call_id)
-            .text("tool", &self.tool)
-            .text("status", self.status.as_str())
-            .value("content", self.content.clone())
-            .value("settleMs", self.settle_ms.map_or(Value::Null, Value::from))
-            .build()
-    }
-}
-
-impl ApprovalView {
-    /// The request as JSON: `{callId, tool, description, risk, args}`.
-    pub fn to_value(&self) -> Value {
-        JsonObject::new()
-            .text("callId", &self.call_id)
-            .text("tool", &self.tool)
-            .text("description", &self.description)
-            .text("risk", self.risk.as_str())
-            .value("args", self.args.clone())
-            .build()
-    }
-}
-
-impl ClientEvent {
-    /// The event as JSON, tagged by `type` (see `TetherEvent` in the TypeScript declarations).
-    pub fn to_value(&self) -> Value {
-        let object = JsonObject::new();
-        match self {
-            ClientEvent::Connection { state, attempt } => {
-                object.text("type", "connection").text("state", state.as_str()).value("attempt", Value::from(*attempt))
-            }
-            ClientEvent::Welcome { session_id, max_active_tools, resumed } => object
-                .text("type", "welcome")
-                .text("sessionId", session_id)
-                .value("maxActiveTools", Value::from(*max_active_tools))
-                .value("resumed", Value::Bool(*resumed)),
-            ClientEvent::ContextSent { revision, tools } => object
-                .text("type", "contextSent")
-                .value("revision", Value::from(*revision))
-                .value("tools", Value::from(tools.clone())),
-            ClientEvent::ToolRefused { event, tool, reason } => {
-                object.text("type", "toolRefused").text("event", event).text("tool", tool).text("reason", reason)
-            }
-            ClientEvent::CallStarted { call_id, tool, args } => object
-                .text("type", "callStarted")
-                .text("callId", call_id)
-                .text("tool", tool)
-                .value("args", args.clone()),
-            ClientEvent::ApprovalRequested { request } => {
-                object.text("type", "approvalRequested").value("request", request.to_value())
-            }
-            ClientEvent::CallFinished { record } => {
-                object.text("type", "callFinished").value("record", record.to_value())
-            }
-            ClientEvent::AgentMessage { run_id, delta, done, status } => object
-                .text("type", "agentMessage")
-                .text("runId", run_id)
-                .text("delta", delta)
-                .value("done", Value::Bool(*done))
-                .value("status", status.map_or(Value::Null, |status| Value::from(status.as_str()))),
-            ClientEvent::Run { run_id, event } => {
-                object.text("type", "run").value("runId", Value::from(run_id.clone())).value("event", event.clone())
-            }
-            ClientEvent::ServerError { code, message } => {
-                object.text("type", "serverError").text("code", code.as_str()).text("message", message)
-            }
-        }
-        .build()
-    }
-}
-
 /// Settings of a [`Client`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClientConfig {
@@ -373,8 +108,6 @@ struct CallState {
     url_before: Option<String>,
     revision_before: u64,
     changes_before: u64,
-    /// The server cancelled it: it no longer wants a result.
-    cancelled_by_server: bool,
 }
 
 struct Inner {
@@ -382,17 +115,11 @@ struct Inner {
     resolvers: SmallMap<ResolverHooks>,
     executor: Executor,
     calls: SmallMap<CallState>,
-    /// Results sent (or to send) and not yet acknowledged, oldest first.
-    outbox: Vec<ToolResult>,
-    /// User messages waiting for a connection.
-    queued_messages: Vec<UserMessage>,
+    /// Results kept until acknowledged, `lastSeq`, queued messages, frame ids.
+    session: ClientSession,
     socket: Option<crate::transport::Socket>,
     state: ConnectionState,
     attempt: u32,
-    session: Option<Resume>,
-    /// The sequence number of the last server frame processed (sent when resuming).
-    last_seq: Option<u64>,
-    next_frame: u64,
     next_owner: u64,
     /// Counts every registry change, to see whether a navigation is still mounting tools.
     changes: u64,
@@ -451,14 +178,10 @@ impl Client {
             resolvers: SmallMap::default(),
             executor: Executor::default(),
             calls: SmallMap::default(),
-            outbox: Vec::new(),
-            queued_messages: Vec::new(),
+            session: ClientSession::default(),
             socket: None,
             state: ConnectionState::Idle,
             attempt: 0,
-            session: None,
-            last_seq: None,
-            next_frame: 0,
             next_owner: 0,
             changes: 0,
             flush_scheduled: false,
@@ -617,14 +340,9 @@ impl Client {
 
     /// Sends the user's message (queued until connected).
     pub fn send_message(&self, text: &str) {
-        let message = {
-            let mut inner = self.inner();
-            let id = next_id(&mut inner);
-            UserMessage { id, text: text.to_string() }
-        };
-        let sent = self.send_frame(&ClientFrame::UserMessage(message.clone()), true);
-        if !sent {
-            self.inner().queued_messages.push(message);
+        let frame = self.inner().session.message(text);
+        if let Some(frame) = frame {
+            self.send_frame(&frame);
         }
     }
 
@@ -648,11 +366,7 @@ impl Client {
     /// is not sent anywhere.
     pub fn invoke_local(&self, tool: &str, args: Value) -> LocalFuture<Outcome> {
         let (sender, receiver) = futures_channel::oneshot::channel();
-        let call_id = {
-            let mut inner = self.inner();
-            inner.next_frame += 1;
-            format!("local-{}", inner.next_frame)
-        };
+        let call_id = format!("local-{}", self.inner().session.next_id());
         let request =
             CallRequest { call_id: call_id.clone(), tool: tool.to_string(), args, server_risk: Default::default() };
         self.start_call_with(request, Some(sender));
@@ -682,7 +396,7 @@ impl Client {
 
     /// The session id, once welcomed.
     pub fn session_id(&self) -> Option<String> {
-        self.0.inner.borrow().session.as_ref().map(|s| s.session_id.clone())
+        self.0.inner.borrow().session.session_id().map(String::from)
     }
 
     /// The cap on active tools in force.
@@ -692,7 +406,7 @@ impl Client {
 
     /// How many results wait for the server's acknowledgement.
     pub fn unacknowledged_results(&self) -> usize {
-        self.0.inner.borrow().outbox.len()
+        self.0.inner.borrow().session.unacknowledged().len()
     }
 
     // ---- internals -------------------------------------------------------------------
@@ -763,7 +477,7 @@ impl Client {
             let welcomed = inner.state == ConnectionState::Open;
             match inner.registry.flush().filter(|_| welcomed) {
                 Some(snapshot) => {
-                    let id = next_id(&mut inner);
+                    let id = inner.session.next_id();
                     let names = snapshot.tools.iter().map(|t| t.name.clone()).collect();
                     effects.push(Effect::Emit(ClientEvent::ContextSent { revision: snapshot.revision, tools: names }));
                     Some(ClientFrame::ContextUpdate(ContextUpdate {
@@ -777,20 +491,15 @@ impl Client {
             }
         };
         if let Some(frame) = frame {
-            self.send_frame(&frame, false);
+            self.send_frame(&frame);
         }
         self.apply(effects);
     }
 
-    /// Sends a frame if a socket is open (and, unless `only_when_welcomed` is false, welcomed).
-    fn send_frame(&self, frame: &ClientFrame, only_when_welcomed: bool) -> bool {
-        let inner = self.0.inner.borrow();
-        if only_when_welcomed && inner.state != ConnectionState::Open {
-            return false;
-        }
-        match &inner.socket {
-            Some(socket) => socket.send(&crate::json::stringify(&frame.to_value())),
-            None => false,
+    /// Sends a frame if a socket is open (the session decides what may go before a welcome).
+    fn send_frame(&self, frame: &ClientFrame) {
+        if let Some(socket) = &self.0.inner.borrow().socket {
+            socket.send(&crate::json::stringify(&frame.to_value()));
         }
     }
 
@@ -812,15 +521,9 @@ impl Client {
                 Some(socket) => socket.open = true,
                 None => return,
             }
-            let id = next_id(&mut inner);
-            ClientFrame::Hello(Hello {
-                id,
-                protocol_version: PROTOCOL_VERSION,
-                resume: inner.session.clone().map(|resume| Resume { last_seq: inner.last_seq, ..resume }),
-                client: Some(concat!("tether-web/", env!("CARGO_PKG_VERSION")).to_string()),
-            })
+            inner.session.connected()
         };
-        self.send_frame(&hello, false);
+        self.send_frame(&hello);
     }
 
     /// The socket closed.
@@ -828,6 +531,7 @@ impl Client {
         let socket = {
             let mut inner = self.inner();
             inner.attempt += 1;
+            inner.session.disconnected();
             inner.socket.take()
         };
         // Dropped outside the borrow: dropping detaches the socket's callbacks.
@@ -847,11 +551,9 @@ impl Client {
     }
 
     fn on_frame(&self, frame: ServerFrameOf<Value>) {
-        if !matches!(frame, ServerFrameOf::Welcome(_)) {
-            if let Some(seq) = frame.seq() {
-                let mut inner = self.inner();
-                inner.last_seq = Some(inner.last_seq.map_or(seq, |last| last.max(seq)));
-            }
+        // A frame processed before (delivered again after a reconnect) is skipped.
+        if !self.inner().session.received(&frame) {
+            return;
         }
         match frame {
             ServerFrameOf::Welcome(welcome) => self.on_welcome(welcome),
@@ -868,16 +570,18 @@ impl Client {
             ServerFrameOf::ToolCancel(cancel) => {
                 let step = {
                     let mut inner = self.inner();
-                    if let Some(state) = inner.calls.get_mut(&cancel.call_id) {
-                        state.cancelled_by_server = true;
+                    let step = inner.executor.cancel(&cancel.call_id, &cancel.reason);
+                    if step.is_some() {
+                        // The server no longer waits: the result is recorded, not sent.
+                        inner.session.nobody_waits(&cancel.call_id);
                     }
-                    inner.executor.cancel(&cancel.call_id, &cancel.reason)
+                    step
                 };
                 if let Some(step) = step {
                     self.drive(step);
                 }
             }
-            ServerFrameOf::ToolResultAck(ack) => self.inner().outbox.retain(|r| r.call_id != ack.call_id),
+            ServerFrameOf::ToolResultAck(ack) => self.inner().session.acknowledged(&ack.call_id),
             ServerFrameOf::AgentMessage(message) => self.emit(&ClientEvent::AgentMessage {
                 run_id: message.run_id,
                 delta: message.delta,
@@ -886,6 +590,8 @@ impl Client {
             }),
             ServerFrameOf::Event(event) => self.emit(&ClientEvent::Run { run_id: event.run_id, event: event.event }),
             ServerFrameOf::Error(error) => {
+                // `unknown_call` naming a kept result: the server will never take it.
+                self.inner().session.refused(&error);
                 self.emit(&ClientEvent::ServerError { code: error.code, message: error.message.clone() });
                 self.report(&WebError::Server { code: error.code, message: error.message });
             }
@@ -894,17 +600,8 @@ impl Client {
 
     fn on_welcome(&self, welcome: tether_protocol::Welcome) {
         let mut effects = Vec::new();
-        let (context, resend, queued) = {
+        let send = {
             let mut inner = self.inner();
-            if !welcome.resumed {
-                // A new session numbers its frames from 1.
-                inner.last_seq = None;
-            }
-            inner.session = Some(Resume {
-                session_id: welcome.session_id.clone(),
-                token: welcome.resume_token.clone(),
-                last_seq: None,
-            });
             inner.state = ConnectionState::Open;
             inner.attempt = 0;
             for name in inner.registry.set_cap(welcome.max_active_tools) {
@@ -914,27 +611,24 @@ impl Client {
                     reason: format!("the server allows at most {} active tools", welcome.max_active_tools),
                 }));
             }
-            if !welcome.resumed && !inner.outbox.is_empty() {
-                // The server lost the session: nobody is waiting for these results any more.
-                let count = inner.outbox.len();
-                inner.outbox.clear();
-                effects.push(Effect::Error(WebError::ResultsLost { count }));
-            }
             let snapshot = inner.registry.resync();
-            let id = next_id(&mut inner);
             effects.push(Effect::Emit(ClientEvent::ContextSent {
                 revision: snapshot.revision,
                 tools: snapshot.tools.iter().map(|t| t.name.clone()).collect(),
             }));
             let context = ClientFrame::ContextUpdate(ContextUpdate {
-                id,
+                id: inner.session.next_id(),
                 revision: snapshot.revision,
                 tools: snapshot.tools,
                 page: current_page(),
             });
-            let resend: Vec<ToolResult> = inner.outbox.clone();
-            let queued = std::mem::take(&mut inner.queued_messages);
-            (context, resend, queued)
+            // The tool list first, so that results and messages are read against it.
+            let welcomed = inner.session.welcomed(&welcome, context, now_ms());
+            if welcomed.lost > 0 {
+                // The server lost the session: nobody is waiting for these results any more.
+                effects.push(Effect::Error(WebError::ResultsLost { count: welcomed.lost }));
+            }
+            welcomed.send
         };
         self.emit(&ClientEvent::Connection { state: ConnectionState::Open, attempt: 0 });
         self.emit(&ClientEvent::Welcome {
@@ -942,14 +636,11 @@ impl Client {
             max_active_tools: welcome.max_active_tools,
             resumed: welcome.resumed,
         });
-        // The tool list first, so that results and messages are read against it.
-        self.send_frame(&context, false);
-        for result in resend {
-            self.send_frame(&ClientFrame::ToolResult(result), false);
+        for frame in send {
+            self.send_frame(&frame);
         }
-        for message in queued {
-            self.send_frame(&ClientFrame::UserMessage(message), false);
-        }
+        // Unacknowledged results are sent again if no acknowledgement comes.
+        self.arm_timer();
         self.apply(effects);
     }
 
@@ -965,10 +656,10 @@ impl Client {
             let step = executor.start(request, registry, now_ms());
             if step.is_none() {
                 // A repeated TOOL_CALL (after a reconnect): answer again if we already have the result.
-                let known = inner.outbox.iter().find(|r| r.call_id == call_id).cloned();
+                let known = inner.session.repeated_call(&call_id);
                 drop(inner);
-                if let Some(result) = known {
-                    self.send_frame(&ClientFrame::ToolResult(result), false);
+                if let Some(frame) = known {
+                    self.send_frame(&frame);
                 }
                 return;
             }
@@ -1085,11 +776,18 @@ impl Client {
         });
     }
 
-    /// Keeps one timer armed for the executor's next deadline.
+    /// Keeps one timer armed for the next deadline: the executor's (timeouts) or the session's
+    /// (results to send again).
     fn arm_timer(&self) {
         let deadline = {
             let mut inner = self.inner();
-            let Some(deadline) = inner.executor.next_deadline() else { return };
+            let deadline = match (inner.executor.next_deadline(), inner.session.next_deadline()) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => match a.or(b) {
+                    Some(deadline) => deadline,
+                    None => return,
+                },
+            };
             if inner.timer_at.is_some_and(|armed| armed <= deadline) {
                 return;
             }
@@ -1100,13 +798,17 @@ impl Client {
         spawn_local(async move {
             let wait = deadline.saturating_sub(now_ms());
             sleep_ms(u32::try_from(wait).unwrap_or(u32::MAX)).await;
-            let steps = {
+            let (steps, resend) = {
                 let mut inner = client.inner();
                 if inner.timer_at == Some(deadline) {
                     inner.timer_at = None;
                 }
-                inner.executor.poll_timeouts(now_ms())
+                let now = now_ms();
+                (inner.executor.poll_timeouts(now), inner.session.poll(now))
             };
+            for frame in resend {
+                client.send_frame(&frame);
+            }
             for step in steps {
                 client.drive(step);
             }
@@ -1124,11 +826,6 @@ impl Client {
         }
         if let Some(local) = state.local {
             let _ = local.send(outcome);
-            return;
-        }
-        if state.cancelled_by_server {
-            // The server no longer waits for it: record it, send nothing.
-            self.record(&outcome, None);
             return;
         }
         let client = self.clone();
@@ -1166,20 +863,13 @@ impl Client {
     }
 
     fn send_result(&self, outcome: &Outcome, settle_ms: Option<f64>) {
-        let result = {
-            let mut inner = self.inner();
-            let id = next_id(&mut inner);
-            let result = ToolResult {
-                id,
-                call_id: outcome.call_id.clone(),
-                status: outcome.status,
-                content: outcome.content.clone(),
-            };
-            inner.outbox.push(result.clone());
-            result
-        };
-        // Kept in the outbox until acknowledged; resent after a reconnect.
-        self.send_frame(&ClientFrame::ToolResult(result), true);
+        // Kept until acknowledged: resent after a reconnect, and on this connection if no
+        // acknowledgement comes in time. Not sent at all if the server cancelled the call.
+        let frame = self.inner().session.result(&outcome.call_id, outcome.status, outcome.content.clone(), now_ms());
+        if let Some(frame) = frame {
+            self.send_frame(&frame);
+            self.arm_timer();
+        }
         self.record(outcome, settle_ms);
     }
 
@@ -1204,66 +894,5 @@ impl Client {
     /// Reports a connection problem to the error callback.
     pub(crate) fn connection_error(&self, message: String) {
         self.report(&WebError::Connection(message));
-    }
-}
-
-fn next_id(inner: &mut Inner) -> String {
-    inner.next_frame += 1;
-    format!("c{}", inner.next_frame)
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-    use tether_protocol::RunStatus;
-    use wasm_bindgen_test::wasm_bindgen_test;
-
-    use super::*;
-
-    #[wasm_bindgen_test]
-    fn hand_written_views_match_the_serde_derives() {
-        let record = CallRecord {
-            call_id: "c1".into(),
-            tool: "cart_add".into(),
-            status: ResultStatus::Ok,
-            content: json!({"count": 1}),
-            settle_ms: Some(12.5),
-        };
-        let view = ApprovalView {
-            call_id: "c2".into(),
-            tool: "checkout".into(),
-            description: "Pay".into(),
-            risk: tether_protocol::Risk::Critical,
-            args: json!({}),
-        };
-        let events = [
-            ClientEvent::Connection { state: ConnectionState::Reconnecting, attempt: 3 },
-            ClientEvent::Welcome { session_id: "s".into(), max_active_tools: 30, resumed: true },
-            ClientEvent::ContextSent { revision: 7, tools: vec!["a".into(), "b".into()] },
-            ClientEvent::ToolRefused { event: "tool.registry.limit".into(), tool: "t".into(), reason: "cap".into() },
-            ClientEvent::CallStarted { call_id: "c".into(), tool: "t".into(), args: json!([1, "x"]) },
-            ClientEvent::ApprovalRequested { request: view.clone() },
-            ClientEvent::CallFinished { record: CallRecord { settle_ms: None, ..record.clone() } },
-            ClientEvent::CallFinished { record },
-            ClientEvent::AgentMessage {
-                run_id: "r".into(),
-                delta: "hi".into(),
-                done: true,
-                status: Some(RunStatus::Completed),
-            },
-            ClientEvent::AgentMessage { run_id: "r".into(), delta: "".into(), done: false, status: None },
-            ClientEvent::Run {
-                run_id: Some("r".into()),
-                event: json!({"kind": "run_end", "status": "failed", "turns": 2, "error": "x"}),
-            },
-            ClientEvent::Run { run_id: None, event: json!({"kind": "turn_start", "turn": 1}) },
-            ClientEvent::ServerError { code: ErrorCode::MalformedFrame, message: "bad".into() },
-        ];
-        for event in events {
-            assert_eq!(event.to_value(), serde_json::to_value(&event).unwrap(), "{event:?}");
-        }
-        let notification = Notification { call_id: "c".into(), tool: "t".into(), args: json!({"q": null}) };
-        assert_eq!(notification.to_value(), serde_json::to_value(&notification).unwrap());
-        assert_eq!(view.to_value(), serde_json::to_value(&view).unwrap());
     }
 }

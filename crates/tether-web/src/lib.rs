@@ -12,6 +12,7 @@
 //! the `TetherClient` class of the `js-api` feature, which the npm package wraps.
 
 mod client;
+mod events;
 #[cfg(feature = "js-api")]
 mod js;
 mod json;
@@ -26,9 +27,10 @@ mod transport;
 static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
 
 pub use client::{
-    AfterHook, ApprovalView, Approver, BeforeHook, BrowserValidator, CallRecord, Client, ClientConfig, ClientEvent,
-    ConnectionState, ErrorHook, Handler, LocalFuture, Notification, ResolverHooks,
+    AfterHook, Approver, BeforeHook, BrowserValidator, Client, ClientConfig, ErrorHook, Handler, LocalFuture,
+    ResolverHooks,
 };
+pub use events::{ApprovalView, CallRecord, ClientEvent, ConnectionState, Notification};
 pub use regex::{BrowserRegex, JsRegex};
 pub use tether_core::{
     ApprovalDecision, ApprovalRequest, CoreError, OwnerId, RefusedTool, ResultStatus, Risk, ToolDef, ToolSpec,

@@ -11,7 +11,8 @@ use wasm_bindgen::closure::Closure;
 use wasm_bindgen_futures::spawn_local;
 use web_sys::{MessageEvent, WebSocket};
 
-use crate::client::{Client, ConnectionState};
+use crate::client::Client;
+use crate::events::ConnectionState;
 use crate::time::sleep_ms;
 
 /// The delay before reconnect attempt `attempt` (1-based): base × 2^(attempt-1), capped, ±50 %.

@@ -1,8 +1,8 @@
 //! The browser runtime in headless Chromium against the scripted test peer
 //! (`crates/tether-test-peer`, started by `cargo xtask test`, its URL baked in at build time as
-//! `TETHER_TEST_PEER`): batching, unmount, current state, approvals, cancellation, and the
-//! resend of an unacknowledged result after a reconnect, retries against an unreachable
-//! server and the report of an invalid URL.
+//! `TETHER_TEST_PEER`): batching, unmount, current state, approvals, cancellation, the resend
+//! of an unacknowledged result after a reconnect and on a live connection, a result the server
+//! refuses as unknown, retries against an unreachable server and the report of an invalid URL.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -268,6 +268,48 @@ async fn after_a_reconnect_an_unacknowledged_result_is_resent_once() {
     assert_eq!(answer["results"], 2, "sent once, resent once after the reconnect");
     assert_eq!(h.client.unacknowledged_results(), 0, "the resend was acknowledged");
     assert_eq!(*runs.borrow(), 1, "the handler ran once");
+}
+
+#[wasm_bindgen_test]
+async fn a_result_the_server_refuses_as_an_unknown_call_leaves_the_outbox() {
+    let mut h = Harness::connect().await;
+    let owner = h.client.new_owner();
+    ok_tool(&h.client, owner, "echo");
+    next_tick().await;
+    h.client.send_message("call-and-refuse echo {}");
+    let refusal = h.wait_for(|e| matches!(e, ClientEvent::ServerError { .. })).await;
+    assert!(matches!(refusal, ClientEvent::ServerError { code: ErrorCode::UnknownCall, .. }));
+    h.wait_for(|e| matches!(e, ClientEvent::AgentMessage { done: true, .. })).await;
+    // The server will never take it: kept, it would be resent after every reconnect forever.
+    assert_eq!(h.client.unacknowledged_results(), 0);
+}
+
+#[wasm_bindgen_test]
+async fn a_result_left_unacknowledged_on_a_live_connection_is_sent_again() {
+    let mut h = Harness::connect().await;
+    let owner = h.client.new_owner();
+    let runs = Rc::new(Cell::new(0));
+    let counter = runs.clone();
+    h.client
+        .register(owner, ToolDef::new("echo", "Echo."), move |args| {
+            counter.set(counter.get() + 1);
+            async move { Ok(args) }
+        })
+        .unwrap();
+    next_tick().await;
+    h.client.send_message(r#"call-and-wait-for-resend echo {"n": 1}"#);
+    // The peer answers only once the result came a second time on this connection (after about
+    // 3 s), and acknowledges that copy.
+    let answer = h
+        .wait_for(|e| {
+            assert!(!matches!(e, ClientEvent::Welcome { .. }), "no reconnect: the same connection");
+            matches!(e, ClientEvent::AgentMessage { done: true, .. })
+        })
+        .await;
+    let ClientEvent::AgentMessage { delta, .. } = answer else { unreachable!() };
+    let answer: Value = serde_json::from_str(&delta).unwrap();
+    assert_eq!(answer["sameId"], true, "the copy is the same frame: an ERROR naming it names the result");
+    assert_eq!((runs.get(), h.client.unacknowledged_results()), (1, 0));
 }
 
 #[wasm_bindgen_test]
