@@ -110,6 +110,8 @@ struct Stats {
     duplicate_results: u64,
     late_results: u64,
     resends_on_a_live_connection: u64,
+    /// `TOOL_CALL`s delivered again (skipped as seen, and refused by the executor too) or
+    /// answered with the kept result.
     calls_repeated: u64,
     calls_timed_out: u64,
 }
@@ -326,6 +328,15 @@ impl Sim {
         let frame = decode_server_frame(text, usize::MAX).expect("the server's frames decode");
         if !self.client.received(&frame) {
             self.stats.frames_skipped_as_seen += 1;
+            if let ServerFrame::ToolCall(call) = frame {
+                // Defence in depth: the executor, too, refuses a call it has seen, should a copy
+                // ever get past `lastSeq`.
+                let request =
+                    CallRequest { call_id: call.call_id, tool: call.name, args: call.args, server_risk: call.risk };
+                let step = self.executor.start(request, &self.registry, self.now);
+                assert!(step.is_none(), "the executor would run a repeated call again: {step:?}");
+                self.stats.calls_repeated += 1;
+            }
             return;
         }
         if let Some(seq) = frame.seq().filter(|seq| *seq > 0) {
@@ -526,6 +537,7 @@ fn exactly_once_and_nothing_lost_over_a_lossy_network() {
         ("late results", total.late_results),
         ("resends on a live connection", total.resends_on_a_live_connection),
         ("calls timed out", total.calls_timed_out),
+        ("calls delivered again", total.calls_repeated),
     ] {
         assert!(count >= u64::from(cases / 16), "only {count} {what} in {cases} schedules");
     }
