@@ -189,10 +189,52 @@ async fn a_streamed_json_block_is_held_back_and_becomes_a_tool_call() {
         ])
     }))
     .await;
-    let (reply, streamed) = complete(&provider(&mock.base), &ChatRequest::default()).await;
+    let request = ChatRequest { messages: Vec::new(), tools: vec![tool("cart_view")] };
+    let (reply, streamed) = complete(&provider(&mock.base), &request).await;
     let reply = reply.unwrap();
     assert_eq!(streamed, "");
     assert_eq!(reply.tool_calls[0].name, "cart_view");
+}
+
+fn tool(name: &str) -> ToolSpec {
+    ToolSpec {
+        name: name.into(),
+        description: String::new(),
+        parameters: json!({"type": "object"}),
+        risk: Default::default(),
+        global: false,
+    }
+}
+
+#[tokio::test]
+async fn json_that_names_no_listed_tool_is_the_answer_and_reaches_the_user_whole() {
+    // Held back while it might be a call, then released in full: nothing of it is lost.
+    let answer = "```json\n{\"name\": \"Ada\", \"arguments\": {\"age\": 36}}\n```";
+    let (first, second) = answer.split_at(20);
+    let (first, second) = (first.to_string(), second.to_string());
+    let mock = mock(Arc::new(move |n, _, _| {
+        if n == 0 {
+            sse(&[
+                json!({"choices": [{"delta": {"content": first}}]}),
+                json!({"choices": [{"delta": {"content": second}}]}),
+            ])
+        } else {
+            // Not streamed: a call of a tool this request did not list.
+            axum::Json(json!({"choices": [{"message": {"content": "{\"name\": \"cart_clear\", \"arguments\": {}}"}}]}))
+                .into_response()
+        }
+    }))
+    .await;
+    let provider = provider(&mock.base);
+    let request = ChatRequest { messages: Vec::new(), tools: vec![tool("cart_view"), tool("cart_add")] };
+    let (reply, streamed) = complete(&provider, &request).await;
+    let reply = reply.unwrap();
+    assert!(reply.tool_calls.is_empty() && reply.malformed_tool_call.is_none(), "{reply:?}");
+    assert_eq!((reply.text.as_str(), streamed.as_str()), (answer, answer));
+    let (reply, streamed) = complete(&provider, &request).await;
+    let reply = reply.unwrap();
+    assert!(reply.tool_calls.is_empty(), "cart_clear was not offered: {reply:?}");
+    assert_eq!(streamed, "{\"name\": \"cart_clear\", \"arguments\": {}}");
 }
 
 #[tokio::test]

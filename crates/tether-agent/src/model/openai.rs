@@ -1,7 +1,8 @@
 //! An OpenAI-compatible `/v1/chat/completions` provider with streaming (SSE).
 //!
 //! Works with OpenAI, Ollama, LM Studio, vLLM, llama.cpp's server and proxies. Tool calls are
-//! accepted from `tool_calls` and from the reply's text (see [`extract_tool_calls`]). 429 and
+//! accepted from `tool_calls` and, for the tools the request listed, from the reply's text (see
+//! [`extract_tool_calls`]; any other JSON is the answer and reaches the user whole). 429 and
 //! 5xx answers are retried a bounded number of times; other failures become clear errors.
 
 use std::time::Duration;
@@ -236,6 +237,7 @@ struct PartialCall {
 
 fn finish_reply(
     text: &str,
+    listed: &[&str],
     partial: Vec<PartialCall>,
     gate_finish: impl FnOnce(bool) -> String,
 ) -> Result<ModelReply, AgentError> {
@@ -255,7 +257,7 @@ fn finish_reply(
         let text = gate_finish(false);
         return Ok(ModelReply { text, tool_calls, malformed_tool_call: None });
     }
-    match extract_tool_calls(text) {
+    match extract_tool_calls(text, listed) {
         ContentToolCalls::Calls(calls) => {
             gate_finish(true);
             let tool_calls = calls
@@ -276,7 +278,7 @@ fn finish_reply(
 }
 
 /// Reads a complete (non-streamed) chat completion.
-pub(crate) fn parse_completion(body: &Value, sink: DeltaSink<'_>) -> Result<ModelReply, AgentError> {
+pub(crate) fn parse_completion(body: &Value, listed: &[&str], sink: DeltaSink<'_>) -> Result<ModelReply, AgentError> {
     let message = body
         .pointer("/choices/0/message")
         .ok_or_else(|| AgentError::MalformedReply("no choices[0].message in the reply".into()))?;
@@ -296,7 +298,7 @@ pub(crate) fn parse_completion(body: &Value, sink: DeltaSink<'_>) -> Result<Mode
     let text = message.get("content").and_then(Value::as_str).unwrap_or_default().to_string();
     let mut gate = DeltaGate::new(sink);
     gate.push(&text);
-    finish_reply(&text, partial, |was_call| gate.finish(was_call))
+    finish_reply(&text, listed, partial, |was_call| gate.finish(was_call))
 }
 
 impl ChatModel for OpenAiProvider {
@@ -311,6 +313,8 @@ impl ChatModel for OpenAiProvider {
     ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
         Box::pin(async move {
             let body = self.body(request);
+            // Tool calls written as text count only for these.
+            let listed: Vec<&str> = request.tools.iter().map(|tool| tool.name.as_str()).collect();
             let response = self.send(&body).await?;
             let is_stream = response
                 .headers()
@@ -322,7 +326,7 @@ impl ChatModel for OpenAiProvider {
                     .json()
                     .await
                     .map_err(|error| AgentError::MalformedReply(format!("the reply is not JSON: {error}")))?;
-                return parse_completion(&body, on_delta);
+                return parse_completion(&body, &listed, on_delta);
             }
             let mut gate = DeltaGate::new(on_delta);
             let mut partial: Vec<PartialCall> = Vec::new();
@@ -378,7 +382,7 @@ impl ChatModel for OpenAiProvider {
                 }
             }
             let text = gate.text.clone();
-            finish_reply(&text, partial, |was_call| gate.finish(was_call))
+            finish_reply(&text, &listed, partial, |was_call| gate.finish(was_call))
         })
     }
 }

@@ -1,5 +1,6 @@
 //! Tool calls written into a reply's text, as small local models do: a ```` ```json ```` block,
-//! `<tool_call>{…}</tool_call>`, or a bare `{"name": …, "arguments": …}`.
+//! `<tool_call>{…}</tool_call>`, or a bare `{"name": …, "arguments": …}`. Only calls of the tools
+//! the request listed count: any other JSON is the model's answer.
 
 use serde_json::{Map, Value};
 
@@ -14,12 +15,18 @@ pub enum ContentToolCalls {
     Malformed(String),
 }
 
-/// Finds tool calls written into `content`.
+/// Finds calls of the `listed` tools written into `content`.
 ///
 /// JSON with `//` or `/* */` comments or trailing commas is accepted (small models write them).
 /// The arguments may be an object or a JSON string holding one, under `arguments`,
-/// `parameters` or `args`; the name under `name`, `tool` or `function.name`.
-pub fn extract_tool_calls(content: &str) -> ContentToolCalls {
+/// `parameters` or `args`; the name under `name`, `tool` or `function.name`. JSON that names no
+/// listed tool (an answer that happens to be JSON, a call of a tool the request did not offer)
+/// is not a call: [`ContentToolCalls::None`], and the text is the answer. Unreadable JSON is
+/// [`ContentToolCalls::Malformed`] only when it looks like a call and names a listed tool.
+pub fn extract_tool_calls(content: &str, listed: &[&str]) -> ContentToolCalls {
+    if listed.is_empty() {
+        return ContentToolCalls::None;
+    }
     let mut candidates: Vec<&str> = Vec::new();
     let mut rest = content;
     while let Some(start) = rest.find("<tool_call>") {
@@ -50,8 +57,8 @@ pub fn extract_tool_calls(content: &str) -> ContentToolCalls {
     let mut problem = None;
     for candidate in candidates {
         match parse_candidate(candidate.trim()) {
-            Ok(found) => calls.extend(found),
-            Err(reason) if looks_like_a_call(candidate) => problem = Some(reason),
+            Ok(found) => calls.extend(found.into_iter().filter(|(name, _)| listed.contains(&name.as_str()))),
+            Err(reason) if looks_like_a_call(candidate, listed) => problem = Some(reason),
             Err(_) => {}
         }
     }
@@ -62,8 +69,9 @@ pub fn extract_tool_calls(content: &str) -> ContentToolCalls {
     }
 }
 
-fn looks_like_a_call(text: &str) -> bool {
-    text.contains("\"name\"") || text.contains("\"function\"")
+fn looks_like_a_call(text: &str, listed: &[&str]) -> bool {
+    (text.contains("\"name\"") || text.contains("\"function\""))
+        && listed.iter().any(|name| text.contains(&format!("\"{name}\"")))
 }
 
 fn parse_candidate(text: &str) -> Result<Vec<(String, Value)>, String> {
@@ -169,8 +177,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const LISTED: &[&str] = &["cart_add", "cart_view", "book_ticket", "navigate", "a", "x"];
+
     fn calls(content: &str) -> Vec<(String, Value)> {
-        match extract_tool_calls(content) {
+        match extract_tool_calls(content, LISTED) {
             ContentToolCalls::Calls(calls) => calls,
             other => panic!("{content:?}: {other:?}"),
         }
@@ -200,14 +210,30 @@ mod tests {
 
     #[test]
     fn plain_text_and_unrelated_code_are_not_calls() {
-        assert_eq!(extract_tool_calls("Hello! I can help with your cart."), ContentToolCalls::None);
-        assert_eq!(extract_tool_calls("```rust\nfn main() {}\n```"), ContentToolCalls::None);
-        assert_eq!(extract_tool_calls("{\"answer\": 42}"), ContentToolCalls::None);
+        assert_eq!(extract_tool_calls("Hello! I can help with your cart.", LISTED), ContentToolCalls::None);
+        assert_eq!(extract_tool_calls("```rust\nfn main() {}\n```", LISTED), ContentToolCalls::None);
+        assert_eq!(extract_tool_calls("{\"answer\": 42}", LISTED), ContentToolCalls::None);
+    }
+
+    #[test]
+    fn only_the_listed_tools_are_calls_any_other_json_is_the_answer() {
+        // A name the request did not list: the model's answer (e.g. it shows a JSON example).
+        let other = "```json\n{\"name\": \"Ada\", \"arguments\": {\"age\": 36}}\n```";
+        assert_eq!(extract_tool_calls(other, LISTED), ContentToolCalls::None);
+        assert_eq!(extract_tool_calls("{\"name\": \"delete_everything\"}", LISTED), ContentToolCalls::None);
+        // Without tools in the request, nothing is a call.
+        assert_eq!(extract_tool_calls("{\"name\": \"cart_add\"}", &[]), ContentToolCalls::None);
+        // Mixed: only the listed one is kept.
+        let mixed = "[{\"name\": \"cart_view\"}, {\"name\": \"rm_rf\"}]";
+        assert_eq!(calls(mixed), vec![("cart_view".into(), json!({}))]);
+        // Broken JSON that names no listed tool is text, not a malformed call.
+        let broken = "```json\n{\"name\": \"Ada\", \"age\": }\n```";
+        assert_eq!(extract_tool_calls(broken, LISTED), ContentToolCalls::None);
     }
 
     #[test]
     fn broken_calls_are_reported_not_dropped() {
-        match extract_tool_calls("```json\n{\"name\": \"cart_add\", \"arguments\": {\"productId\": }\n```") {
+        match extract_tool_calls("```json\n{\"name\": \"cart_add\", \"arguments\": {\"productId\": }\n```", LISTED) {
             ContentToolCalls::Malformed(reason) => assert!(reason.contains("not valid JSON"), "{reason}"),
             other => panic!("{other:?}"),
         }
