@@ -68,13 +68,44 @@ export async function launchBrowser() {
   });
 }
 
-/** Records every WebSocket frame the page sends and receives, parsed. */
+/**
+ * Records every WebSocket frame the page sends and receives, parsed. Set `frames.onSent` to a
+ * function to be called with each sent frame as it is recorded. `frames.waitFor(predicate)`
+ * resolves with the first recorded frame that matches (one recorded already, or the next one),
+ * and fails after `timeoutMs`.
+ */
 export function recordFrames(page) {
   const frames = [];
+  const waiters = new Set();
+  const record = (entry) => {
+    frames.push(entry);
+    for (const waiter of waiters) waiter(entry);
+  };
   page.on("websocket", (socket) => {
-    socket.on("framesent", (frame) => frames.push({ dir: "sent", at: frames.length, ...parse(frame.payload) }));
-    socket.on("framereceived", (frame) => frames.push({ dir: "received", at: frames.length, ...parse(frame.payload) }));
+    socket.on("framesent", (frame) => {
+      const entry = { dir: "sent", at: frames.length, ...parse(frame.payload) };
+      record(entry);
+      frames.onSent?.(entry);
+    });
+    socket.on("framereceived", (frame) => record({ dir: "received", at: frames.length, ...parse(frame.payload) }));
   });
+  frames.waitFor = (predicate, timeoutMs = 10_000) => {
+    const found = frames.find(predicate);
+    if (found) return Promise.resolve(found);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        waiters.delete(waiter);
+        reject(new Error(`no matching frame within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const waiter = (entry) => {
+        if (!predicate(entry)) return;
+        clearTimeout(timer);
+        waiters.delete(waiter);
+        resolve(entry);
+      };
+      waiters.add(waiter);
+    });
+  };
   return frames;
 }
 

@@ -79,6 +79,7 @@ fn Layout() -> impl IntoView {
                 "Cart "
                 <span class="badge" data-testid="cart-badge">{move || shop.item_count()}</span>
             </a>
+            <span hidden data-testid="cart-add-runs">{move || shop.cart_add_runs.get()}</span>
         </header>
         <div class="layout">
             <main>

@@ -79,6 +79,8 @@ pub(crate) struct Shop {
     pub(crate) route: RwSignal<Route>,
     pub(crate) cart: RwSignal<Vec<CartLine>>,
     pub(crate) last_order: RwSignal<Option<String>>,
+    /// How many times a `cart_add` handler ran in this page (a second run of one call would show).
+    pub(crate) cart_add_runs: RwSignal<u32>,
     orders: RwSignal<u32>,
 }
 
@@ -89,6 +91,7 @@ impl Shop {
             route: RwSignal::new(Route::parse(&current_path())),
             cart: RwSignal::new(Vec::new()),
             last_order: RwSignal::new(None),
+            cart_add_runs: RwSignal::new(0),
             orders: RwSignal::new(1000),
         };
         let on_popstate = Closure::<dyn Fn()>::new(move || shop.route.set(Route::parse(&current_path())));
@@ -135,6 +138,7 @@ impl Shop {
 
     /// The `cart_add` handler: the arguments are validated (and `quantity` defaulted) already.
     pub(crate) fn add_from_args(&self, args: &Value) -> Result<Value, String> {
+        self.cart_add_runs.update(|runs| *runs += 1);
         let id = args["productId"].as_str().unwrap_or_default();
         let quantity = args["quantity"].as_u64().unwrap_or(1) as u32;
         if product(id).is_none() {

@@ -72,6 +72,9 @@ function Layout() {
             {itemCount(shop.cart)}
           </span>
         </a>
+        <span hidden data-testid="cart-add-runs">
+          {shop.cartAddRuns}
+        </span>
       </header>
       <div className="layout">
         <main>
@@ -115,6 +118,7 @@ function ProductGrid() {
     return { page: `product/${productId}` };
   });
   useAgentTool({ name: "cart_add", description: "Add a product to the shopping cart.", schema: gridAddSchema }, ({ productId, quantity }) => {
+    shop.countCartAdd();
     const cart = addToCart(shop.cart, productId, quantity);
     shop.setCart(cart);
     return cartSummary(cart);
@@ -164,6 +168,7 @@ function ProductPage({ id }: { id: string }) {
       },
     },
     (args: { productId: string; quantity: number }) => {
+      shop.countCartAdd();
       const cart = addToCart(shop.cart, args.productId, args.quantity);
       shop.setCart(cart);
       return cartSummary(cart);

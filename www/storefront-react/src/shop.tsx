@@ -70,6 +70,9 @@ export interface Shop {
   route: Route;
   cart: CartLine[];
   lastOrder: string | null;
+  /** How many times a `cart_add` handler ran in this page (a second run of one call would show). */
+  cartAddRuns: number;
+  countCartAdd(): void;
   navigate(path: string): void;
   link(path: string): (event: MouseEvent) => void;
   setCart(cart: CartLine[]): void;
@@ -89,6 +92,7 @@ export function ShopProvider({ children }: { children: ReactNode }) {
   const [cart, setCart] = useState<CartLine[]>([]);
   const [orders, setOrders] = useState(1000);
   const [lastOrder, setLastOrder] = useState<string | null>(null);
+  const [cartAddRuns, setCartAddRuns] = useState(0);
 
   useEffect(() => {
     const onPopState = () => setRoute(parseRoute(location.pathname));
@@ -114,6 +118,8 @@ export function ShopProvider({ children }: { children: ReactNode }) {
       route,
       cart,
       lastOrder,
+      cartAddRuns,
+      countCartAdd: () => setCartAddRuns((runs) => runs + 1),
       navigate,
       link,
       setCart,
@@ -126,7 +132,7 @@ export function ShopProvider({ children }: { children: ReactNode }) {
         return order;
       },
     }),
-    [route, cart, lastOrder, orders, navigate, link],
+    [route, cart, lastOrder, cartAddRuns, orders, navigate, link],
   );
   return <ShopContext.Provider value={shop}>{children}</ShopContext.Provider>;
 }
