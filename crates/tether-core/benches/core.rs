@@ -49,7 +49,7 @@ fn args() -> Value {
 }
 
 /// Validation alone: one compiled schema, the same arguments as the call path.
-fn validate_only<V: Validator>(c: &mut Criterion, label: &str, validator: V) {
+fn validate_only<V: Validator>(c: &mut Criterion, label: &str, validator: &V) {
     let schema = validator.compile(&typical_schema()).unwrap();
     let args = args();
     c.bench_function(&format!("validate: typical schema, valid arguments ({label})"), |b| {
@@ -86,8 +86,8 @@ fn call_path<V: Validator>(c: &mut Criterion, label: &str, validator: V) {
 }
 
 fn call_paths(c: &mut Criterion) {
-    validate_only(c, "compact", CompactValidator::new(NativeRegex));
-    validate_only(c, "jsonschema", FullValidator);
+    validate_only(c, "compact", &CompactValidator::new(NativeRegex));
+    validate_only(c, "jsonschema", &FullValidator);
     call_path(c, "compact", CompactValidator::new(NativeRegex));
     call_path(c, "jsonschema", FullValidator);
 }
