@@ -166,7 +166,9 @@ pub(crate) fn demo(args: &[String]) -> Result<()> {
         args.iter().position(|a| a == "--addr").and_then(|i| args.get(i + 1)).map_or("127.0.0.1:8787", String::as_str);
     step("serving the Leptos storefront with the built-in model (Ctrl-C stops); open the URL below");
     run(Command::new(repo_root().join("target/debug/tether"))
-        .args(["serve", "--model", "scripted", "--addr", addr, "--static"])
+        .args(["serve", "--model", "scripted", "--addr", addr, "--instructions"])
+        .arg(repo_root().join("examples/storefront-leptos/instructions.md"))
+        .arg("--static")
         .arg(&dist))
 }
 

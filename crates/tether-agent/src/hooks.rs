@@ -116,6 +116,44 @@ pub enum ToolDecision {
         /// The result.
         result: Value,
     },
+    /// Run it, changed: with other arguments, and/or only once the user approves it.
+    Change {
+        /// Arguments to run it with instead of the model's. They are checked against the tool's
+        /// schema again before anything else (invalid ones: the tool does not run), and the
+        /// model reads that they were changed.
+        args: Option<Value>,
+        /// Ask the user first, whatever the tool's own risk (the page's approval dialog shows
+        /// this reason); the tool runs only on an explicit yes.
+        ask: Option<String>,
+    },
+}
+
+/// Input of `before_run`: a user message, before the model or any other hook sees it.
+#[derive(Debug, Clone)]
+pub struct RunBegin {
+    /// The run (turn 0: no turn has started).
+    pub run: RunInfo,
+    /// The user's message.
+    pub text: String,
+    /// Whether this run starts the conversation (nothing before it in the history).
+    pub first: bool,
+}
+
+/// What `before_run` decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunBeginDecision {
+    /// Go on; each text is added to the conversation after the user's message, as it is (label
+    /// it as hook output, e.g. with [`HOOK_LABEL`]).
+    Continue {
+        /// Context for the model.
+        context: Vec<String>,
+    },
+    /// Do not run: the message is not sent to the model nor kept in the conversation; the user
+    /// reads the reason, and the run ends as `refused`.
+    Refuse {
+        /// Why.
+        reason: String,
+    },
 }
 
 /// A tool's result as the model will read it (input and output of `after_tool_execution`).
@@ -187,6 +225,7 @@ type Hook<I, O> = Arc<dyn Fn(I) -> BoxFuture<'static, HookResult<O>> + Send + Sy
 /// A set of hooks. Build it with the `on_*` methods; the loop runs several sets in order.
 #[derive(Clone, Default)]
 pub struct Hooks {
+    pub(crate) before_run: Option<Hook<RunBegin, RunBeginDecision>>,
     pub(crate) before_turn: Option<Hook<TurnStart, ()>>,
     pub(crate) before_provider_call: Option<Hook<ProviderCall, ProviderCall>>,
     pub(crate) before_tool_execution: Option<Hook<ToolUse, ToolDecision>>,
@@ -198,6 +237,7 @@ pub struct Hooks {
 impl std::fmt::Debug for Hooks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Hooks")
+            .field("before_run", &self.before_run.is_some())
             .field("before_turn", &self.before_turn.is_some())
             .field("before_provider_call", &self.before_provider_call.is_some())
             .field("before_tool_execution", &self.before_tool_execution.is_some())
@@ -222,6 +262,18 @@ impl Hooks {
         Hooks::default()
     }
 
+    /// Called once per run with the user's message, before anything else: go on (adding context
+    /// for the model) or refuse the message.
+    #[must_use]
+    pub fn on_before_run<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(RunBegin) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<RunBeginDecision>> + Send + 'static,
+    {
+        self.before_run = Some(boxed(hook));
+        self
+    }
+
     /// Called before each turn with the conversation so far.
     #[must_use]
     pub fn on_before_turn<F, Fut>(mut self, hook: F) -> Self
@@ -244,7 +296,8 @@ impl Hooks {
         self
     }
 
-    /// Called before each tool call the model asks for: allow, deny with a reason, or mock.
+    /// Called before each tool call the model asks for: allow, deny with a reason, mock, or
+    /// change (other arguments, the user's approval first).
     #[must_use]
     pub fn on_before_tool_execution<F, Fut>(mut self, hook: F) -> Self
     where

@@ -13,13 +13,13 @@ pub mod hooks;
 pub mod model;
 
 pub use agent_loop::{
-    AgentLoop, DEFAULT_MAX_TURNS, DEFAULT_RUN_TIMEOUT, DEFAULT_SYSTEM_PROMPT, MAX_TOOL_RESULT_BYTES, RunOutcome,
-    RunSink, ToolHost,
+    AgentLoop, DATA_RULE, DEFAULT_INSTRUCTIONS, DEFAULT_MAX_TURNS, DEFAULT_RUN_TIMEOUT, MAX_TOOL_RESULT_BYTES,
+    RunOutcome, RunSink, ToolHost,
 };
 pub use error::AgentError;
 pub use hooks::{
-    EventEmitter, HOOK_LABEL, HookError, HookResult, Hooks, ProviderCall, RunInfo, StopCheck, StopDecision,
-    ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart,
+    EventEmitter, HOOK_LABEL, HookError, HookResult, Hooks, ProviderCall, RunBegin, RunBeginDecision, RunInfo,
+    StopCheck, StopDecision, ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart,
 };
 pub use model::{BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, ScriptedModel};
 #[cfg(feature = "openai")]

@@ -44,6 +44,8 @@ pub(crate) struct Finished {
 pub(crate) struct Invocation<'a> {
     pub(crate) program: &'a str,
     pub(crate) args: Vec<&'a std::ffi::OsStr>,
+    /// Variables set besides the fixed ones (e.g. `CLAUDE_PROJECT_DIR`).
+    pub(crate) env: Vec<(&'static str, std::ffi::OsString)>,
 }
 
 /// Kills every process of the group. The group may already be gone: that is fine.
@@ -104,6 +106,7 @@ pub(crate) async fn run(invocation: Invocation<'_>, input: Vec<u8>, timeout: Dur
         .env("LANG", "C.UTF-8")
         .env("HOME", workdir)
         .env("TMPDIR", workdir)
+        .envs(invocation.env.iter().map(|(name, value)| (*name, value)))
         .current_dir(workdir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -1,4 +1,5 @@
-//! Loading and validating declarative hooks written in the Azure SRE Agent format.
+//! Loading and validating declarative hooks written in the Azure SRE Agent format or in Claude
+//! Code's `settings.json` format (told apart by their shape; see [`crate::claude`]).
 //!
 //! A hooks file holds one or more YAML documents. A document with a top-level `hooks:` block
 //! gives agent-level hooks; an `ExtendedAgent` document (`kind: ExtendedAgent`, hooks under
@@ -33,8 +34,13 @@ pub enum HookEvent {
     Stop,
     /// A tool call finished (successfully or not).
     PostToolUse,
-    /// A tool call is about to run (our addition, mapped to `before_tool_execution`).
+    /// A tool call is about to run (our addition to the Azure format, mapped to
+    /// `before_tool_execution`).
     PreToolUse,
+    /// The user sent a message (Claude Code format only).
+    UserPromptSubmit,
+    /// A conversation starts (Claude Code format only).
+    SessionStart,
 }
 
 impl HookEvent {
@@ -44,9 +50,12 @@ impl HookEvent {
             HookEvent::Stop => "Stop",
             HookEvent::PostToolUse => "PostToolUse",
             HookEvent::PreToolUse => "PreToolUse",
+            HookEvent::UserPromptSubmit => "UserPromptSubmit",
+            HookEvent::SessionStart => "SessionStart",
         }
     }
 
+    /// An event of the Azure format.
     fn parse(name: &str) -> Option<HookEvent> {
         match name {
             "Stop" => Some(HookEvent::Stop),
@@ -54,6 +63,11 @@ impl HookEvent {
             "PreToolUse" => Some(HookEvent::PreToolUse),
             _ => None,
         }
+    }
+
+    /// Whether the event is about one tool call (its hooks have a tool matcher).
+    pub fn is_tool_event(self) -> bool {
+        matches!(self, HookEvent::PreToolUse | HookEvent::PostToolUse)
     }
 }
 
@@ -80,6 +94,16 @@ impl HookLevel {
             HookLevel::CustomAgent => "custom_agent",
         }
     }
+}
+
+/// The format a hook was written in: it decides the context the hook gets and how its answer
+/// is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HookFormat {
+    /// The Azure SRE Agent format.
+    Azure,
+    /// Claude Code's `settings.json` `hooks` format.
+    ClaudeCode,
 }
 
 /// What a hook does when it fails (crash, timeout, bad output, missing script).
@@ -194,12 +218,15 @@ pub struct HookSpec {
     pub fail_mode: FailMode,
     /// `maxRejections`, when written (Stop hooks only).
     pub max_rejections: Option<u32>,
+    /// The format it was written in.
+    pub format: HookFormat,
 }
 
 impl HookSpec {
-    /// Whether the hook runs for a call of the tool `tool` (always true for `Stop`).
+    /// Whether the hook runs for a call of the tool `tool` (for `SessionStart`: for the
+    /// conversation's source, `startup`). Hooks without a matcher run always.
     pub fn applies_to(&self, tool: &str) -> bool {
-        self.event == HookEvent::Stop || self.matcher.as_ref().is_some_and(|m| m.matches(tool))
+        self.matcher.as_ref().is_none_or(|m| m.matches(tool))
     }
 }
 
@@ -208,6 +235,7 @@ impl HookSpec {
 pub struct HookConfig {
     hooks: Vec<HookSpec>,
     agent_name: Option<String>,
+    instructions: Option<String>,
     warnings: Vec<String>,
 }
 
@@ -251,13 +279,25 @@ impl HookConfig {
                         "an ExtendedAgent document keeps its hooks under `spec.hooks`, not at the top level",
                     ));
                 }
+                (None, Some(hooks)) if crate::claude::is_claude_shape(hooks) => {
+                    let specs = crate::claude::parse(&document, hooks, &mut config.warnings)
+                        .map_err(|message| config_error(origin, message))?;
+                    for mut spec in specs {
+                        let position =
+                            config.hooks.iter().filter(|h| h.level == spec.level && h.event == spec.event).count();
+                        spec.id = format!("{}.{}[{position}]", spec.level.as_str(), spec.event);
+                        config.hooks.push(spec);
+                    }
+                    continue;
+                }
                 (None, Some(hooks)) => (HookLevel::Agent, hooks),
                 (kind, None) => {
                     let hooks = body.and_then(|b| b.get("hooks"));
-                    if kind.is_none() && hooks.is_none() {
+                    if kind.is_none() && hooks.is_none() && body.and_then(|b| b.get("instructions")).is_none() {
                         return Err(config_error(
                             origin,
-                            "no hooks found: expected a top-level `hooks:` block or an ExtendedAgent with `spec.hooks`",
+                            "no hooks found: expected a top-level `hooks:` block or an ExtendedAgent with \
+                             `spec.hooks` or `spec.instructions`",
                         ));
                     }
                     custom_agents += 1;
@@ -270,7 +310,15 @@ impl HookConfig {
                         .or_else(|| document.get("name"))
                         .and_then(Value::as_str);
                     config.agent_name = name.map(String::from);
-                    if hooks.is_none() {
+                    config.instructions = match body.and_then(|b| b.get("instructions")) {
+                        None | Some(Value::Null) => None,
+                        Some(Value::String(text)) if !text.trim().is_empty() => Some(text.clone()),
+                        Some(Value::String(_)) => {
+                            return Err(config_error(origin, "`spec.instructions` is empty"));
+                        }
+                        Some(_) => return Err(config_error(origin, "`spec.instructions` must be text")),
+                    };
+                    if hooks.is_none() && config.instructions.is_none() {
                         config.warnings.push(format!("{origin}: the ExtendedAgent has no `spec.hooks`"));
                     }
                     (HookLevel::CustomAgent, hooks.unwrap_or(&Value::Null))
@@ -290,6 +338,7 @@ impl HookConfig {
             )));
         }
         self.agent_name = self.agent_name.take().or(other.agent_name);
+        self.instructions = self.instructions.take().or(other.instructions);
         self.warnings.extend(other.warnings);
         for mut hook in other.hooks {
             let position = self.hooks.iter().filter(|h| h.level == hook.level && h.event == hook.event).count();
@@ -308,6 +357,12 @@ impl HookConfig {
     /// The custom agent's `metadata.name`, when an ExtendedAgent document was loaded.
     pub fn agent_name(&self) -> Option<&str> {
         self.agent_name.as_deref()
+    }
+
+    /// The custom agent's `spec.instructions` (its system prompt), when an ExtendedAgent document
+    /// that has them was loaded.
+    pub fn instructions(&self) -> Option<&str> {
+        self.instructions.as_deref()
     }
 
     /// Things that load but deserve attention (a matcher that matches nothing, an ignored field).
@@ -360,7 +415,7 @@ impl HookConfig {
     }
 }
 
-fn string_field<'a>(entry: &'a Map<String, Value>, field: &str) -> Result<Option<&'a str>, String> {
+pub(crate) fn string_field<'a>(entry: &'a Map<String, Value>, field: &str) -> Result<Option<&'a str>, String> {
     match entry.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) => Ok(Some(text)),
@@ -368,7 +423,7 @@ fn string_field<'a>(entry: &'a Map<String, Value>, field: &str) -> Result<Option
     }
 }
 
-fn integer_field(entry: &Map<String, Value>, field: &str, range: (u64, u64)) -> Result<Option<u64>, String> {
+pub(crate) fn integer_field(entry: &Map<String, Value>, field: &str, range: (u64, u64)) -> Result<Option<u64>, String> {
     match entry.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(value) => match value.as_u64().filter(|n| (range.0..=range.1).contains(n)) {
@@ -454,7 +509,7 @@ fn parse_hook(
             }
             None
         }
-        HookEvent::PostToolUse | HookEvent::PreToolUse => {
+        HookEvent::PostToolUse | HookEvent::PreToolUse | HookEvent::UserPromptSubmit | HookEvent::SessionStart => {
             if !entry.contains_key("matcher") {
                 return Err(format!("field `matcher` is required for {event} hooks (use \"*\" for every tool)"));
             }
@@ -484,5 +539,6 @@ fn parse_hook(
         timeout: Duration::from_secs(timeout),
         fail_mode,
         max_rejections: max_rejections.filter(|_| event == HookEvent::Stop),
+        format: HookFormat::Azure,
     })
 }

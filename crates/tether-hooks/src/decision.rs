@@ -4,13 +4,16 @@
 use serde_json::Value;
 use tether_protocol::HookDecidedBy;
 
-/// Allow or block.
+/// Allow, block, or ask the user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HookDecision {
     /// No objection.
     Allow,
     /// Block the tool, its result, or the answer.
     Block,
+    /// Run the tool only once the user approves it in the page (Claude Code's
+    /// `permissionDecision: "ask"`; `PreToolUse` only).
+    Ask,
 }
 
 impl HookDecision {
@@ -19,6 +22,7 @@ impl HookDecision {
         match self {
             HookDecision::Allow => "allow",
             HookDecision::Block => "block",
+            HookDecision::Ask => "ask",
         }
     }
 }
@@ -33,6 +37,9 @@ pub struct HookVerdict {
     pub reason: Option<String>,
     /// `hookSpecificOutput.additionalContext`, when given.
     pub additional_context: Option<String>,
+    /// `hookSpecificOutput.updatedInput`, when given (`PreToolUse`): the arguments to run the
+    /// tool with instead.
+    pub updated_input: Option<Value>,
     /// Whether the hook, a timeout or the fail mode decided.
     pub decided_by: HookDecidedBy,
     /// The exit code of a command hook, when it exited.
@@ -47,6 +54,88 @@ pub(crate) struct Answer {
     pub(crate) decision: HookDecision,
     pub(crate) reason: Option<String>,
     pub(crate) additional_context: Option<String>,
+    pub(crate) updated_input: Option<Value>,
+}
+
+impl Answer {
+    /// No objection, nothing to add.
+    pub(crate) fn allow() -> Answer {
+        Answer { decision: HookDecision::Allow, reason: None, additional_context: None, updated_input: None }
+    }
+}
+
+/// `hookSpecificOutput.updatedInput`: an object, or absent.
+fn updated_input(specific: &serde_json::Map<String, Value>) -> Result<Option<Value>, String> {
+    match specific.get("updatedInput") {
+        None | Some(Value::Null) => Ok(None),
+        Some(value @ Value::Object(_)) => Ok(Some(value.clone())),
+        Some(other) => Err(format!("`hookSpecificOutput.updatedInput` must be an object, got {other}")),
+    }
+}
+
+/// Reads a Claude Code hook's stdout (exit code 0) for `event`. Plain text is context for
+/// `UserPromptSubmit` and `SessionStart` (as Claude Code adds it) and ignored elsewhere; JSON is
+/// read by its fields: `continue: false` (block, `stopReason`), `decision` (`block`, `approve`),
+/// `reason`, and `hookSpecificOutput` (`permissionDecision`, `permissionDecisionReason`,
+/// `updatedInput`, `additionalContext`). `Err` says what is wrong with it.
+pub(crate) fn parse_claude_answer(event: crate::HookEvent, stdout: &str) -> Result<Answer, String> {
+    use crate::HookEvent;
+    let text = stdout.trim();
+    let mut answer = Answer::allow();
+    if text.is_empty() {
+        return Ok(answer);
+    }
+    let Ok(Value::Object(object)) = serde_json::from_str::<Value>(text) else {
+        if matches!(event, HookEvent::UserPromptSubmit | HookEvent::SessionStart) {
+            answer.additional_context = Some(text.to_string());
+        }
+        return Ok(answer);
+    };
+    answer.reason = optional_string(&object, "reason")?;
+    match object.get("decision") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(d)) if d == "block" => answer.decision = HookDecision::Block,
+        Some(Value::String(d)) if d == "approve" || d == "allow" => {}
+        Some(other) => return Err(format!("`decision` must be \"block\" or \"approve\", got {other}")),
+    }
+    match object.get("continue") {
+        None | Some(Value::Null | Value::Bool(true)) => {}
+        Some(Value::Bool(false)) => {
+            answer.decision = HookDecision::Block;
+            answer.reason = optional_string(&object, "stopReason")?.or(answer.reason);
+        }
+        Some(other) => return Err(format!("`continue` must be true or false, got {other}")),
+    }
+    match object.get("hookSpecificOutput") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(specific)) => {
+            answer.additional_context = optional_string(specific, "additionalContext")?;
+            answer.updated_input = updated_input(specific)?;
+            let reason = optional_string(specific, "permissionDecisionReason")?;
+            match specific.get("permissionDecision") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(d)) if d == "allow" => {}
+                Some(Value::String(d)) if d == "deny" => {
+                    answer.decision = HookDecision::Block;
+                    answer.reason = reason.or(answer.reason);
+                }
+                Some(Value::String(d)) if d == "ask" => {
+                    if answer.decision != HookDecision::Block {
+                        answer.decision = HookDecision::Ask;
+                        answer.reason = reason.or(answer.reason);
+                    }
+                }
+                Some(other) => {
+                    return Err(format!("`permissionDecision` must be \"allow\", \"deny\" or \"ask\", got {other}"));
+                }
+            }
+        }
+        Some(other) => return Err(format!("`hookSpecificOutput` must be an object, got {other}")),
+    }
+    if event != HookEvent::PreToolUse && (answer.decision == HookDecision::Ask || answer.updated_input.is_some()) {
+        return Err(format!("`permissionDecision: ask` and `updatedInput` only apply to PreToolUse, not {event}"));
+    }
+    Ok(answer)
 }
 
 fn optional_string(object: &serde_json::Map<String, Value>, field: &str) -> Result<Option<String>, String> {
@@ -73,12 +162,12 @@ pub(crate) fn parse_answer(text: &str) -> Result<Answer, String> {
         (None, None) => return Err("output has neither `decision` nor `ok`".into()),
     };
     let reason = optional_string(&object, "reason")?;
-    let additional_context = match object.get("hookSpecificOutput") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(specific)) => optional_string(specific, "additionalContext")?,
+    let (additional_context, updated_input) = match object.get("hookSpecificOutput") {
+        None | Some(Value::Null) => (None, None),
+        Some(Value::Object(specific)) => (optional_string(specific, "additionalContext")?, updated_input(specific)?),
         Some(other) => return Err(format!("`hookSpecificOutput` must be an object, got {other}")),
     };
-    Ok(Answer { decision, reason, additional_context })
+    Ok(Answer { decision, reason, additional_context, updated_input })
 }
 
 /// Reads a prompt hook's answer: the JSON object, alone or inside one fenced code block.

@@ -9,6 +9,7 @@
 //! `failMode` decides, and with `block` nothing the hook was guarding gets through. The format
 //! and every difference from Azure are described in `docs/hooks.md`.
 
+mod claude;
 mod command;
 mod config;
 mod decision;
@@ -16,10 +17,11 @@ mod error;
 mod prompt;
 mod transcript;
 
+pub use claude::{CLAUDE_DEFAULT_TIMEOUT_SECS, CLAUDE_MAX_TIMEOUT_SECS};
 pub use command::{HOOK_PATH, MAX_STDERR_BYTES, MAX_STDOUT_BYTES};
 pub use config::{
-    DEFAULT_MAX_REJECTIONS, DEFAULT_TIMEOUT_SECS, FailMode, HookConfig, HookEvent, HookKind, HookLevel, HookSpec,
-    MAX_MAX_REJECTIONS, MAX_SCRIPT_BYTES, MAX_TIMEOUT_SECS, ScriptInterpreter, ToolMatcher,
+    DEFAULT_MAX_REJECTIONS, DEFAULT_TIMEOUT_SECS, FailMode, HookConfig, HookEvent, HookFormat, HookKind, HookLevel,
+    HookSpec, MAX_MAX_REJECTIONS, MAX_SCRIPT_BYTES, MAX_TIMEOUT_SECS, ScriptInterpreter, ToolMatcher,
 };
 pub use decision::{HookDecision, HookVerdict};
 pub use error::HooksError;
@@ -37,8 +39,8 @@ use tether_protocol::{HookAudit, HookDecidedBy, ResultStatus, RunEvent};
 use self::command::{Exit, Invocation};
 use self::transcript::Transcripts;
 use tether_agent::{
-    ChatModel, HOOK_LABEL, HookResult, Hooks, ProviderCall, RunInfo, StopCheck, StopDecision, ToolDecision, ToolOutput,
-    ToolUse,
+    ChatModel, HOOK_LABEL, HookResult, Hooks, ProviderCall, RunBegin, RunBeginDecision, RunInfo, StopCheck,
+    StopDecision, ToolDecision, ToolOutput, ToolUse,
 };
 
 /// A hook ready to run: its configuration and, for scripts, the file it was written to.
@@ -57,6 +59,8 @@ struct Runtime {
     dir: PathBuf,
     next_workdir: AtomicU64,
     transcripts: Mutex<Transcripts>,
+    /// `CLAUDE_PROJECT_DIR` for Claude Code hooks: the server's working directory at start.
+    project_dir: PathBuf,
 }
 
 impl Drop for Runtime {
@@ -164,6 +168,7 @@ impl DeclarativeHooks {
                 dir,
                 next_workdir: AtomicU64::new(0),
                 transcripts,
+                project_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             }),
         })
     }
@@ -218,6 +223,13 @@ impl DeclarativeHooks {
                 Ok(call)
             }
         });
+        if has(HookEvent::UserPromptSubmit) || has(HookEvent::SessionStart) {
+            let shared = self.runtime.clone();
+            hooks = hooks.on_before_run(move |begin: RunBegin| {
+                let runtime = shared.clone();
+                async move { runtime.before_run(begin).await }
+            });
+        }
         if has(HookEvent::PreToolUse) {
             let shared = self.runtime.clone();
             hooks = hooks.on_before_tool_execution(move |call: ToolUse| {
@@ -243,15 +255,59 @@ impl DeclarativeHooks {
     }
 }
 
-/// The fields every context has.
-fn common_context(event: HookEvent, run: &RunInfo, transcript: &Path) -> Map<String, Value> {
+/// The fields every context of `spec`'s format has.
+fn common_context(spec: &HookSpec, run: &RunInfo, transcript: &Path) -> Map<String, Value> {
     let mut context = Map::new();
-    context.insert("hook_event_name".into(), json!(event.as_str()));
-    context.insert("agent_name".into(), json!(run.agent_name));
-    context.insert("current_turn".into(), json!(run.turn));
-    context.insert("max_turns".into(), json!(run.max_turns));
-    context.insert("execution_summary".into(), json!(transcript.display().to_string()));
+    context.insert("hook_event_name".into(), json!(spec.event.as_str()));
+    match spec.format {
+        HookFormat::Azure => {
+            context.insert("agent_name".into(), json!(run.agent_name));
+            context.insert("current_turn".into(), json!(run.turn));
+            context.insert("max_turns".into(), json!(run.max_turns));
+            context.insert("execution_summary".into(), json!(transcript.display().to_string()));
+        }
+        HookFormat::ClaudeCode => {
+            context.insert("session_id".into(), json!(run.run_id));
+            context.insert("transcript_path".into(), json!(transcript.display().to_string()));
+            context.insert("permission_mode".into(), json!("default"));
+        }
+    }
     context
+}
+
+/// The context of a tool event: the call, and for `PostToolUse` its result.
+fn tool_context(spec: &HookSpec, call: &ToolUse, transcript: &Path, output: Option<&ToolOutput>) -> Value {
+    let mut context = common_context(spec, &call.run, transcript);
+    context.insert("tool_name".into(), json!(call.name));
+    context.insert("tool_input".into(), call.args.clone());
+    match (spec.format, output) {
+        (HookFormat::Azure, Some(output)) => {
+            context.insert("tool_result".into(), json!(output.content));
+            context.insert("tool_succeeded".into(), json!(output.status.is_ok()));
+        }
+        (HookFormat::ClaudeCode, output) => {
+            context.insert("tool_use_id".into(), json!(call.call_id));
+            if let Some(output) = output {
+                let response = json!({"status": output.status.as_str(), "success": output.status.is_ok(), "content": output.content});
+                context.insert("tool_response".into(), response);
+            }
+        }
+        (HookFormat::Azure, None) => {}
+    }
+    Value::Object(context)
+}
+
+/// The verdict of a hook that answered.
+fn answered(answer: decision::Answer, exit_code: Option<i32>) -> HookVerdict {
+    HookVerdict {
+        decision: answer.decision,
+        reason: answer.reason,
+        additional_context: answer.additional_context,
+        updated_input: answer.updated_input,
+        decided_by: HookDecidedBy::Hook,
+        exit_code,
+        failure: None,
+    }
 }
 
 /// A labelled message carrying a hook's `additionalContext`.
@@ -340,6 +396,7 @@ impl Runtime {
             },
             reason,
             additional_context: None,
+            updated_input: None,
             decided_by,
             exit_code,
             failure: Some(failure),
@@ -369,14 +426,7 @@ impl Runtime {
                         None,
                     ),
                     Ok(Ok(text)) => match decision::parse_model_answer(&text) {
-                        Ok(answer) => HookVerdict {
-                            decision: answer.decision,
-                            reason: answer.reason,
-                            additional_context: answer.additional_context,
-                            decided_by: HookDecidedBy::Hook,
-                            exit_code: None,
-                            failure: None,
-                        },
+                        Ok(answer) => answered(answer, None),
                         Err(problem) => Self::failed(
                             spec,
                             HookDecidedBy::FailMode,
@@ -388,15 +438,19 @@ impl Runtime {
                 }
             }
             HookKind::Command { command } => {
-                let invocation = Invocation { program: "/bin/bash", args: vec![OsStr::new("-c"), OsStr::new(command)] };
+                let invocation = Invocation {
+                    program: "/bin/bash",
+                    args: vec![OsStr::new("-c"), OsStr::new(command)],
+                    env: Vec::new(),
+                };
                 self.run_command(spec, invocation, context).await
             }
             HookKind::Script { interpreter, .. } => {
                 let path = hook.script_path.as_deref().unwrap_or(Path::new("/nonexistent")).as_os_str();
                 let invocation = match interpreter {
-                    ScriptInterpreter::Bash => Invocation { program: "/bin/bash", args: vec![path] },
+                    ScriptInterpreter::Bash => Invocation { program: "/bin/bash", args: vec![path], env: Vec::new() },
                     ScriptInterpreter::Python3 => {
-                        Invocation { program: "/usr/bin/env", args: vec![OsStr::new("python3"), path] }
+                        Invocation { program: "/usr/bin/env", args: vec![OsStr::new("python3"), path], env: Vec::new() }
                     }
                 };
                 self.run_command(spec, invocation, context).await
@@ -404,7 +458,7 @@ impl Runtime {
         }
     }
 
-    async fn run_command(&self, spec: &HookSpec, invocation: Invocation<'_>, context: &Value) -> HookVerdict {
+    async fn run_command(&self, spec: &HookSpec, mut invocation: Invocation<'_>, context: &Value) -> HookVerdict {
         let number = self.next_workdir.fetch_add(1, Ordering::Relaxed);
         let workdir = self.dir.join("work").join(number.to_string());
         if let Err(error) = private_dir(&workdir) {
@@ -416,7 +470,13 @@ impl Runtime {
                 None,
             );
         }
-        let input = serde_json::to_vec(context).unwrap_or_default();
+        let mut context = context.clone();
+        if spec.format == HookFormat::ClaudeCode {
+            // As Claude Code does: the project directory in the environment, `cwd` in the input.
+            invocation.env.push(("CLAUDE_PROJECT_DIR", self.project_dir.clone().into_os_string()));
+            context["cwd"] = json!(workdir.display().to_string());
+        }
+        let input = serde_json::to_vec(&context).unwrap_or_default();
         let finished = command::run(invocation, input, spec.timeout, &workdir).await;
         let _ = std::fs::remove_dir_all(&workdir);
         let stderr = String::from_utf8_lossy(&finished.stderr).trim().to_string();
@@ -426,25 +486,13 @@ impl Runtime {
         match finished.exit {
             Exit::Code(0) => {
                 let stdout = String::from_utf8_lossy(&finished.stdout);
-                if stdout.trim().is_empty() {
-                    return HookVerdict {
-                        decision: HookDecision::Allow,
-                        reason: None,
-                        additional_context: None,
-                        decided_by: HookDecidedBy::Hook,
-                        exit_code: Some(0),
-                        failure: None,
-                    };
-                }
-                match decision::parse_answer(&stdout) {
-                    Ok(answer) => HookVerdict {
-                        decision: answer.decision,
-                        reason: answer.reason,
-                        additional_context: answer.additional_context,
-                        decided_by: HookDecidedBy::Hook,
-                        exit_code: Some(0),
-                        failure: None,
-                    },
+                let parsed = match spec.format {
+                    HookFormat::ClaudeCode => decision::parse_claude_answer(spec.event, &stdout),
+                    HookFormat::Azure if stdout.trim().is_empty() => Ok(decision::Answer::allow()),
+                    HookFormat::Azure => decision::parse_answer(&stdout),
+                };
+                match parsed {
+                    Ok(answer) => answered(answer, Some(0)),
                     Err(problem) => Self::failed(
                         spec,
                         HookDecidedBy::FailMode,
@@ -454,10 +502,16 @@ impl Runtime {
                     ),
                 }
             }
+            // Claude Code: exit 2 at SessionStart only shows stderr to the user; nothing to block.
+            Exit::Code(2) if spec.event == HookEvent::SessionStart => {
+                tracing::info!(target: "tether_hooks", hook_id = %spec.id, "SessionStart hook exited 2: {}", excerpt(&stderr, 4096));
+                answered(decision::Answer::allow(), Some(2))
+            }
             Exit::Code(2) => HookVerdict {
                 decision: HookDecision::Block,
                 reason: Some(stderr).filter(|s| !s.is_empty()),
                 additional_context: None,
+                updated_input: None,
                 decided_by: HookDecidedBy::Hook,
                 exit_code: Some(2),
                 failure: None,
@@ -497,8 +551,11 @@ impl Runtime {
         self.hooks.iter().filter(move |h| h.spec.event == event && h.spec.applies_to(tool))
     }
 
-    /// `PreToolUse`: block means the tool never runs and the model reads the reason.
-    async fn pre_tool_use(&self, call: ToolUse) -> HookResult<ToolDecision> {
+    /// `PreToolUse`: block means the tool never runs and the model reads the reason; `ask`
+    /// escalates the call to the page's approval dialog whatever its risk; `updatedInput`
+    /// replaces the arguments (later hooks see the new ones; the loop checks them against the
+    /// schema before anything runs).
+    async fn pre_tool_use(&self, mut call: ToolUse) -> HookResult<ToolDecision> {
         let hooks: Vec<&PreparedHook> = self.matching(HookEvent::PreToolUse, &call.name).collect();
         if hooks.is_empty() {
             return Ok(ToolDecision::Allow);
@@ -507,25 +564,69 @@ impl Runtime {
         let text = self.lock_transcripts().text(&call.run.run_id, None, &extra);
         let transcript = self.write_transcript(&call.run.run_id, &text);
         let path = transcript.clone().unwrap_or_default();
+        let (mut args, mut ask) = (None, None);
         for hook in hooks {
-            let mut context = common_context(HookEvent::PreToolUse, &call.run, &path);
-            context.insert("tool_name".into(), json!(call.name));
-            context.insert("tool_input".into(), call.args.clone());
+            let context = tool_context(&hook.spec, &call, &path, None);
             let started = Instant::now();
-            let verdict = self.invoke(hook, &Value::Object(context), transcript.as_deref()).await;
+            let verdict = self.invoke(hook, &context, transcript.as_deref()).await;
             self.audit(Some(&call.run), &hook.spec, &verdict, started);
             if let Some(added) = &verdict.additional_context {
                 let mut transcripts = self.lock_transcripts();
                 let run = transcripts.run(&call.run.run_id);
                 run.pending_context.entry(call.call_id.clone()).or_default().push(context_message(&hook.spec, added));
             }
-            if verdict.decision == HookDecision::Block {
-                self.lock_transcripts().run(&call.run.run_id).blocked_calls.insert(call.call_id.clone());
-                let reason = verdict.reason.unwrap_or_else(|| format!("Blocked by hook {}.", hook.spec.id));
-                return Ok(ToolDecision::Deny { reason });
+            match verdict.decision {
+                HookDecision::Block => {
+                    self.lock_transcripts().run(&call.run.run_id).blocked_calls.insert(call.call_id.clone());
+                    let reason = verdict.reason.unwrap_or_else(|| format!("Blocked by hook {}.", hook.spec.id));
+                    return Ok(ToolDecision::Deny { reason });
+                }
+                HookDecision::Ask => {
+                    let reason =
+                        verdict.reason.unwrap_or_else(|| format!("hook {} asks for your approval", hook.spec.id));
+                    ask = Some(reason);
+                }
+                HookDecision::Allow => {}
+            }
+            if let Some(updated) = verdict.updated_input {
+                call.args = updated.clone();
+                args = Some(updated);
             }
         }
-        Ok(ToolDecision::Allow)
+        Ok(if args.is_none() && ask.is_none() { ToolDecision::Allow } else { ToolDecision::Change { args, ask } })
+    }
+
+    /// `UserPromptSubmit` (block refuses the message; context is added after it) and, when a
+    /// conversation starts, `SessionStart` (its context and plain stdout are added).
+    async fn before_run(&self, begin: RunBegin) -> HookResult<RunBeginDecision> {
+        let mut context = Vec::new();
+        // The lock is released before writing (writing takes it again).
+        let text = self.lock_transcripts().text(&begin.run.run_id, None, "");
+        let transcript = self.write_transcript(&begin.run.run_id, &text);
+        let path = transcript.clone().unwrap_or_default();
+        let starts: Vec<&PreparedHook> =
+            if begin.first { self.matching(HookEvent::SessionStart, "startup").collect() } else { Vec::new() };
+        for hook in starts {
+            let mut fields = common_context(&hook.spec, &begin.run, &path);
+            fields.insert("source".into(), json!("startup"));
+            let started = Instant::now();
+            let verdict = self.invoke(hook, &Value::Object(fields), transcript.as_deref()).await;
+            self.audit(Some(&begin.run), &hook.spec, &verdict, started);
+            context.extend(verdict.additional_context.map(|added| context_message(&hook.spec, &added)));
+        }
+        for hook in self.matching(HookEvent::UserPromptSubmit, "") {
+            let mut fields = common_context(&hook.spec, &begin.run, &path);
+            fields.insert("prompt".into(), json!(begin.text));
+            let started = Instant::now();
+            let verdict = self.invoke(hook, &Value::Object(fields), transcript.as_deref()).await;
+            self.audit(Some(&begin.run), &hook.spec, &verdict, started);
+            if verdict.decision == HookDecision::Block {
+                let reason = verdict.reason.unwrap_or_else(|| format!("refused by hook {}", hook.spec.id));
+                return Ok(RunBeginDecision::Refuse { reason });
+            }
+            context.extend(verdict.additional_context.map(|added| context_message(&hook.spec, &added)));
+        }
+        Ok(RunBeginDecision::Continue { context })
     }
 
     /// `PostToolUse`: after every call (failed ones too), except those a `PreToolUse` hook
@@ -557,13 +658,9 @@ impl Runtime {
             let transcript = self.write_transcript(&run_id, &text);
             let path = transcript.clone().unwrap_or_default();
             for hook in hooks {
-                let mut context = common_context(HookEvent::PostToolUse, &call.run, &path);
-                context.insert("tool_name".into(), json!(call.name));
-                context.insert("tool_input".into(), call.args.clone());
-                context.insert("tool_result".into(), json!(output.content));
-                context.insert("tool_succeeded".into(), json!(output.status.is_ok()));
+                let context = tool_context(&hook.spec, &call, &path, Some(&output));
                 let started = Instant::now();
-                let verdict = self.invoke(hook, &Value::Object(context), transcript.as_deref()).await;
+                let verdict = self.invoke(hook, &context, transcript.as_deref()).await;
                 self.audit(Some(&call.run), &hook.spec, &verdict, started);
                 if let Some(added) = &verdict.additional_context {
                     output.extra_context.push(context_message(&hook.spec, added));
@@ -595,10 +692,17 @@ impl Runtime {
         let transcript = self.write_transcript(&run_id, &text);
         let path = transcript.clone().unwrap_or_default();
         for hook in self.matching(HookEvent::Stop, "") {
-            let mut context = common_context(HookEvent::Stop, &check.run, &path);
-            context.insert("final_output".into(), json!(check.final_output));
+            let mut context = common_context(&hook.spec, &check.run, &path);
             context.insert("stop_hook_active".into(), json!(check.rejection_count > 0));
-            context.insert("stop_rejection_count".into(), json!(check.rejection_count));
+            match hook.spec.format {
+                HookFormat::Azure => {
+                    context.insert("final_output".into(), json!(check.final_output));
+                    context.insert("stop_rejection_count".into(), json!(check.rejection_count));
+                }
+                HookFormat::ClaudeCode => {
+                    context.insert("last_assistant_message".into(), json!(check.final_output));
+                }
+            }
             let started = Instant::now();
             let mut verdict = self.invoke(hook, &Value::Object(context), transcript.as_deref()).await;
             if verdict.decision == HookDecision::Block && verdict.reason.is_none() {

@@ -204,3 +204,20 @@ fn invalid_configs_are_refused_naming_the_hook_and_the_field() {
     let not_yaml = refused("hooks: [unclosed");
     assert!(not_yaml.contains("not valid YAML"), "{not_yaml}");
 }
+
+#[test]
+fn spec_instructions_are_read_and_must_be_text() {
+    let config = load(
+        "kind: ExtendedAgent\nmetadata: {name: shop}\nspec:\n  instructions: |\n    You sell mugs.\n    Be brief.\n",
+    );
+    assert_eq!(config.instructions(), Some("You sell mugs.\nBe brief.\n"));
+    assert!(config.hooks().is_empty());
+    assert!(config.warnings().is_empty(), "instructions alone are a reason to load the file: {:?}", config.warnings());
+    // The REST payload shape carries them under `properties`.
+    let rest = load(r#"{"name": "shop", "properties": {"instructions": "Sell mugs."}}"#);
+    assert_eq!(rest.instructions(), Some("Sell mugs."));
+    // An agent-level hooks block has none.
+    assert_eq!(load("hooks:\n  Stop: []\n").instructions(), None);
+    assert!(refused("kind: ExtendedAgent\nspec:\n  instructions: '  '\n").contains("`spec.instructions` is empty"));
+    assert!(refused("kind: ExtendedAgent\nspec:\n  instructions: [a]\n").contains("must be text"));
+}

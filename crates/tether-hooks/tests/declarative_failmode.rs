@@ -183,6 +183,7 @@ async fn one_case(event: HookEvent, failure: Failure, block: bool, dir: &TestDir
                 "tool result delivered".to_string()
             }
         }
+        HookEvent::UserPromptSubmit | HookEvent::SessionStart => unreachable!("the Azure format has no {event} hooks"),
     };
     if failure == Failure::Timeout {
         assert_group_gone(&dir.path(&format!("pids-{case}")));

@@ -185,17 +185,21 @@ pub enum RunStatus {
     Failed,
     /// The run was aborted (the session closed or the server shut down).
     Aborted,
+    /// A hook refused the user's message before the model saw it (a `UserPromptSubmit` hook);
+    /// the answer says why, and the message is not kept in the conversation.
+    Refused,
 }
 
 impl RunStatus {
     /// Every status.
-    pub const ALL: [RunStatus; 6] = [
+    pub const ALL: [RunStatus; 7] = [
         RunStatus::Completed,
         RunStatus::Capped,
         RunStatus::MaxTurns,
         RunStatus::TimedOut,
         RunStatus::Failed,
         RunStatus::Aborted,
+        RunStatus::Refused,
     ];
 
     /// Parses a wire name.
@@ -212,6 +216,7 @@ impl RunStatus {
             RunStatus::TimedOut => "timed_out",
             RunStatus::Failed => "failed",
             RunStatus::Aborted => "aborted",
+            RunStatus::Refused => "refused",
         }
     }
 }

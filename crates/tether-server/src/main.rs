@@ -38,10 +38,16 @@ struct ServeArgs {
     /// The `model` field sent to the provider.
     #[arg(long, default_value = "default")]
     model_name: String,
-    /// Declarative hooks file (Azure SRE Agent format: a `hooks:` block and/or an ExtendedAgent
-    /// document with `spec.hooks`); may be given several times. See docs/hooks.md.
+    /// Declarative hooks file, recognised by its shape: Azure SRE Agent format (a `hooks:` block
+    /// and/or an ExtendedAgent document with `spec.hooks` and `spec.instructions`) or Claude
+    /// Code's settings format (`hooks.PreToolUse` …); may be given several times. See docs/hooks.md.
     #[arg(long)]
     hooks: Vec<PathBuf>,
+    /// A text file with the agent's instructions (its system prompt). Tether's rule that tool
+    /// results and hook messages are data is always appended. Overrides an ExtendedAgent's
+    /// `spec.instructions`.
+    #[arg(long)]
+    instructions: Option<PathBuf>,
     /// Directory of static pages to serve at / (e.g. a built storefront).
     #[arg(long = "static")]
     static_dir: Option<PathBuf>,
@@ -162,6 +168,14 @@ async fn serve(args: ServeArgs) -> Result<()> {
         for path in &args.hooks {
             config.extend(HookConfig::load(path)?)?;
         }
+        if let Some(text) = config.instructions() {
+            if args.instructions.is_none() {
+                tracing::info!("instructions: spec.instructions of the ExtendedAgent ({} chars)", text.len());
+                agent = agent.with_instructions(text);
+            } else {
+                tracing::info!("--instructions overrides the ExtendedAgent's spec.instructions");
+            }
+        }
         let declarative = DeclarativeHooks::new(config, model)?;
         if let Some(name) = declarative.agent_name() {
             agent = agent.with_agent_name(name);
@@ -172,6 +186,14 @@ async fn serve(args: ServeArgs) -> Result<()> {
             args.hooks.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         );
         agent = agent.with_hooks(declarative.hooks());
+    }
+    if let Some(path) = &args.instructions {
+        let text = std::fs::read_to_string(path).with_context(|| format!("--instructions {}", path.display()))?;
+        if text.trim().is_empty() {
+            bail!("--instructions {}: the file is empty", path.display());
+        }
+        tracing::info!("instructions: {} ({} chars)", path.display(), text.len());
+        agent = agent.with_instructions(&text);
     }
     let config = server_config(&args)?;
     let mut server = TetherServer::new(config, agent);

@@ -45,6 +45,34 @@ async fn post_tool_use_policy_blocks_dangerous_shell_commands() {
 }
 
 #[tokio::test]
+async fn claude_settings_deny_ask_rewrite_and_refuse_a_prompt() {
+    require_jq();
+    let hooks = example("claude-settings.json");
+    // deny: the tool never runs, the model reads the reason.
+    let host = ShellHost::new();
+    let denied = run(&agent(&hooks), &host, "run `rm -rf /srv/data`").await;
+    assert_eq!(host.runs(), 0);
+    assert!(denied.tool_messages()[0].contains("(rm -rf) are not allowed"), "{:?}", denied.tool_messages());
+    // ask: the call goes to the user's approval, whatever the tool's risk (here none).
+    let host = ShellHost::new();
+    run(&agent(&hooks), &host, "run `sudo ls /root`").await;
+    assert_eq!(*host.approvals_asked.lock().unwrap(), ["sudo runs as root: the user must approve."]);
+    assert_eq!(host.runs(), 1);
+    // updatedInput: the command runs under `timeout 30`, and the model is told of the change.
+    let host = ShellHost::new();
+    let rewritten = run(&agent(&hooks), &host, "run `ls -la`").await;
+    assert_eq!(*host.executed.lock().unwrap(), [json!({"command": "timeout 30 ls -la"})]);
+    assert!(rewritten.tool_messages()[0].contains("A hook changed the arguments"), "{:?}", rewritten.tool_messages());
+    // UserPromptSubmit, exit 2: the message never reaches the model and the run says why.
+    let host = ShellHost::new();
+    let refused = run(&agent(&hooks), &host, "use the key sk-abcdefghijklmnopqrstuvwx and run `ls`").await;
+    assert_eq!(refused.outcome.status, RunStatus::Refused);
+    assert!(!refused.model_read().contains("sk-abcdefgh"), "the message reached the model");
+    assert!(refused.outcome.answer.contains("looks like it contains an API key"), "{}", refused.outcome.answer);
+    assert_eq!(host.runs(), 0);
+}
+
+#[tokio::test]
 async fn post_tool_use_audit_logs_to_stderr_and_injects_additional_context() {
     require_python3();
     let log = Log::default();

@@ -102,7 +102,7 @@ async fn a_tool_result_and_hook_context_that_give_orders_add_no_system_instructi
     for request in [first, second] {
         let system: Vec<&Value> = request.iter().filter(|m| m["role"] == "system").collect();
         assert_eq!(system.len(), 1);
-        assert_eq!(system[0]["content"], DEFAULT_SYSTEM_PROMPT);
+        assert_eq!(system[0]["content"], format!("{DEFAULT_INSTRUCTIONS}\n\n{DATA_RULE}"));
         assert_eq!(request[0]["role"], "system");
     }
     // The injection is only where data goes: the tool's result and the labelled hook message.

@@ -20,6 +20,10 @@ pub struct ShellHost {
     tools: Vec<ToolSpec>,
     pub executed: Mutex<Vec<Value>>,
     status: ResultStatus,
+    /// The reasons of the approvals hooks asked the user for, in order.
+    pub approvals_asked: Mutex<Vec<String>>,
+    /// Whether the (simulated) user approves when asked.
+    pub user_approves: bool,
 }
 
 impl ShellHost {
@@ -37,7 +41,13 @@ impl ShellHost {
             risk: Risk::None,
             global: false,
         }];
-        ShellHost { tools, executed: Mutex::new(Vec::new()), status }
+        ShellHost {
+            tools,
+            executed: Mutex::new(Vec::new()),
+            status,
+            approvals_asked: Mutex::new(Vec::new()),
+            user_approves: true,
+        }
     }
 
     /// How many times the tool ran.
@@ -51,8 +61,16 @@ impl ToolHost for ShellHost {
         self.tools.clone()
     }
 
-    fn check(&self, _name: &str, _args: &Value) -> Result<(), ToolOutput> {
-        Ok(())
+    fn check(&self, name: &str, args: &Value) -> Result<(), ToolOutput> {
+        // The tool's schema, as the server would check it: a string `command` is required.
+        if args.get("command").is_some_and(Value::is_string) {
+            Ok(())
+        } else {
+            Err(ToolOutput::new(
+                ResultStatus::InvalidArgs,
+                format!("Validation args \"{name}\": /command must be a string"),
+            ))
+        }
     }
 
     fn execute<'a>(&'a self, _run: &'a str, _call: &'a str, _name: &'a str, args: Value) -> BoxFuture<'a, ToolOutput> {
@@ -60,6 +78,22 @@ impl ToolHost for ShellHost {
             self.executed.lock().unwrap().push(args);
             ToolOutput::new(self.status, RAW_RESULT)
         })
+    }
+
+    fn execute_with_approval<'a>(
+        &'a self,
+        run: &'a str,
+        call: &'a str,
+        name: &'a str,
+        args: Value,
+        reason: &'a str,
+    ) -> BoxFuture<'a, ToolOutput> {
+        self.approvals_asked.lock().unwrap().push(reason.to_string());
+        if self.user_approves {
+            self.execute(run, call, name, args)
+        } else {
+            Box::pin(async { ToolOutput::new(ResultStatus::Denied, "The user refused.") })
+        }
     }
 }
 
