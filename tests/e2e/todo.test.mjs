@@ -153,7 +153,12 @@ test("todo-react: the Vite dev server on another port reaches `tether serve` thr
       vite.on("exit", (code) => fail(new Error(`vite exited with ${code}: ${viteLog}`)));
     });
     await page.goto(`http://127.0.0.1:${vitePort}/`);
-    await page.locator('[data-testid="inspector-connection"][data-state="open"]').waitFor({ timeout: 60_000 });
+    await page
+      .locator('[data-testid="inspector-connection"][data-state="open"]')
+      .waitFor({ timeout: 60_000 })
+      .catch((error) => {
+        throw new Error(`${error.message}\npage errors: ${errors.join("\n")}\nvite:\n${viteLog}`);
+      });
     const answer = await ask(page, "add call mom");
     assert.equal(answer.status, "completed");
     assert.deepEqual(await todos(page), ["call mom"]);
