@@ -213,6 +213,8 @@ pub(crate) fn test(_args: &[String]) -> Result<()> {
 
     step("native tests (the browser-only crates run in the browser below)");
     run(in_repo("cargo").args(["test", "--workspace", "--exclude", "tether-web", "--exclude", "storefront-leptos"]))?;
+    step("tether-leptos for a hydrating (SSR) app: without leptos/csr, with leptos/hydrate");
+    run(in_repo("cargo").args(["check", "-p", "tether-leptos", "--no-default-features", "--features", "hydrate"]))?;
 
     step("fuzzing: the protocol decoders and the hooks-config loader, 30 s each (see docs/security.md)");
     fuzz(30)?;
