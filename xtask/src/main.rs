@@ -9,6 +9,8 @@ mod app;
 mod cmd;
 mod snippets;
 mod tasks;
+#[cfg(test)]
+mod tidy;
 mod toolchain;
 mod wasm;
 
