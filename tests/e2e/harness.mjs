@@ -173,11 +173,17 @@ export async function freePort() {
   return port;
 }
 
-/** Waits until the element with `testid` has text matching `pattern`; returns the text. */
+/**
+ * Waits until the element with `testid` has text matching `pattern`; returns that text (as it was
+ * when it matched: it may have changed since, e.g. a connection state moving on).
+ */
 export async function waitForMatch(page, testid, pattern) {
-  await page.waitForFunction(
-    ([id, source, flags]) => new RegExp(source, flags).test(document.querySelector(`[data-testid="${id}"]`)?.textContent ?? ""),
+  const matched = await page.waitForFunction(
+    ([id, source, flags]) => {
+      const text = (document.querySelector(`[data-testid="${id}"]`)?.textContent ?? "").trim();
+      return new RegExp(source, flags).test(text) ? text : null;
+    },
     [testid, pattern.source, pattern.flags],
   );
-  return (await page.getByTestId(testid).first().textContent()).trim();
+  return matched.jsonValue();
 }
