@@ -11,10 +11,11 @@ import { chromium } from "playwright-core";
 export const ROOT = resolve(import.meta.dirname, "../..");
 export const ARTIFACTS = resolve(ROOT, "target/e2e-artifacts");
 
-/** Starts `tether serve --model scripted --static <dist>` on a free port. */
-export async function startServer(dist) {
+/** Starts `tether serve --model scripted --static <dist>` (no pages when `dist` is null) on `addr`. */
+export async function startServer(dist, addr = "127.0.0.1:0") {
   const binary = resolve(ROOT, "target/debug/tether");
-  const child = spawn(binary, ["serve", "--model", "scripted", "--addr", "127.0.0.1:0", "--static", dist], {
+  const pages = dist ? ["--static", dist] : [];
+  const child = spawn(binary, ["serve", "--model", "scripted", "--addr", addr, ...pages], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   let log = "";
@@ -156,4 +157,64 @@ export async function waitForText(page, testid, text) {
     ([id, expected]) => document.querySelector(`[data-testid="${id}"]`)?.textContent.trim() === expected,
     [testid, text],
   );
+}
+
+/**
+ * A TCP proxy to `port` that serves the pages but, while `online` is false, drops every
+ * WebSocket upgrade to /ws: the page loads, and the agent server is unreachable for it.
+ */
+export async function startSwitchProxy(port) {
+  const sockets = new Set();
+  const proxy = {
+    online: false,
+    refused: 0,
+    port: 0,
+    stop: () => new Promise((done) => { for (const s of sockets) s.destroy(); server.close(done); }),
+  };
+  const server = createServer((client) => {
+    sockets.add(client);
+    client.on("close", () => sockets.delete(client));
+    client.on("error", () => {});
+    client.once("data", (first) => {
+      if (!proxy.online && first.toString("latin1").startsWith("GET /ws")) {
+        proxy.refused++;
+        client.destroy();
+        return;
+      }
+      const upstream = connect(port, "127.0.0.1");
+      sockets.add(upstream);
+      upstream.on("close", () => sockets.delete(upstream));
+      upstream.on("error", () => {});
+      upstream.write(first);
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+  });
+  await new Promise((done) => server.listen(0, "127.0.0.1", done));
+  proxy.port = server.address().port;
+  return proxy;
+}
+
+/** A free TCP port on 127.0.0.1 (bound, then released). */
+export async function freePort() {
+  const server = createServer();
+  await new Promise((done) => server.listen(0, "127.0.0.1", done));
+  const { port } = server.address();
+  await new Promise((done) => server.close(done));
+  return port;
+}
+
+/**
+ * Waits until the element with `testid` has text matching `pattern`; returns that text (as it was
+ * when it matched: it may have changed since, e.g. a connection state moving on).
+ */
+export async function waitForMatch(page, testid, pattern) {
+  const matched = await page.waitForFunction(
+    ([id, source, flags]) => {
+      const text = (document.querySelector(`[data-testid="${id}"]`)?.textContent ?? "").trim();
+      return new RegExp(source, flags).test(text) ? text : null;
+    },
+    [testid, pattern.source, pattern.flags],
+  );
+  return matched.jsonValue();
 }

@@ -28,7 +28,7 @@ export function defineScenarios({ app, dist }) {
     const errors = [];
     page.on("pageerror", (error) => errors.push(error));
     await page.goto(`http://127.0.0.1:${port}${path}`);
-    await page.getByTestId("inspector-connection").filter({ hasText: "Open" }).waitFor();
+    await page.locator('[data-testid="inspector-connection"][data-state="open"]').waitFor();
     return { page, frames, errors, close: () => context.close() };
   }
 

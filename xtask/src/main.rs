@@ -5,7 +5,9 @@
 // A command-line tool: reports go to standard output.
 #![allow(clippy::print_stdout)]
 
+mod app;
 mod cmd;
+mod snippets;
 mod tasks;
 #[cfg(test)]
 mod tidy;
@@ -20,6 +22,11 @@ cargo xtask <task>
   setup            install what tests and the demo need (idempotent; apt, cargo, npm)
   test             everything CI runs: setup, lints, native, wasm and browser tests, size budget
   demo             build the Leptos storefront and serve it with the built-in model
+  react-package    build the browser runtime and pack @tether/react: target/npm/tether-react-0.1.0.tgz
+  leptos-app DIR   build a Leptos crate of your own for the browser into DIR/dist (--serve: and
+                   serve it with `tether serve`; --help for the rest)
+  e2e [NAME...]    only the browser suite of `test` (tests/e2e/NAME.test.mjs: leptos, react, todo),
+                   building what it needs first
   size             size report of the browser modules (raw, wasm-bindgen, wasm-opt -Oz, gzip, twiggy)
   bench            criterion benchmarks (core, server), hook and loopback benches, and the
                    browser latency benchmark (`--browser`: only that one)
@@ -34,6 +41,9 @@ fn main() -> Result<()> {
         "setup" => tasks::setup(),
         "test" => tasks::test(rest),
         "demo" => tasks::demo(rest),
+        "react-package" => app::react_package(toolchain::setup(toolchain::Needs::default())?).map(drop),
+        "leptos-app" => app::leptos_app(rest),
+        "e2e" => tasks::e2e(rest),
         "size" => tasks::size(),
         "bench" => tasks::bench(rest),
         "protocol-schema" => tasks::protocol_schema(),

@@ -1,10 +1,12 @@
 //! The tasks `cargo xtask` runs.
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
+use crate::app::{build_leptos_app, pack_react};
 use crate::cmd::{in_repo, repo_root, run, step};
 use crate::toolchain::{self, Needs, WasmToolchain};
 use crate::wasm::{ModuleSizes, build_module, print_sizes};
@@ -53,7 +55,7 @@ pub(crate) fn protocol_schema() -> Result<()> {
 }
 
 /// Builds the browser runtime module (with the JS API) and returns its sizes.
-fn runtime_module(toolchain: WasmToolchain) -> Result<ModuleSizes> {
+pub(crate) fn runtime_module(toolchain: WasmToolchain) -> Result<ModuleSizes> {
     build_module(
         toolchain,
         "tether-web",
@@ -222,6 +224,7 @@ pub(crate) fn test(_args: &[String]) -> Result<()> {
 
     step("formatting");
     run(in_repo("cargo").args(["fmt", "--all", "--check"]))?;
+    run(in_repo("cargo").args(["fmt", "--check", "--manifest-path", "examples/todo-leptos/Cargo.toml"]))?;
 
     step("clippy (every crate, the browser ones compiled for the host)");
     run(in_repo("cargo").args([
@@ -237,6 +240,8 @@ pub(crate) fn test(_args: &[String]) -> Result<()> {
 
     step("native tests (the browser-only crates run in the browser below)");
     run(in_repo("cargo").args(["test", "--workspace", "--exclude", "tether-web", "--exclude", "storefront-leptos"]))?;
+    step("tether-leptos for a hydrating (SSR) app: without leptos/csr, with leptos/hydrate");
+    run(in_repo("cargo").args(["check", "-p", "tether-leptos", "--no-default-features", "--features", "hydrate"]))?;
 
     step("fuzzing: the protocol decoders and the hooks-config loader, 30 s each (see docs/security.md)");
     fuzz(30)?;
@@ -249,25 +254,66 @@ pub(crate) fn test(_args: &[String]) -> Result<()> {
     step("size of the browser runtime");
     let runtime = runtime_module(toolchain)?;
     let (storefront, storefront_sizes) = build_storefront(toolchain)?;
-    print_sizes(&[runtime.clone(), storefront_sizes]);
+    // The README's Leptos walkthrough, built its way (`cargo xtask leptos-app examples/todo-leptos`),
+    // right after the storefront, whose compiled dependencies it shares.
+    let todo_leptos_dir = repo_root().join("examples/todo-leptos");
+    let todo_leptos = build_leptos_app(toolchain, &todo_leptos_dir, &todo_leptos_dir.join("dist"))?;
+    print_sizes(&[runtime.clone(), storefront_sizes, todo_leptos]);
     let ceiling = size_ceiling(toolchain)?;
     if runtime.total_gzip() > ceiling {
         bail!("the browser runtime is {} bytes gzip, over its budget of {ceiling}", runtime.total_gzip());
     }
     eprintln!("[xtask] the browser runtime is {} bytes gzip, within its budget of {ceiling}", runtime.total_gzip());
 
-    step("the React package: build, unit tests (vitest), types (tsc), packaging (npm pack into a fresh Vite app)");
-    for script in ["react:build", "react:test", "react:typecheck", "react:pack-test", "storefront-react:build"] {
+    step("the React package: build, unit tests (vitest), types (tsc)");
+    for script in ["react:build", "react:test", "react:typecheck"] {
         run(in_repo("npm").args(["run", "--silent", script]))?;
     }
-
-    // `tether` was built by the native tests (its integration tests start it); building it
-    // again here would rebuild its dependencies without the tests' features.
-    step("end to end: the real server and both storefronts in headless Chromium (Playwright)");
-    run(in_repo("node")
-        .args(["--test", "--test-concurrency=1", "tests/e2e/leptos.test.mjs", "tests/e2e/react.test.mjs"])
-        .env("TETHER_LEPTOS_DIST", &storefront))?;
+    walkthroughs_end_to_end(&runtime, &storefront, &[])?;
 
     step("all tests passed");
     Ok(())
+}
+
+/// The README's React walkthrough (`cargo xtask react-package`, then examples/todo-react installs
+/// the tarball and builds), the React storefront's build, and the browser suite: the real server,
+/// both storefronts and both to-do examples in headless Chromium. Expects `target/debug/tether`,
+/// the Leptos storefront in `storefront` and examples/todo-leptos/dist built. `only` picks test
+/// files of tests/e2e (default: all three).
+fn walkthroughs_end_to_end(runtime: &ModuleSizes, storefront: &Path, only: &[String]) -> Result<()> {
+    step(
+        "the README's React walkthrough: `cargo xtask react-package`, then examples/todo-react installs and builds it",
+    );
+    let tarball = pack_react(runtime)?;
+    let todo_react = repo_root().join("examples/todo-react");
+    // A rebuilt tarball keeps its version: make npm take the new one.
+    let installed = todo_react.join("node_modules/@tether");
+    if installed.exists() {
+        std::fs::remove_dir_all(&installed)?;
+    }
+    run(Command::new("npm").args(["install", "--no-audit", "--no-fund", "--prefer-offline"]).current_dir(&todo_react))?;
+    run(Command::new("npm").args(["run", "build"]).current_dir(&todo_react))?;
+    run(in_repo("node").arg("www/packages/react/scripts/pack-test.mjs").arg(&tarball).arg(&todo_react))?;
+    run(in_repo("npm").args(["run", "--silent", "storefront-react:build"]))?;
+
+    step("end to end: the real server, both storefronts and both to-do examples in headless Chromium (Playwright)");
+    let all = ["leptos", "react", "todo"].map(String::from);
+    let files: Vec<String> =
+        if only.is_empty() { &all[..] } else { only }.iter().map(|name| format!("tests/e2e/{name}.test.mjs")).collect();
+    run(in_repo("node").args(["--test", "--test-concurrency=1"]).args(&files).env("TETHER_LEPTOS_DIST", storefront))
+}
+
+/// `cargo xtask e2e [leptos|react|todo ...]`: only the browser part of `cargo xtask test`, with
+/// what it needs built first (the runtime, the Leptos storefront, examples/todo-leptos, the React
+/// package and `tether`).
+pub(crate) fn e2e(args: &[String]) -> Result<()> {
+    let toolchain = toolchain::setup(Needs { browser: true })?;
+    let runtime = runtime_module(toolchain)?;
+    let (storefront, _) = build_storefront(toolchain)?;
+    let todo_leptos_dir = repo_root().join("examples/todo-leptos");
+    build_leptos_app(toolchain, &todo_leptos_dir, &todo_leptos_dir.join("dist"))?;
+    run(in_repo("npm").args(["run", "--silent", "react:build"]))?;
+    step("building the server");
+    run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether"]))?;
+    walkthroughs_end_to_end(&runtime, &storefront, args)
 }

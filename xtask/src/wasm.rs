@@ -76,20 +76,31 @@ pub(crate) fn build_module(
     }
     run(&mut cargo)?;
     let crate_name = package.replace('-', "_");
-    let raw_path =
-        crate::cmd::repo_root().join(format!("target/wasm-ship/wasm32-unknown-unknown/wasm-release/{crate_name}.wasm"));
+    finish_module(&shipped_wasm(&crate_name), out_dir, label)
+}
+
+/// Where a shipping build leaves the `.wasm` of the cargo target `name` (a library's name has
+/// underscores; a binary's keeps its hyphens).
+pub(crate) fn shipped_wasm(name: &str) -> PathBuf {
+    crate::cmd::repo_root().join(format!("target/wasm-ship/wasm32-unknown-unknown/wasm-release/{name}.wasm"))
+}
+
+/// `wasm-bindgen --target web` and `wasm-opt` for a module cargo built, into `out_dir`.
+pub(crate) fn finish_module(raw_path: &Path, out_dir: &Path, label: &str) -> Result<ModuleSizes> {
+    let stem = raw_path.file_stem().and_then(|s| s.to_str()).context("a module name")?.to_string();
+    let raw_path = raw_path.to_path_buf();
     std::fs::create_dir_all(out_dir)?;
     run(in_repo("wasm-bindgen").args(["--target", "web", "--out-dir"]).arg(out_dir).arg(&raw_path))?;
-    let bindgen_path = out_dir.join(format!("{crate_name}_bg.wasm"));
+    let bindgen_path = out_dir.join(format!("{stem}_bg.wasm"));
     let bindgen = size(&bindgen_path)?;
-    optimize(&bindgen_path, &out_dir.join(format!("{crate_name}.js")))?;
+    optimize(&bindgen_path, &out_dir.join(format!("{stem}.js")))?;
     Ok(ModuleSizes {
         label: label.to_string(),
         raw: size(&raw_path)?,
         bindgen,
         optimized: size(&bindgen_path)?,
         wasm_gzip: gzip_size(&bindgen_path)?,
-        js_gzip: minified_gzip_size(&out_dir.join(format!("{crate_name}.js")))?,
+        js_gzip: minified_gzip_size(&out_dir.join(format!("{stem}.js")))?,
         wasm_path: bindgen_path,
         raw_path,
     })

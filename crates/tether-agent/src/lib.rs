@@ -21,6 +21,9 @@ pub use hooks::{
     EventEmitter, HOOK_LABEL, HookError, HookResult, Hooks, ProviderCall, RunBegin, RunBeginDecision, RunInfo,
     StopCheck, StopDecision, ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart,
 };
-pub use model::{BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, ScriptedModel};
+pub use model::{
+    BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, SCRIPTED_CONTRACT,
+    ScriptedModel,
+};
 #[cfg(feature = "openai")]
 pub use model::{OpenAiConfig, OpenAiProvider};

@@ -1,19 +1,20 @@
-//! Ready-made UI over the agent context: the approval dialog, the chat panel and the live tool
-//! inspector. Class names start with `tether-`; `data-testid` attributes name the parts.
+//! Ready-made UI over the agent context: the approval dialog, the chat panel, the live tool
+//! inspector and the error list. Class names start with `tether-` (styled by
+//! [`STYLES`](crate::STYLES), which the provider puts in the page); `data-testid` attributes name
+//! the parts.
 
 use leptos::ev::{KeyboardEvent, SubmitEvent};
 use leptos::html;
 use leptos::prelude::*;
 use tether_web::{ApprovalDecision, Risk};
 
-use crate::{ChatRole, use_agent};
+use tether_web::ConnectionState;
 
-fn risk_class(risk: Risk) -> &'static str {
-    match risk {
-        Risk::None | Risk::Low => "tether-risk tether-risk-low",
-        Risk::High => "tether-risk tether-risk-high",
-        Risk::Critical | Risk::Blocked => "tether-risk tether-risk-critical",
-    }
+use crate::{ChatRole, agent_for, connection_words};
+
+/// `tether-risk tether-risk-<risk>`: each level has its own class.
+fn risk_class(risk: Risk) -> String {
+    format!("tether-risk tether-risk-{}", risk.as_str())
 }
 
 /// Asks the user to approve `high` and `critical` tool calls, one at a time.
@@ -23,7 +24,7 @@ fn risk_class(risk: Risk) -> &'static str {
 /// button takes the focus when a request opens.
 #[component]
 pub fn ApprovalDialog() -> impl IntoView {
-    let context = use_agent();
+    let context = agent_for("<ApprovalDialog/>");
     let approvals = context.state.approvals;
     let approve_button = NodeRef::<html::Button>::new();
     let current = move || approvals.with(|pending| pending.first().cloned());
@@ -102,11 +103,13 @@ pub fn ApprovalDialog() -> impl IntoView {
     }
 }
 
-/// A chat with the agent: the answer streams in as `AGENT_MESSAGE` frames arrive.
+/// A chat with the agent: the answer streams in as `AGENT_MESSAGE` frames arrive. While not
+/// connected it says so, and a message written meanwhile is marked as waiting until it leaves.
 #[component]
 pub fn ChatPanel() -> impl IntoView {
-    let context = use_agent();
+    let context = agent_for("<ChatPanel/>");
     let state = context.state;
+    let open = move || state.connection.get() == ConnectionState::Open;
     let draft = RwSignal::new(String::new());
     let on_submit = move |event: SubmitEvent| {
         event.prevent_default();
@@ -121,7 +124,7 @@ pub fn ChatPanel() -> impl IntoView {
             <ol class="tether-chat-lines" aria-live="polite">
                 <For
                     each=move || state.messages.get()
-                    key=|line| (line.key.clone(), line.text.clone(), line.status)
+                    key=|line| (line.key.clone(), line.text.clone(), line.status, line.waiting)
                     children=move |line| {
                         let class = match line.role {
                             ChatRole::User => "tether-line tether-line-user",
@@ -129,14 +132,23 @@ pub fn ChatPanel() -> impl IntoView {
                             ChatRole::System => "tether-line tether-line-system",
                         };
                         let status = line.status.map(|s| s.as_str()).unwrap_or("");
+                        let waiting = line.waiting.then_some("true");
                         view! {
-                            <li class=class data-testid="chat-message" data-status=status>
+                            <li class=class data-testid="chat-message" data-status=status data-waiting=waiting>
                                 {line.text}
+                                {line.waiting.then(|| view! { <small class="tether-waiting">" (waiting for the connection)"</small> })}
                             </li>
                         }
                     }
                 />
             </ol>
+            <Show when=move || !open()>
+                <p class="tether-chat-status" data-testid="chat-status" role="status">
+                    "Not connected to the agent server ("
+                    {move || connection_words(state.connection.get(), state.attempt.get())}
+                    "). Messages you send wait until the connection is back."
+                </p>
+            </Show>
             <form class="tether-chat-form" on:submit=on_submit>
                 <input
                     type="text"
@@ -147,27 +159,40 @@ pub fn ChatPanel() -> impl IntoView {
                     on:input=move |event| draft.set(event_target_value(&event))
                 />
                 <button type="submit" data-testid="chat-send" disabled=move || state.running.get()>
-                    {move || if state.running.get() { "Working…" } else { "Send" }}
+                    {move || match (state.running.get(), open()) {
+                        (false, _) => "Send",
+                        (true, true) => "Working…",
+                        (true, false) => "Waiting for the server…",
+                    }}
                 </button>
             </form>
         </section>
     }
 }
 
-/// The registry as the model sees it, live: active tools, refused ones, and the last calls.
+/// The registry as the model sees it, live: the page's tools (before connecting too), refused
+/// ones, the connection in words, and the last calls.
 #[component]
 pub fn ToolInspector() -> impl IntoView {
-    let state = use_agent().state;
+    let state = agent_for("<ToolInspector/>").state;
+    let open = move || state.connection.get() == ConnectionState::Open;
     view! {
         <aside class="tether-inspector" aria-label="Tool inspector" data-testid="tool-inspector">
             <h2>
-                "Tools the model sees "
+                "Tools "
                 <span data-testid="inspector-count">{move || state.tools.with(Vec::len)}</span>
                 " · "
-                <span data-testid="inspector-connection">{move || format!("{:?}", state.connection.get())}</span>
+                <span data-testid="inspector-connection" data-state=move || state.connection.get().as_str()>
+                    {move || connection_words(state.connection.get(), state.attempt.get())}
+                </span>
                 " · updates "
                 <span data-testid="inspector-context-updates">{move || state.context_updates.get()}</span>
             </h2>
+            <Show when=move || !open()>
+                <p class="tether-inspector-note" data-testid="inspector-note">
+                    "Registered in this page; the model sees them once connected."
+                </p>
+            </Show>
             <ul>
                 <For
                     each=move || state.tools.get()
@@ -223,5 +248,23 @@ pub fn ToolInspector() -> impl IntoView {
                 />
             </ol>
         </aside>
+    }
+}
+
+/// The errors the runtime reported, newest last: refused tools, server errors, and connection
+/// failures (one line per outage, with the URL and the attempts so far).
+#[component]
+pub fn RuntimeErrors() -> impl IntoView {
+    let errors = agent_for("<RuntimeErrors/>").state.errors;
+    view! {
+        <ul class="tether-errors" aria-label="Runtime errors" data-testid="runtime-errors">
+            {move || {
+                errors
+                    .get()
+                    .into_iter()
+                    .map(|error| view! { <li data-testid="runtime-error">{error}</li> })
+                    .collect_view()
+            }}
+        </ul>
     }
 }

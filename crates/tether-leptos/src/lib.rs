@@ -1,11 +1,16 @@
 //! Leptos bindings for Tether: tools declared in components, next to the state they need.
 //!
-//! Wrap the app in [`AgentProvider`]; inside it, a component calls [`use_agent_tool`] (or
-//! [`use_agent_tool_typed`], whose JSON Schema comes from the argument type) to register a tool
-//! while it is mounted. The handler is a closure: it reads signals when it runs, so it always
-//! sees the current state without re-registering. [`ApprovalDialog`], [`ChatPanel`] and
-//! [`ToolInspector`] are ready-made UI over the same context. Every hook fails loudly when
-//! called outside the provider.
+//! Wrap the app in [`AgentProvider`] (it connects to `/ws` on the page's own origin unless given
+//! a `url`); inside it, a component calls [`use_agent_tool`] (or [`use_agent_tool_typed`], whose
+//! JSON Schema comes from the argument type) to register a tool while it is mounted. The handler
+//! is a closure: it reads signals when it runs, so it always sees the current state without
+//! re-registering. [`ApprovalDialog`], [`ChatPanel`], [`ToolInspector`] and [`RuntimeErrors`]
+//! are ready-made UI over the same context, styled by the provider (`styles=false` leaves the
+//! styling to you). Every hook fails loudly when called outside the provider: the message is
+//! logged to the console first, so it is there even in builds that abort without one.
+//!
+//! Features: `csr` (default) turns on `leptos/csr`; an app that hydrates instead turns off the
+//! default features and turns on `hydrate`.
 
 pub mod components;
 
@@ -18,16 +23,22 @@ use leptos::prelude::*;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tether_web::{
-    ApprovalDecision, ApprovalRequest, ApprovalView, CallRecord, Client, ClientConfig, ClientEvent, ConnectionState,
-    Handler, LocalFuture, Notification, OwnerId, ResolverHooks, RunStatus,
+    ApprovalDecision, ApprovalRequest, ApprovalView, CallRecord, Client, ClientConfig, ClientEvent, Handler,
+    LocalFuture, Notification, OwnerId, ResolverHooks, RunStatus,
 };
 
-pub use components::{ApprovalDialog, ChatPanel, ToolInspector};
-pub use tether_web::{Risk, ToolDef, ToolSpec};
+pub use components::{ApprovalDialog, ChatPanel, RuntimeErrors, ToolInspector};
+pub use tether_web::{ConnectionState, Risk, ToolDef, ToolSpec};
+/// The versions of these crates that tether-leptos uses: `#[derive(JsonSchema)]` for
+/// [`use_agent_tool_typed`] needs schemars **1.x** (schemars 0.8's `JsonSchema` is another trait).
+pub use {schemars, serde, serde_json};
 
-/// The message every hook panics with outside [`AgentProvider`].
-pub const OUTSIDE_PROVIDER: &str = "tether-leptos: use_agent_tool and the other use_agent_* hooks must be called \
-inside <AgentProvider url=…>; wrap the app (or this component) in it";
+/// What every hook and component says (and logs) when it is used outside [`AgentProvider`].
+pub const OUTSIDE_PROVIDER: &str = "must be called inside <AgentProvider>; wrap the app (or this component) in it: \
+view! { <AgentProvider> <App/> <ChatPanel/> <ApprovalDialog/> </AgentProvider> }";
+
+/// The styles of the ready-made components (the same as `@tether/react/styles.css`).
+pub const STYLES: &str = include_str!("styles.css");
 
 /// Who wrote a chat line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +62,8 @@ pub struct ChatLine {
     pub text: String,
     /// How the run ended, once it did.
     pub status: Option<RunStatus>,
+    /// A user message written while not connected: it is sent when the connection opens.
+    pub waiting: bool,
 }
 
 /// A refused tool, as the inspector shows it.
@@ -69,7 +82,10 @@ pub struct RefusedView {
 pub struct AgentState {
     /// The connection.
     pub connection: RwSignal<ConnectionState>,
-    /// The tools as the model sees them (updated when a `CONTEXT_UPDATE` leaves).
+    /// Failed connection attempts since the last success.
+    pub attempt: RwSignal<u32>,
+    /// The tools registered in this page, as the model sees them once connected (kept up to date
+    /// while offline too).
     pub tools: RwSignal<Vec<ToolSpec>>,
     /// Refused registrations.
     pub refused: RwSignal<Vec<RefusedView>>,
@@ -87,11 +103,49 @@ pub struct AgentState {
     pub context_updates: RwSignal<u64>,
 }
 
+/// The connection state in words, as the inspector and the chat show it.
+pub fn connection_words(state: ConnectionState, attempt: u32) -> String {
+    match state {
+        ConnectionState::Idle => "not connected".into(),
+        ConnectionState::Connecting if attempt == 0 => "connecting…".into(),
+        ConnectionState::Connecting => format!("connecting (try {})…", attempt + 1),
+        ConnectionState::Open => "connected".into(),
+        ConnectionState::Reconnecting => format!("offline, retrying ({attempt} failed)"),
+        ConnectionState::Closed => "disconnected".into(),
+    }
+}
+
+/// How the error list words a connection that failed: `was_open` when it had been connected.
+pub fn connection_error(url: &str, attempt: u32, was_open: bool) -> String {
+    if was_open {
+        format!("lost the connection to the agent server at {url}; reconnecting")
+    } else {
+        format!(
+            "cannot reach the agent server at {url} ({attempt} failed attempt{}); is `tether serve` running there? Retrying",
+            if attempt == 1 { "" } else { "s" }
+        )
+    }
+}
+
+fn is_connection_error(text: &str) -> bool {
+    text.starts_with("cannot reach the agent server") || text.starts_with("lost the connection to the agent server")
+}
+
+/// The WebSocket URL of a `tether serve` on the page's own origin: `ws(s)://<host>/ws`. A dev
+/// server on another port reaches it through a proxy for `/ws` (see the README).
+pub fn same_origin_url() -> String {
+    let location = web_sys::window().map(|window| window.location());
+    let secure = location.as_ref().and_then(|l| l.protocol().ok()).is_some_and(|p| p == "https:");
+    let host = location.and_then(|l| l.host().ok()).unwrap_or_else(|| "localhost".into());
+    format!("{}://{host}/ws", if secure { "wss" } else { "ws" })
+}
+
 /// What [`AgentProvider`] puts in the Leptos context.
 #[derive(Clone, Copy)]
 pub struct AgentContext {
     client: StoredValue<Client, LocalStorage>,
     responders: StoredValue<HashMap<String, oneshot::Sender<ApprovalDecision>>, LocalStorage>,
+    refresh_scheduled: StoredValue<bool, LocalStorage>,
     /// The reactive state.
     pub state: AgentState,
 }
@@ -108,12 +162,33 @@ impl AgentContext {
         if text.is_empty() {
             return;
         }
+        let waiting = self.state.connection.get_untracked() != ConnectionState::Open;
         self.state.messages.update(|lines| {
             let key = format!("user-{}", lines.len());
-            lines.push(ChatLine { key, role: ChatRole::User, text: text.to_string(), status: None });
+            lines.push(ChatLine { key, role: ChatRole::User, text: text.to_string(), status: None, waiting });
         });
         self.state.running.set(true);
+        // The runtime keeps it until the server has welcomed the client.
         self.with_client(|client| client.send_message(text));
+    }
+
+    /// The URL the provider connects to.
+    pub fn url(&self) -> String {
+        self.with_client(|client| client.config().url.clone()).unwrap_or_default()
+    }
+
+    /// Reads the registry into `state.tools` once this tick's registrations are done.
+    fn refresh_tools(&self) {
+        if self.refresh_scheduled.try_update_value(|scheduled| std::mem::replace(scheduled, true)) != Some(false) {
+            return;
+        }
+        let context = *self;
+        queue_microtask(move || {
+            context.refresh_scheduled.try_set_value(false);
+            if let Some(tools) = context.with_client(Client::tools) {
+                context.state.tools.try_set(tools);
+            }
+        });
     }
 
     /// Answers the approval request of `call_id`.
@@ -126,17 +201,53 @@ impl AgentContext {
     }
 }
 
-/// The agent context; panics with [`OUTSIDE_PROVIDER`] outside [`AgentProvider`].
+/// The agent context; outside [`AgentProvider`] it logs and panics with [`OUTSIDE_PROVIDER`].
+#[track_caller]
 pub fn use_agent() -> AgentContext {
-    use_context::<AgentContext>().unwrap_or_else(|| panic!("{OUTSIDE_PROVIDER}"))
+    agent_for("use_agent()")
+}
+
+/// The agent context for `what` (a hook or component, named in the message when it is missing).
+#[track_caller]
+pub(crate) fn agent_for(what: &str) -> AgentContext {
+    if let Some(context) = use_context::<AgentContext>() {
+        return context;
+    }
+    let at = std::panic::Location::caller();
+    let message = format!("tether-leptos: {what} (at {}:{}) {OUTSIDE_PROVIDER}", at.file(), at.line());
+    // Logged first: size-optimised builds abort on a panic without printing its message.
+    #[cfg(target_family = "wasm")]
+    web_sys::console::error_1(&message.as_str().into());
+    panic!("{message}")
 }
 
 /// How many chat lines and calls the provider keeps.
 const KEPT: usize = 50;
 
-fn apply_event(state: &AgentState, event: &ClientEvent) {
+fn apply_event(state: &AgentState, url: &str, event: &ClientEvent) {
     match event {
-        ClientEvent::Connection { state: connection, .. } => state.connection.set(*connection),
+        ClientEvent::Connection { state: connection, attempt } => {
+            let was_open = state.connection.get_untracked() == ConnectionState::Open;
+            state.connection.set(*connection);
+            state.attempt.set(*attempt);
+            match connection {
+                ConnectionState::Reconnecting => state.errors.update(|errors| {
+                    // One entry per outage, updated as the attempts fail.
+                    let error = connection_error(url, *attempt, was_open);
+                    match errors.last_mut() {
+                        Some(last) if is_connection_error(last) && !was_open => *last = error,
+                        _ => push_kept(errors, error),
+                    }
+                }),
+                // Messages written while offline have now left.
+                ConnectionState::Open => state.messages.update(|lines| {
+                    for line in lines.iter_mut().filter(|l| l.waiting) {
+                        line.waiting = false;
+                    }
+                }),
+                _ => {}
+            }
+        }
         ClientEvent::ContextSent { .. } => state.context_updates.update(|n| *n += 1),
         ClientEvent::ToolRefused { event, tool, reason } => state.refused.update(|refused| {
             refused.retain(|r| &r.tool != tool);
@@ -159,6 +270,7 @@ fn apply_event(state: &AgentState, event: &ClientEvent) {
                     role: ChatRole::Agent,
                     text: delta.clone(),
                     status: *status,
+                    waiting: false,
                 }),
             });
             if *done {
@@ -175,18 +287,31 @@ fn apply_event(state: &AgentState, event: &ClientEvent) {
     }
 }
 
+fn push_kept(errors: &mut Vec<String>, error: String) {
+    errors.push(error);
+    if errors.len() > KEPT {
+        errors.remove(0);
+    }
+}
+
 /// Connects to the agent server and provides the context every `use_agent_*` hook needs.
 #[component]
 pub fn AgentProvider(
-    /// The server's WebSocket URL, e.g. `ws://localhost:8787/ws`.
-    #[prop(into)]
-    url: String,
+    /// The server's WebSocket URL. Default: `/ws` on the page's own origin
+    /// ([`same_origin_url`]), which is where `tether serve --static DIR` serves it.
+    #[prop(optional, into)]
+    url: Option<String>,
+    /// Put the ready-made components' styles ([`STYLES`]) in the page. Default: true.
+    #[prop(default = true)]
+    styles: bool,
     /// The app.
     children: Children,
 ) -> impl IntoView {
-    let client = Client::new(ClientConfig::new(url));
+    let url = url.unwrap_or_else(same_origin_url);
+    let client = Client::new(ClientConfig::new(url.clone()));
     let state = AgentState {
         connection: RwSignal::new(ConnectionState::Idle),
+        attempt: RwSignal::new(0),
         tools: RwSignal::new(Vec::new()),
         refused: RwSignal::new(Vec::new()),
         calls: RwSignal::new(Vec::new()),
@@ -199,14 +324,14 @@ pub fn AgentProvider(
     let context = AgentContext {
         client: StoredValue::new_local(client.clone()),
         responders: StoredValue::new_local(HashMap::new()),
+        refresh_scheduled: StoredValue::new_local(false),
         state,
     };
 
-    let tools_client = client.clone();
     client.subscribe(move |event| {
-        apply_event(&state, event);
-        if matches!(event, ClientEvent::ContextSent { .. }) {
-            state.tools.set(tools_client.tools());
+        apply_event(&state, &url, event);
+        if matches!(event, ClientEvent::ContextSent { .. } | ClientEvent::ToolRefused { .. }) {
+            context.refresh_tools();
         }
     });
     client.set_approver(Rc::new(move |request: ApprovalRequest| -> LocalFuture<ApprovalDecision> {
@@ -225,32 +350,32 @@ pub fn AgentProvider(
                 role: ChatRole::System,
                 text,
                 status: None,
+                waiting: false,
             });
         });
     });
-    client.on_error(move |error| {
-        state.errors.update(|errors| {
-            errors.push(error.to_string());
-            if errors.len() > KEPT {
-                errors.remove(0);
-            }
-        });
-    });
+    client.on_error(move |error| state.errors.update(|errors| push_kept(errors, error.to_string())));
     provide_context(context);
     client.connect();
     on_cleanup(move || {
         context.with_client(Client::disconnect);
     });
-    children()
+    view! {
+        {styles.then(|| view! { <style id="tether-styles">{STYLES}</style> })}
+        {children()}
+    }
 }
 
-fn register_with_cleanup(register: impl FnOnce(&Client, OwnerId)) {
-    let context = use_agent();
+#[track_caller]
+fn register_with_cleanup(what: &str, register: impl FnOnce(&Client, OwnerId)) {
+    let context = agent_for(what);
     let Some(owner) = context.with_client(Client::new_owner) else { return };
     context.with_client(|client| register(client, owner));
+    context.refresh_tools();
     // When the component unmounts, its tools leave (globals stay) and their calls are aborted.
     on_cleanup(move || {
         context.with_client(|client| client.unregister_owner(owner));
+        context.refresh_tools();
     });
 }
 
@@ -260,13 +385,14 @@ fn register_with_cleanup(register: impl FnOnce(&Client, OwnerId)) {
 /// calls the tool; it reads signals at that moment, so it always sees the current state. A
 /// refused registration (over the cap, invalid schema) is reported to the error list and the
 /// inspector.
+#[track_caller]
 pub fn use_agent_tool<F, Fut>(def: ToolDef, handler: F)
 where
     F: Fn(Value) -> Fut + 'static,
     Fut: Future<Output = Result<Value, String>> + 'static,
 {
     let handler: Handler = Rc::new(move |args| Box::pin(handler(args)));
-    register_with_cleanup(move |client, owner| {
+    register_with_cleanup(&format!("use_agent_tool(\"{}\")", def.name()), move |client, owner| {
         // A refusal has already been reported to the error callback and subscribers.
         let _ = client.register_handler(owner, def, handler);
     });
@@ -275,13 +401,14 @@ where
 /// Like [`use_agent_tool`], but the definition is computed from signals: when a signal it reads
 /// changes, the tool is registered again (replacing itself), e.g. a `cart_remove` whose
 /// `productId` enum lists what is in the cart now. The handler stays the same.
+#[track_caller]
 pub fn use_agent_tool_reactive<D, F, Fut>(def: D, handler: F)
 where
     D: Fn() -> ToolDef + 'static,
     F: Fn(Value) -> Fut + 'static,
     Fut: Future<Output = Result<Value, String>> + 'static,
 {
-    let context = use_agent();
+    let context = agent_for("use_agent_tool_reactive");
     let Some(owner) = context.with_client(Client::new_owner) else { return };
     let handler: Handler = Rc::new(move |args| Box::pin(handler(args)));
     Effect::new(move |_| {
@@ -289,9 +416,11 @@ where
         context.with_client(|client| {
             let _ = client.register_handler(owner, def, handler.clone());
         });
+        context.refresh_tools();
     });
     on_cleanup(move || {
         context.with_client(|client| client.unregister_owner(owner));
+        context.refresh_tools();
     });
 }
 
@@ -300,13 +429,29 @@ pub fn schema_of<A: schemars::JsonSchema>() -> Value {
     serde_json::to_value(schemars::schema_for!(A)).unwrap_or_else(|_| serde_json::json!({"type": "object"}))
 }
 
-/// Like [`use_agent_tool`], with typed arguments: the JSON Schema is derived from `A`
-/// (`#[derive(Deserialize, JsonSchema)]`), and the handler gets an `A`.
-pub fn use_agent_tool_typed<A, F, Fut>(def: ToolDef, handler: F)
+/// A tool handler taking typed arguments `A`: any `Fn(A) -> impl Future<Output = Result<Value,
+/// String>>`, e.g. `move |args: A| async move { … }`. (A trait of its own, so that
+/// `use_agent_tool_typed::<A>` names the argument type alone.)
+pub trait TypedHandler<A>: Fn(A) -> <Self as TypedHandler<A>>::Output + 'static {
+    /// The handler's future.
+    type Output: Future<Output = Result<Value, String>> + 'static;
+}
+
+impl<A, F, Fut> TypedHandler<A> for F
 where
-    A: DeserializeOwned + schemars::JsonSchema + 'static,
     F: Fn(A) -> Fut + 'static,
     Fut: Future<Output = Result<Value, String>> + 'static,
+{
+    type Output = Fut;
+}
+
+/// Like [`use_agent_tool`], with typed arguments: the JSON Schema is derived from `A`
+/// (`#[derive(Deserialize, JsonSchema)]` with schemars **1.x**), and the handler gets an `A`:
+/// `use_agent_tool_typed::<TodoAdd>(def, move |args| async move { … })`.
+#[track_caller]
+pub fn use_agent_tool_typed<A>(def: ToolDef, handler: impl TypedHandler<A>)
+where
+    A: DeserializeOwned + schemars::JsonSchema + 'static,
 {
     let def = def.parameters(schema_of::<A>());
     let handler = Rc::new(handler);
@@ -331,9 +476,11 @@ where
 
 /// Registers a resolver group while the component is mounted: tools named `prefix_name`
 /// sharing `hooks` (before, after and error hooks around every call).
+#[track_caller]
 pub fn use_agent_tool_resolver(prefix: &str, tools: Vec<(ToolDef, Handler)>, hooks: ResolverHooks) {
+    let what = format!("use_agent_tool_resolver(\"{prefix}\")");
     let prefix = prefix.to_string();
-    register_with_cleanup(move |client, owner| {
+    register_with_cleanup(&what, move |client, owner| {
         let _ = client.register_resolver(owner, &prefix, tools, hooks);
     });
 }

@@ -1,17 +1,61 @@
-//! What can be checked without a browser: hooks fail loudly outside the provider, and schemas
-//! derived from Rust argument types are accepted by the browser's compact validator.
+//! What can be checked without a browser: hooks fail loudly outside the provider (naming the hook
+//! and where it was called), `use_agent_tool_typed::<Args>` takes the argument type alone, the
+//! components' styles are the React package's, and schemas derived from Rust argument types are
+//! accepted by the browser's compact validator.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tether_core::validate::{CompactValidator, CompiledSchema, NativeRegex, Validator, apply_defaults};
-use tether_leptos::{OUTSIDE_PROVIDER, ToolDef, schema_of, use_agent_tool};
+use tether_leptos::{
+    ConnectionState, OUTSIDE_PROVIDER, STYLES, ToolDef, connection_words, schema_of, use_agent_tool,
+    use_agent_tool_typed,
+};
 
 #[test]
-#[should_panic(expected = "must be called inside <AgentProvider")]
-fn a_hook_outside_the_provider_panics_with_a_clear_message() {
-    assert!(OUTSIDE_PROVIDER.contains("<AgentProvider"));
-    use_agent_tool(ToolDef::new("orphan", "Registered outside any provider."), |_| async { Ok(Value::Null) });
+fn a_hook_outside_the_provider_panics_naming_the_hook_and_the_call_site() {
+    let line = line!() + 2;
+    let panic = std::panic::catch_unwind(|| {
+        use_agent_tool(ToolDef::new("orphan", "Registered outside any provider."), |_| async { Ok(Value::Null) });
+    })
+    .expect_err("a hook outside the provider panics");
+    let message = panic.downcast_ref::<String>().expect("a formatted message");
+    assert!(message.contains(OUTSIDE_PROVIDER), "{message}");
+    assert!(message.contains("use_agent_tool(\"orphan\")"), "{message}");
+    assert!(message.contains(&format!("tests/native.rs:{line}")), "{message}");
+}
+
+#[test]
+#[should_panic(expected = "use_agent_tool(\"cart_add\") (at crates/tether-leptos/tests/native.rs:")]
+fn the_typed_hook_takes_the_argument_type_alone() {
+    use_agent_tool_typed::<CartAdd>(ToolDef::new("cart_add", "Add a product."), move |args| async move {
+        Ok(serde_json::json!({"added": args.product_id, "quantity": args.quantity}))
+    });
+}
+
+#[test]
+fn the_components_ship_the_styles_of_the_react_package() {
+    let react = include_str!("../../../www/packages/react/styles.css");
+    assert_eq!(STYLES, react, "crates/tether-leptos/src/styles.css and www/packages/react/styles.css differ");
+    for risk in ["none", "low", "high", "critical", "blocked"] {
+        assert!(STYLES.contains(&format!(".tether-risk-{risk} ")), "no style for risk {risk}");
+    }
+    assert!(STYLES.contains(".tether-approval-backdrop { position: fixed;"), "the approval dialog is a modal");
+}
+
+#[test]
+fn the_connection_is_told_in_words() {
+    let words: Vec<String> = [
+        (ConnectionState::Idle, 0),
+        (ConnectionState::Connecting, 0),
+        (ConnectionState::Open, 0),
+        (ConnectionState::Reconnecting, 3),
+        (ConnectionState::Closed, 0),
+    ]
+    .into_iter()
+    .map(|(state, attempt)| connection_words(state, attempt))
+    .collect();
+    assert_eq!(words, ["not connected", "connecting…", "connected", "offline, retrying (3 failed)", "disconnected"]);
 }
 
 /// How many of a product to add.

@@ -20,6 +20,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the WebSocket endpoint (/ws), /healthz and, optionally, static pages.
+    #[command(after_long_help = tether_agent::SCRIPTED_CONTRACT)]
     Serve(ServeArgs),
 }
 
@@ -28,8 +29,9 @@ struct ServeArgs {
     /// Address to listen on; port 0 picks a free port (printed at start).
     #[arg(long, default_value = "127.0.0.1:8787")]
     addr: String,
-    /// `scripted` for the built-in deterministic model (not an LLM), or the base URL of an
-    /// OpenAI-compatible server, e.g. `http://127.0.0.1:8080` or `https://api.openai.com/v1`.
+    /// `scripted` for the built-in deterministic model (not an LLM; its rules are below), or the
+    /// base URL of an OpenAI-compatible server, e.g. `http://127.0.0.1:8080` or
+    /// `https://api.openai.com/v1`.
     #[arg(long, default_value = "scripted")]
     model: String,
     /// Name of the environment variable that holds the provider's API key.

@@ -23,7 +23,20 @@ fn server_url() -> String {
 /// Mounts the shop on the page.
 #[wasm_bindgen(start)]
 pub fn start() {
+    let path = web_sys::window().and_then(|window| window.location().pathname().ok());
+    if path.as_deref() == Some("/outside-provider") {
+        // For the end-to-end suite: a hook outside the provider, in the size-optimised build.
+        mount_to_body(OutsideProvider);
+        return;
+    }
     mount_to_body(App);
+}
+
+/// A component whose hook has no provider around it: the app aborts, after logging why.
+#[component]
+fn OutsideProvider() -> impl IntoView {
+    use_agent_tool(ToolDef::new("orphan_tool", "Registered outside any provider."), |_| async { Ok(Value::Null) });
+    view! { <p>"Not reached."</p> }
 }
 
 /// The whole app: the agent provider around the shop.

@@ -8,7 +8,7 @@ mod tool_text;
 
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiConfig, OpenAiProvider};
-pub use scripted::{SCRIPTED_PREFIX, ScriptedModel};
+pub use scripted::{SCRIPTED_CONTRACT, SCRIPTED_PREFIX, ScriptedModel};
 pub use tool_text::{ContentToolCalls, extract_tool_calls};
 
 use std::future::Future;

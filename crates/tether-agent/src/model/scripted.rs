@@ -8,7 +8,8 @@
 //! my cart", "show my cart", "remove the mug", "check out", "go to the product page for …") and
 //! the travel example ("book me the most comfortable seat to Mar del Plata on Friday"), and a
 //! request to run a shell command ("run `ls -la`") through a tool that takes a `command` argument
-//! (used to show declarative hooks end to end).
+//! (used to show declarative hooks end to end). Its whole contract is [`SCRIPTED_CONTRACT`],
+//! which `tether serve --help` prints and the README quotes.
 
 use serde_json::{Map, Value};
 use tether_protocol::ToolSpec;
@@ -19,6 +20,34 @@ use crate::hooks::HOOK_LABEL;
 
 /// Every answer of the built-in model starts with this, so nobody mistakes it for an LLM.
 pub const SCRIPTED_PREFIX: &str = "(scripted model) ";
+
+/// What the built-in model does, in the words `tether serve --help` prints and the README quotes
+/// (a test keeps the two equal).
+pub const SCRIPTED_CONTRACT: &str = "\
+The built-in model (--model scripted) is a few deterministic rules, not an LLM; every answer
+starts with \"(scripted model)\". For each message it:
+ 1. reads the intent from the leading verb (after \"please\", \"can you\"...): add/put,
+    remove/delete, clear/empty, check out/place the order/pay; otherwise from words anywhere:
+    show/view the cart, go to/open a page, book, find trains, run `a command`.
+    \"add check out the library book\" is an add.
+ 2. picks the tool on the page now whose name (else description) has that verb, e.g.
+    todo_add for \"add ...\"; if there is none, a navigation tool first (open_cart, or a
+    navigate tool whose enum names the page). It never calls a tool the page does not have.
+ 3. fills the arguments:
+    - a property with an enum (or oneOf/anyOf of consts): the value sharing the most words
+      with the request, or the only value;
+    - the tool's only required string without an enum: the request's words after the verb
+      (\"add buy milk\" stores \"buy milk\"; quotes and a trailing \"to my list\" go);
+    - numbers: a number in the request (\"two\", \"3\") for quantity/count/amount; else a
+      number an earlier tool result gives after the property's name (\"Train 412\");
+    - strings named destination/city/to: the words after \" to \"; date/day/when: a
+      weekday, today, tomorrow or YYYY-MM-DD; query/search/text: the whole request; a
+      command property: the text in backticks;
+    - anything else stays out (schema defaults apply).
+    When a required argument cannot be filled it answers \"I need to know the <name> to
+    use <tool>\" and says how to make it fillable (an enum of the allowed values, usually).
+ 4. calls the tool, then answers \"Done: <tool> returned ...\", or why it could not.
+";
 
 /// The deterministic built-in model (`--model scripted`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -107,10 +136,79 @@ fn command_property(tool: &ToolSpec) -> Option<&str> {
         .map(|(name, _)| name.as_str())
 }
 
+/// Case-insensitive (ASCII) `strip_prefix`.
+fn strip_prefix_ci<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix).then(|| &text[prefix.len()..])
+}
+
+/// The request without polite openers ("please", "can you", "I'd like to" ...).
+fn without_openers(text: &str) -> &str {
+    const OPENERS: [&str; 17] = [
+        "please",
+        "can you",
+        "could you",
+        "would you",
+        "will you",
+        "kindly",
+        "i want to",
+        "i'd like to",
+        "i would like to",
+        "let's",
+        "lets",
+        "now",
+        "also",
+        "then",
+        "and",
+        "just",
+        "ok",
+    ];
+    let mut rest = text.trim_start();
+    loop {
+        let next = OPENERS.iter().find_map(|opener| {
+            let after = strip_prefix_ci(rest, opener)?;
+            after.starts_with([' ', ',']).then(|| after.trim_start_matches([' ', ',']))
+        });
+        match next {
+            Some(after) => rest = after,
+            None => return rest,
+        }
+    }
+}
+
+/// Verbs that name an intent when a request starts with them, longest first.
+const LEADING_VERBS: [(&str, Intent); 12] = [
+    ("place the order", Intent::Checkout),
+    ("place my order", Intent::Checkout),
+    ("check out", Intent::Checkout),
+    ("checkout", Intent::Checkout),
+    ("pay", Intent::Checkout),
+    ("clear", Intent::ClearCart),
+    ("empty", Intent::ClearCart),
+    ("remove", Intent::RemoveFromCart),
+    ("delete", Intent::RemoveFromCart),
+    ("take out", Intent::RemoveFromCart),
+    ("add", Intent::AddToCart),
+    ("put", Intent::AddToCart),
+];
+
+/// The leading verb of a request (after openers), its intent, and the words after it.
+fn leading_verb(text: &str) -> Option<(Intent, &str)> {
+    let rest = without_openers(text);
+    LEADING_VERBS.iter().find_map(|(verb, intent)| {
+        let after = strip_prefix_ci(rest, verb)?;
+        (after.is_empty() || after.starts_with([' ', ',', ':']))
+            .then(|| (*intent, after.trim_start_matches([' ', ',', ':'])))
+    })
+}
+
 fn intent_of(text: &str) -> Intent {
     let t = text.to_lowercase();
     if command_in(text).is_some() {
         Intent::RunCommand
+    } else if let Some((intent, _)) = leading_verb(text) {
+        // The verb the request starts with decides: "add check out the library book" is an add.
+        intent
     } else if has(&t, &["check out", "checkout", "place the order", "place my order", "pay for"]) {
         Intent::Checkout
     } else if has(&t, &["clear", "empty"]) && t.contains("cart") {
@@ -325,6 +423,89 @@ fn number_from_results(property: &str, steps: &[Step<'_>]) -> Option<u64> {
     None
 }
 
+/// The only required string property without allowed values, if the tool has exactly one.
+fn lone_required_string(properties: &Map<String, Value>, required: &[String]) -> Option<String> {
+    let mut strings = required.iter().filter(|name| {
+        properties.get(name.as_str()).is_some_and(|schema| {
+            ["enum", "const", "oneOf", "anyOf"].iter().all(|k| schema.get(*k).is_none())
+                && schema.get("type").and_then(Value::as_str) == Some("string")
+        })
+    });
+    let first = strings.next()?;
+    strings.next().is_none().then(|| first.clone())
+}
+
+/// What a free-text argument gets: the quoted text if there is one, else the request's words
+/// after the leading verb, without a trailing "to my list" (where the item goes, when those
+/// words name the tool or a list): "add buy milk to my list" → "buy milk".
+fn free_text(tool: &ToolSpec, request_text: &str) -> Option<String> {
+    let text = request_text.trim();
+    for (open, close) in [('"', '"'), ('“', '”')] {
+        if let Some(start) = text.find(open) {
+            let rest = &text[start + open.len_utf8()..];
+            if let Some(end) = rest.find(close) {
+                let quoted = rest[..end].trim();
+                if !quoted.is_empty() {
+                    return Some(quoted.to_string());
+                }
+            }
+        }
+    }
+    let after_verb = leading_verb(text).map_or_else(|| without_openers(text), |(_, rest)| rest);
+    let mut phrase = after_verb.trim().trim_end_matches(['.', '!', '?']).trim_end();
+    for polite in [", please", " please"] {
+        if let Some(at) = phrase.len().checked_sub(polite.len()) {
+            if phrase.is_char_boundary(at) && phrase[at..].eq_ignore_ascii_case(polite) {
+                phrase = phrase[..at].trim_end();
+            }
+        }
+    }
+    let mut context = words(&tool.name.replace(['_', '-'], " "));
+    context.extend(words(&tool.description));
+    context.extend(["list", "lists", "todo", "todos", "to", "do", "task", "tasks", "item", "items"].map(String::from));
+    let lower = phrase.to_ascii_lowercase();
+    let tail_at = [" to ", " on ", " onto ", " in "]
+        .iter()
+        .filter_map(|marker| lower.rfind(marker).map(|at| (at, at + marker.len())))
+        .max_by_key(|(at, _)| *at);
+    if let Some((at, tail_start)) = tail_at {
+        let tail = words(&phrase[tail_start..]);
+        let determiners = ["my", "the", "our", "your", "this"];
+        let named: Vec<&String> = tail.iter().filter(|w| !determiners.contains(&w.as_str())).collect();
+        let has_determiner = tail.first().is_some_and(|w| determiners.contains(&w.as_str()));
+        if has_determiner && !named.is_empty() && named.len() <= 3 && named.iter().all(|w| context.contains(w)) {
+            phrase = phrase[..at].trim_end();
+        }
+    }
+    (!phrase.is_empty()).then(|| phrase.to_string())
+}
+
+/// The answer when a required argument cannot be filled: which one, and how to make it fillable.
+fn need_to_know(tool: &ToolSpec, missing: &str) -> String {
+    let schema = tool.parameters.get("properties").and_then(|p| p.get(missing)).cloned().unwrap_or(Value::Null);
+    let choices = options(&schema);
+    let kind = schema.get("type").and_then(Value::as_str).unwrap_or("");
+    let hint = if !choices.is_empty() {
+        let listed: Vec<String> = choices.iter().take(8).map(|c| format!("\"{c}\"")).collect();
+        format!("Name one of its values: {}.", listed.join(", "))
+    } else if schema.get("enum").is_some() {
+        "Its enum is empty: there is nothing to choose from yet.".to_string()
+    } else if kind == "integer" || kind == "number" {
+        format!(
+            "The built-in model fills a number only for a quantity/count/amount named in the request, or from an \
+             earlier tool result that says \"{missing} 42\"; give `{missing}` an enum of the allowed values, or run an \
+             LLM (tether serve --model URL)."
+        )
+    } else {
+        format!(
+            "The built-in model fills `{missing}` only from an enum of its allowed values (the one sharing the most \
+             words with the request) or, as the tool's only required string, from the words after the verb; give it \
+             an enum of the current values (a schema made from your state), or run an LLM (tether serve --model URL)."
+        )
+    };
+    format!("I need to know the {missing} to use {}. {hint}", tool.name)
+}
+
 /// Fills a tool's arguments from the request and earlier results. `Err` names a required
 /// argument that cannot be filled.
 fn fill_args(tool: &ToolSpec, intent: Intent, request_text: &str, steps: &[Step<'_>]) -> Result<Value, String> {
@@ -338,6 +519,7 @@ fn fill_args(tool: &ToolSpec, intent: Intent, request_text: &str, steps: &[Step<
         .map(|r| r.iter().filter_map(Value::as_str).map(String::from).collect())
         .unwrap_or_default();
     let command = (intent == Intent::RunCommand).then(|| command_in(request_text)).flatten();
+    let lone_string = lone_required_string(&properties, &required);
     for (name, schema) in &properties {
         let lower = name.to_lowercase();
         if let Some(command) = command.as_ref().filter(|_| command_property(tool) == Some(name.as_str())) {
@@ -365,6 +547,8 @@ fn fill_args(tool: &ToolSpec, intent: Intent, request_text: &str, steps: &[Step<
                 phrase_after(request_text, " to ").map(Value::String)
             } else if has(&lower, &["date", "day", "when"]) {
                 day_in(request_text).map(Value::String)
+            } else if lone_string.as_deref() == Some(name.as_str()) {
+                free_text(tool, request_text).map(Value::String)
             } else if has(&lower, &["query", "search", "text"]) {
                 Some(Value::String(request_text.to_string()))
             } else {
@@ -553,7 +737,7 @@ fn respond(request: &ChatRequest) -> ModelReply {
     if let Some(goal) = goal {
         return match fill_args(goal, intent, request_text, &steps) {
             Ok(args) => call(&goal.name, args, n),
-            Err(missing) => answer(format!("I need to know the {missing} to use {}.", goal.name)),
+            Err(missing) => answer(need_to_know(goal, &missing)),
         };
     }
     if let Some((navigation, args)) = navigation_tool(intent, tools) {
@@ -627,6 +811,77 @@ mod tests {
         let reply =
             respond(&ChatRequest { messages: vec![user("Add two blue mugs to the cart")], tools: storefront_home() });
         assert_eq!(first_call(&reply), ("cart_add", &json!({"productId": "mug-blue", "quantity": 2})));
+    }
+
+    fn todo_tools(items: &[&str]) -> Vec<ToolSpec> {
+        vec![
+            tool(
+                "todo_add",
+                "Add an item to the to-do list.",
+                json!({"type": "object", "properties": {"title": {"type": "string", "minLength": 1}}, "required": ["title"]}),
+            ),
+            tool(
+                "todo_remove",
+                "Remove an item from the to-do list.",
+                json!({"type": "object", "properties": {"title": {"type": "string", "enum": items}}, "required": ["title"]}),
+            ),
+        ]
+    }
+
+    fn ask(text: &str, tools: Vec<ToolSpec>) -> ModelReply {
+        respond(&ChatRequest { messages: vec![user(text)], tools })
+    }
+
+    #[test]
+    fn a_lone_required_string_gets_the_words_after_the_verb() {
+        for (text, title) in [
+            ("add buy milk", "buy milk"),
+            ("Add Buy milk", "Buy milk"),
+            ("please add buy milk to my list.", "buy milk"),
+            ("can you add call mom to the to-do list, please", "call mom"),
+            ("add \"buy milk\" to my list", "buy milk"),
+            // "the bank" is not where the item goes: it stays.
+            ("add go to the bank", "go to the bank"),
+        ] {
+            assert_eq!(first_call(&ask(text, todo_tools(&[]))), ("todo_add", &json!({"title": title})), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_leading_verb_decides_the_intent() {
+        let mut tools = todo_tools(&[]);
+        tools.push(tool("checkout", "Place the order and pay for everything in the cart.", json!({"type": "object"})));
+        let reply = ask("add check out the library book", tools.clone());
+        assert_eq!(first_call(&reply), ("todo_add", &json!({"title": "check out the library book"})));
+        let reply = ask("please remove the milk", todo_tools(&["buy milk", "buy bread"]));
+        assert_eq!(first_call(&reply), ("todo_remove", &json!({"title": "buy milk"})));
+        // Without a leading verb, words anywhere still count.
+        assert_eq!(first_call(&ask("could you check out", tools)).0, "checkout");
+    }
+
+    #[test]
+    fn an_argument_it_cannot_fill_is_named_with_how_to_make_it_fillable() {
+        let remove_by_id = tool(
+            "todo_remove",
+            "Remove an item from the to-do list.",
+            json!({"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}),
+        );
+        let reply = ask("remove buy milk", vec![remove_by_id]);
+        assert!(reply.tool_calls.is_empty(), "{reply:?}");
+        assert!(reply.text.contains("I need to know the id to use todo_remove."), "{}", reply.text);
+        assert!(reply.text.contains("enum"), "{}", reply.text);
+        let two_strings = tool(
+            "note_add",
+            "Add a note.",
+            json!({"type": "object", "properties": {"title": {"type": "string"}, "body": {"type": "string"}}, "required": ["title", "body"]}),
+        );
+        let reply = ask("add buy milk", vec![two_strings]);
+        assert!(reply.text.contains("I need to know the body to use note_add."), "{}", reply.text);
+        assert!(reply.text.contains("enum of the current values"), "{}", reply.text);
+        let reply = ask("remove the car", todo_tools(&["buy milk", "call mom"]));
+        assert!(reply.text.contains("Name one of its values: \"buy milk\", \"call mom\"."), "{}", reply.text);
+        let reply = ask("remove buy milk", todo_tools(&[]));
+        assert!(reply.text.contains("enum is empty"), "{}", reply.text);
     }
 
     #[test]

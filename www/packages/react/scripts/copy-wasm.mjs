@@ -1,5 +1,6 @@
-// Copies the runtime's wasm-bindgen output (`cargo xtask size` → target/pkg/tether-web) into
-// the package's wasm/ folder: the wasm ships inside the npm package, nothing is fetched at install.
+// Copies the runtime's wasm-bindgen output (`cargo xtask react-package` or `cargo xtask size` →
+// target/pkg/tether-web, or the folder in TETHER_WEB_PKG) into the package's wasm/ folder: the wasm
+// ships inside the npm package, nothing is fetched at install. It says which build it copied.
 import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -17,7 +18,7 @@ if (missing.length) {
     console.warn(`copy-wasm: ${from} has no ${missing.join(", ")}; keeping the copy in wasm/`);
     process.exit(0);
   }
-  console.error(`copy-wasm: ${from} lacks ${missing.join(", ")}: build the runtime first (cargo xtask size)`);
+  console.error(`copy-wasm: ${from} lacks ${missing.join(", ")}: build the runtime first (cargo xtask react-package builds it and packs this package)`);
   process.exit(1);
 }
 mkdirSync(to, { recursive: true });
@@ -29,4 +30,5 @@ const reference = '/// <reference lib="esnext.disposable" />\n';
 const text = readFileSync(dts, "utf8");
 if (text.includes("Symbol.dispose") && !text.startsWith(reference)) writeFileSync(dts, reference + text);
 const kb = (f) => (statSync(resolve(to, f)).size / 1024).toFixed(1);
-console.log(`copy-wasm: ${files.length} files from ${from} (wasm ${kb("tether_web_bg.wasm")} KiB)`);
+const built = statSync(resolve(from, "tether_web_bg.wasm")).mtime.toISOString();
+console.log(`copy-wasm: ${files.length} files from ${from} (wasm ${kb("tether_web_bg.wasm")} KiB, built ${built})`);

@@ -1,10 +1,10 @@
 import { useEffect, useRef, useState, type FormEvent, type KeyboardEvent } from "react";
 import type { Risk } from "../wasm/tether_web.js";
 import { useApprovalRequests, useTether, useTetherState } from "./hooks.js";
-import type { ConnectionState } from "./store.js";
+import { connectionWords } from "./store.js";
 
-const riskClass = (risk: Risk) =>
-  `tether-risk tether-risk-${risk === "none" || risk === "low" ? "low" : risk === "high" ? "high" : "critical"}`;
+/** `tether-risk tether-risk-<risk>`: each level has its own class. */
+const riskClass = (risk: Risk) => `tether-risk tether-risk-${risk}`;
 
 /**
  * Asks the user to approve `high` and `critical` calls, one at a time: the tool, its risk, its
@@ -68,11 +68,17 @@ export function ApprovalDialog() {
   );
 }
 
-/** A chat with the agent; answers stream in. Agent lines carry `data-status` once done. */
+/**
+ * A chat with the agent; answers stream in. Agent lines carry `data-status` once done. While not
+ * connected it says so, and a message written meanwhile is marked as waiting until it leaves.
+ */
 export function ChatPanel() {
   const { sendMessage } = useTether();
   const messages = useTetherState((s) => s.messages);
   const running = useTetherState((s) => s.running);
+  const connection = useTetherState((s) => s.connection);
+  const attempt = useTetherState((s) => s.attempt);
+  const open = connection === "open";
   const [draft, setDraft] = useState("");
   const onSubmit = (event: FormEvent) => {
     event.preventDefault();
@@ -85,11 +91,24 @@ export function ChatPanel() {
     <section className="tether-chat" aria-label="Assistant" data-testid="chat-panel">
       <ol className="tether-chat-lines" aria-live="polite">
         {messages.map((line) => (
-          <li key={line.key} className={`tether-line tether-line-${line.role}`} data-testid="chat-message" data-status={line.status ?? ""}>
+          <li
+            key={line.key}
+            className={`tether-line tether-line-${line.role}`}
+            data-testid="chat-message"
+            data-status={line.status ?? ""}
+            data-waiting={line.waiting ? "true" : undefined}
+          >
             {line.text}
+            {line.waiting ? <small className="tether-waiting"> (waiting for the connection)</small> : null}
           </li>
         ))}
       </ol>
+      {!open && (
+        <p className="tether-chat-status" data-testid="chat-status" role="status">
+          Not connected to the agent server ({connectionWords(connection, attempt)}). Messages you send wait until the
+          connection is back.
+        </p>
+      )}
       <form className="tether-chat-form" onSubmit={onSubmit}>
         <input
           type="text"
@@ -100,25 +119,33 @@ export function ChatPanel() {
           onChange={(event) => setDraft(event.target.value)}
         />
         <button type="submit" data-testid="chat-send" disabled={running}>
-          {running ? "Working…" : "Send"}
+          {running ? (open ? "Working…" : "Waiting for the server…") : "Send"}
         </button>
       </form>
     </section>
   );
 }
 
-const connectionLabel = (state: ConnectionState) => state.charAt(0).toUpperCase() + state.slice(1);
-
-/** The registry as the model sees it, live: active tools, refused ones, and the last calls. */
+/**
+ * The registry as the model sees it, live: the page's tools (before connecting too), refused ones,
+ * the connection in words, and the last calls.
+ */
 export function ToolInspector() {
-  const { tools, refused, calls, connection, contextUpdates } = useTetherState();
+  const { tools, refused, calls, connection, attempt, contextUpdates } = useTetherState();
   return (
     <aside className="tether-inspector" aria-label="Tool inspector" data-testid="tool-inspector">
       <h2>
-        Tools the model sees <span data-testid="inspector-count">{tools.length}</span> ·{" "}
-        <span data-testid="inspector-connection">{connectionLabel(connection)}</span> · updates{" "}
-        <span data-testid="inspector-context-updates">{contextUpdates}</span>
+        Tools <span data-testid="inspector-count">{tools.length}</span> ·{" "}
+        <span data-testid="inspector-connection" data-state={connection}>
+          {connectionWords(connection, attempt)}
+        </span>{" "}
+        · updates <span data-testid="inspector-context-updates">{contextUpdates}</span>
       </h2>
+      {connection !== "open" && (
+        <p className="tether-inspector-note" data-testid="inspector-note">
+          Registered in this page; the model sees them once connected.
+        </p>
+      )}
       <ul>
         {tools.map((tool) => (
           <li key={tool.name} data-testid="inspector-tool" data-tool={tool.name}>
@@ -153,11 +180,14 @@ export function ToolInspector() {
   );
 }
 
-/** The errors the runtime reported (refused tools, server and connection errors). */
+/**
+ * The errors the runtime reported, newest last: refused tools, server errors, connection failures
+ * (one line per outage, with the URL and the attempts so far) and a runtime that did not load.
+ */
 export function RuntimeErrors() {
   const errors = useTetherState((s) => s.errors);
   return (
-    <ul data-testid="runtime-errors">
+    <ul className="tether-errors" aria-label="Runtime errors" data-testid="runtime-errors">
       {errors.map((error, i) => (
         <li key={i} data-testid="runtime-error">
           {error.message}

@@ -25,16 +25,27 @@ import { Slot, TetherStore, type ClientFactory, type TetherState } from "./store
 
 const StoreContext = createContext<TetherStore | null>(null);
 
-/** The message every hook throws outside `<TetherProvider>`. */
+/** What every hook and component says when it is used outside `<TetherProvider>` (after its own name). */
 export const OUTSIDE_PROVIDER =
-  "@tether/react: useAgentTool and the other Tether hooks must be called inside <TetherProvider url=…>; wrap the app (or this component) in it";
+  "must be called inside <TetherProvider>; wrap the app (or this component) in it: <TetherProvider><App /><ChatPanel /><ApprovalDialog /></TetherProvider>";
 
 const useIsomorphicLayoutEffect = typeof window === "undefined" ? useEffect : useLayoutEffect;
 
-function useStore(): TetherStore {
+/** The provider's store; `what` (a hook or component) is named in the error outside the provider. */
+function useStore(what: string): TetherStore {
   const store = useContext(StoreContext);
-  if (!store) throw new Error(OUTSIDE_PROVIDER);
+  if (!store) throw new Error(`@tether/react: ${what} ${OUTSIDE_PROVIDER}`);
   return store;
+}
+
+/**
+ * The WebSocket URL of a `tether serve` on the page's own origin: `ws(s)://<host>/ws`. A dev
+ * server on another port reaches it through a proxy for `/ws` (Vite: `server.proxy`).
+ */
+export function sameOriginUrl(): string {
+  const location = (globalThis as { location?: Location }).location;
+  if (!location?.host) throw new Error("@tether/react: <TetherProvider> needs a `url` outside a browser page");
+  return `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
 }
 
 /** A ref that always holds the latest value (updated before effects and tool calls can read it). */
@@ -47,8 +58,11 @@ function useLatest<T>(value: T) {
 }
 
 export interface TetherProviderProps {
-  /** The server's WebSocket URL, e.g. `ws://localhost:8787/ws`. A new URL makes a new client. */
-  url: string;
+  /**
+   * The server's WebSocket URL, e.g. `ws://127.0.0.1:8787/ws`. Default: `/ws` on the page's own
+   * origin (`sameOriginUrl()`), where `tether serve --static DIR` serves it. A new URL makes a new client.
+   */
+  url?: string;
   /** Reconnect and settle timings. Read when the client is made. */
   options?: ClientOptions;
   /** Where the wasm comes from (default: the file shipped in this package, next to its glue). */
@@ -62,7 +76,8 @@ export interface TetherProviderProps {
  * Connects to the agent server and provides what every Tether hook needs. The runtime's wasm is
  * loaded once per page; the client connects on mount and disconnects on unmount.
  */
-export function TetherProvider({ url, options, wasm, createClient, children }: TetherProviderProps) {
+export function TetherProvider({ url: given, options, wasm, createClient, children }: TetherProviderProps) {
+  const url = given ?? sameOriginUrl();
   const settings = useLatest({ options, wasm, createClient });
   const store = useMemo(
     () =>
@@ -90,7 +105,7 @@ export interface Tether {
 
 /** The provider's actions: send a chat message, answer an approval; `client` for anything else. */
 export function useTether(): Tether {
-  const store = useStore();
+  const store = useStore("useTether()");
   return useMemo(
     () => ({
       sendMessage: (text: string) => store.sendMessage(text),
@@ -107,14 +122,14 @@ export function useTether(): Tether {
 export function useTetherState(): TetherState;
 export function useTetherState<T>(select: (state: TetherState) => T): T;
 export function useTetherState<T>(select?: (state: TetherState) => T): T | TetherState {
-  const store = useStore();
+  const store = useStore("useTetherState()");
   const get = () => (select ? select(store.getState()) : store.getState());
   return useSyncExternalStore(store.subscribe, get, get);
 }
 
 /** Calls `listener` with every runtime event while the component is mounted (latest listener). */
 export function useTetherEvents(listener: (event: TetherEvent) => void): void {
-  const store = useStore();
+  const store = useStore("useTetherEvents()");
   const latest = useLatest(listener);
   useEffect(() => store.listen((event) => latest.current(event)), [store, latest]);
 }
@@ -132,7 +147,7 @@ export interface ApprovalRequests {
 
 /** The `high` and `critical` calls waiting for the user's decision (build your own dialog). */
 export function useApprovalRequests(): ApprovalRequests {
-  const store = useStore();
+  const store = useStore("useApprovalRequests()");
   const requests = useTetherState((s) => s.approvals);
   return useMemo(
     () => ({
@@ -174,8 +189,11 @@ function definition(tool: AgentTool): ToolDefinition {
 }
 
 /** Registers `want` for the calling component while it is mounted and while `key` holds. */
-function useRegistration(key: string, want: () => Omit<Parameters<TetherStore["want"]>[1] & object, "key">) {
-  const store = useStore();
+function useRegistration(
+  store: TetherStore,
+  key: string,
+  want: () => Omit<Parameters<TetherStore["want"]>[1] & object, "key">,
+) {
   const slot = useMemo(() => new Slot(), [store]);
   const make = useLatest(want);
   useEffect(() => {
@@ -195,11 +213,11 @@ export function useAgentTool<S extends ToolSchema | undefined = undefined>(
   tool: AgentTool<S>,
   handler: AgentToolHandler<S>,
 ): void {
-  const store = useStore();
+  const store = useStore(`useAgentTool("${tool.name}")`);
   const latest = useLatest(handler);
   const def = definition(tool);
   const key = JSON.stringify(def);
-  useRegistration(key, () => ({
+  useRegistration(store, key, () => ({
     names: [def.name],
     register: (client, owner) => client.registerTool(owner, def, (args) => store.runHandler(() => latest.current(args))),
   }));
@@ -229,11 +247,11 @@ const resolverName = (prefix: string, name: string) => (prefix.endsWith("_") ? p
  * hooks are read at call time, like `useAgentTool`'s.
  */
 export function useAgentToolResolver(resolver: AgentToolResolver, hooks: ResolverHooks = {}): void {
-  const store = useStore();
+  const store = useStore(`useAgentToolResolver("${resolver.prefix}")`);
   const latest = useLatest({ resolver, hooks });
   const defs = resolver.tools.map(definition);
   const key = JSON.stringify([resolver.prefix, defs]);
-  useRegistration(key, () => ({
+  useRegistration(store, key, () => ({
     names: defs.map((d) => resolverName(resolver.prefix, d.name)),
     register: (client, owner) =>
       client.registerResolver(

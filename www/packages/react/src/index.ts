@@ -10,6 +10,7 @@ export {
   useTetherState,
   useTetherEvents,
   useApprovalRequests,
+  sameOriginUrl,
   OUTSIDE_PROVIDER,
 } from "./hooks.js";
 export type {
@@ -22,10 +23,11 @@ export type {
   ApprovalRequests,
 } from "./hooks.js";
 export { ApprovalDialog, ChatPanel, ToolInspector, RuntimeErrors } from "./components.js";
-export { loadTether } from "./runtime.js";
+export { loadTether, wasmLoadError } from "./runtime.js";
+export { connectionWords, connectionError } from "./store.js";
 export type { WasmSource } from "./runtime.js";
 export { toJsonSchema } from "./schema.js";
-export type { ToolSchema, JsonSchema, StandardSchemaLike, ArgsOf } from "./schema.js";
+export type { ToolSchema, JsonSchema, StandardSchemaLike, ArgsOf, NoArgs } from "./schema.js";
 export type {
   TetherState,
   ChatLine,

@@ -16,8 +16,20 @@ export interface StandardSchemaLike<Output = unknown> {
 /** What `schema` accepts: a zod 4 schema (or any Standard JSON Schema object) or plain JSON Schema. */
 export type ToolSchema = StandardSchemaLike | JsonSchema;
 
-/** The arguments a handler gets for `schema`: the schema's output type, or `any` for plain JSON Schema. */
-export type ArgsOf<S> = S extends StandardSchemaLike<infer Output> ? Output : any; // eslint-disable-line @typescript-eslint/no-explicit-any
+/** The arguments of a tool without a schema: an empty object. */
+export type NoArgs = Record<string, never>;
+
+/**
+ * The arguments a handler gets for `schema`: the schema's output type; an empty object without a
+ * schema; `any` for a plain JSON Schema object (describe it with zod to have it typed).
+ */
+export type ArgsOf<S> = 0 extends 1 & S
+  ? any // eslint-disable-line @typescript-eslint/no-explicit-any
+  : [S] extends [undefined]
+  ? NoArgs
+  : S extends StandardSchemaLike<infer Output>
+    ? Output
+    : any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 type ZodLike = { toJSONSchema: (params: { target: string; io: "input" }) => JsonSchema };
 

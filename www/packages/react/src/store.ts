@@ -34,6 +34,29 @@ export type ClientFactory = (url: string, options?: ClientOptions) => TetherClie
 
 export type ConnectionState = Extract<TetherEvent, { type: "connection" }>["state"];
 
+/** The connection state in words, as the inspector and the chat show it. */
+export function connectionWords(state: ConnectionState, attempt = 0): string {
+  switch (state) {
+    case "idle":
+      return "not connected";
+    case "connecting":
+      return attempt === 0 ? "connecting…" : `connecting (try ${attempt + 1})…`;
+    case "open":
+      return "connected";
+    case "reconnecting":
+      return `offline, retrying (${attempt} failed)`;
+    case "closed":
+      return "disconnected";
+  }
+}
+
+/** How the error list words a connection that failed; `wasOpen` when it had been connected. */
+export function connectionError(url: string, attempt: number, wasOpen: boolean): string {
+  return wasOpen
+    ? `lost the connection to the agent server at ${url}; reconnecting`
+    : `cannot reach the agent server at ${url} (${attempt} failed attempt${attempt === 1 ? "" : "s"}); is \`tether serve\` running there? Retrying`;
+}
+
 /** One line of the chat. */
 export interface ChatLine {
   /** Stable key: the run id for agent lines. */
@@ -42,6 +65,8 @@ export interface ChatLine {
   text: string;
   /** How the run ended, once it did (agent lines). */
   status?: string;
+  /** A user message written while not connected: it is sent when the connection opens. */
+  waiting?: boolean;
 }
 
 /** A registration the runtime refused (over the cap, invalid name or schema). */
@@ -55,8 +80,10 @@ export interface RefusedTool {
 /** What the provider keeps up to date from the runtime's events. */
 export interface TetherState {
   connection: ConnectionState;
+  /** Failed connection attempts since the last success. */
+  attempt: number;
   sessionId: string | null;
-  /** The tools as the model sees them (updated when a `CONTEXT_UPDATE` leaves). */
+  /** The tools registered in this page, as the model sees them once connected (kept up to date offline too). */
   tools: ToolSpec[];
   refused: RefusedTool[];
   /** The last calls, newest last. */
@@ -66,7 +93,7 @@ export interface TetherState {
   running: boolean;
   /** Approval requests waiting for the user, oldest first. */
   approvals: ApprovalRequest[];
-  /** Errors the runtime reported, newest last. */
+  /** Errors the runtime reported, newest last: refused tools, server errors, connection failures. */
   errors: TetherError[];
   /** How many `CONTEXT_UPDATE` frames were sent. */
   contextUpdates: number;
@@ -96,8 +123,12 @@ const KEPT = 50;
 
 const keep = <T>(list: T[], item: T): T[] => [...list, item].slice(-KEPT);
 
+const isConnectionFailure = (error: TetherError) =>
+  error.kind === "connection" && /^(cannot reach|lost the connection to) the agent server/.test(error.message);
+
 const initialState: TetherState = {
   connection: "idle",
+  attempt: 0,
   sessionId: null,
   tools: [],
   refused: [],
@@ -156,7 +187,11 @@ export class TetherStore {
       .then(() => this.create(this.url, this.options))
       .then(
         (client) => this.open(client),
-        (error: unknown) => this.pushError({ kind: "connection", message: `the runtime did not load: ${String(error)}` }),
+        (error: unknown) => {
+          const message = error instanceof Error ? error.message : String(error);
+          console.error(message);
+          this.pushError({ kind: "connection", message });
+        },
       );
   }
 
@@ -190,6 +225,7 @@ export class TetherStore {
     );
     // Tools wanted before the runtime was ready: registered before the first connection.
     this.reconcile();
+    this.refreshTools();
     client.connect();
     for (const text of this.queued.splice(0)) client.sendMessage(text);
   }
@@ -236,12 +272,31 @@ export class TetherStore {
     this.update({ errors: keep(this.state.errors, error) });
   }
 
+  /** The page's tools, read from the runtime (offline too). */
+  private refreshTools(): void {
+    const tools = this.client?.tools();
+    if (tools && JSON.stringify(tools) !== JSON.stringify(this.state.tools)) this.update({ tools });
+  }
+
   private onEvent(event: TetherEvent): void {
     const s = this.state;
     switch (event.type) {
-      case "connection":
-        this.update({ connection: event.state });
+      case "connection": {
+        const wasOpen = s.connection === "open";
+        const patch: Partial<TetherState> = { connection: event.state, attempt: event.attempt };
+        if (event.state === "reconnecting") {
+          // One entry per outage, updated as the attempts fail.
+          const error: TetherError = { kind: "connection", message: connectionError(this.url, event.attempt, wasOpen) };
+          const last = s.errors.at(-1);
+          patch.errors = last && isConnectionFailure(last) && !wasOpen ? [...s.errors.slice(0, -1), error] : keep(s.errors, error);
+        }
+        if (event.state === "open" && s.messages.some((m) => m.waiting)) {
+          // Messages written while offline have now left.
+          patch.messages = s.messages.map((m) => (m.waiting ? { ...m, waiting: false } : m));
+        }
+        this.update(patch);
         break;
+      }
       case "welcome":
         this.update({ sessionId: event.sessionId });
         break;
@@ -252,6 +307,7 @@ export class TetherStore {
         this.update({
           refused: [...s.refused.filter((r) => r.tool !== event.tool), { tool: event.tool, event: event.event, reason: event.reason }],
         });
+        this.refreshTools();
         break;
       case "callFinished":
         this.update({ calls: keep(s.calls, event.record) });
@@ -274,12 +330,13 @@ export class TetherStore {
 
   // ---- actions ----
 
-  /** Sends the user's message (queued until the runtime is loaded) and shows it in the chat. */
+  /** Sends the user's message (kept until the server is reachable) and shows it in the chat. */
   sendMessage(text: string): void {
     const trimmed = text.trim();
     if (!trimmed) return;
+    const waiting = this.state.connection !== "open";
     this.update({
-      messages: [...this.state.messages, { key: `user-${this.state.messages.length}`, role: "user", text: trimmed }],
+      messages: [...this.state.messages, { key: `user-${this.state.messages.length}`, role: "user", text: trimmed, waiting }],
       running: true,
     });
     if (this.client) this.client.sendMessage(trimmed);
@@ -356,5 +413,6 @@ export class TetherStore {
         // A refusal (over the cap, invalid schema) is reported to onError and the inspector.
       }
     }
+    this.refreshTools();
   }
 }

@@ -282,9 +282,10 @@ describe("useAgentTool", () => {
     expect(screen.getByTestId("runtime-errors").textContent).toMatch(/stress_tool_31/);
   });
 
-  it("throws a clear error outside the provider", () => {
+  it("throws a clear error outside the provider, naming the hook and the tool", () => {
     vi.spyOn(console, "error").mockImplementation(() => {});
-    expect(() => render(<Echo />)).toThrow(OUTSIDE_PROVIDER);
+    expect(() => render(<Echo />)).toThrow(`@tether/react: useAgentTool("echo") ${OUTSIDE_PROVIDER}`);
+    expect(() => render(<ChatPanel />)).toThrow(/useTether\(\) must be called inside <TetherProvider>/);
   });
 });
 
@@ -372,6 +373,8 @@ describe("events, approvals and the chat", () => {
   it("ChatPanel sends a message and streams the answer with its status", async () => {
     const { client } = setup(<ChatPanel />);
     await settle();
+    act(() => client.emit({ type: "connection", state: "open", attempt: 0 }));
+    expect(screen.queryByTestId("chat-status")).toBeNull();
     fireEvent.change(screen.getByTestId("chat-input"), { target: { value: "add the red mug" } });
     fireEvent.submit(screen.getByTestId("chat-input"));
     expect(client.sent).toEqual(["add the red mug"]);
@@ -384,5 +387,90 @@ describe("events, approvals and the chat", () => {
       ["(scripted model) Done.", "completed"],
     ]);
     expect((screen.getByTestId("chat-send") as HTMLButtonElement).disabled).toBe(false);
+  });
+});
+
+describe("every state in words", () => {
+  it("before connecting: the page's tools in the inspector, the connection in words", async () => {
+    function Tools() {
+      useAgentTool({ name: "todo_add", description: "Add an item." }, () => null);
+      useAgentTool({ name: "todo_remove", description: "Remove an item.", risk: "high" }, () => null);
+      return <ToolInspector />;
+    }
+    const { client } = setup(<Tools />);
+    await settle();
+    // Nothing was sent (the fake runtime is not connected), yet the inspector lists both tools.
+    expect(screen.getByTestId("inspector-count").textContent).toBe("2");
+    expect(screen.getAllByTestId("inspector-tool").map((t) => t.getAttribute("data-tool"))).toEqual(["todo_add", "todo_remove"]);
+    expect(screen.getByTestId("inspector-connection").textContent).toBe("not connected");
+    expect(screen.getByTestId("inspector-note").textContent).toMatch(/the model sees them once connected/);
+    const risks = screen.getAllByTestId("inspector-tool").map((t) => t.querySelector(".tether-risk")!.className);
+    expect(risks).toEqual(["tether-risk tether-risk-none", "tether-risk tether-risk-high"]);
+    act(() => client.emit({ type: "connection", state: "reconnecting", attempt: 2 }));
+    expect(screen.getByTestId("inspector-connection").textContent).toBe("offline, retrying (2 failed)");
+    expect(screen.getByTestId("inspector-connection").getAttribute("data-state")).toBe("reconnecting");
+    act(() => client.emit({ type: "connection", state: "open", attempt: 0 }));
+    expect(screen.getByTestId("inspector-connection").textContent).toBe("connected");
+    expect(screen.queryByTestId("inspector-note")).toBeNull();
+  });
+
+  it("connection failures reach the error list, one line per outage", async () => {
+    const { client } = setup(<RuntimeErrors />);
+    await settle();
+    for (const attempt of [1, 2, 3]) {
+      act(() => client.emit({ type: "connection", state: "connecting", attempt: attempt - 1 }));
+      act(() => client.emit({ type: "connection", state: "reconnecting", attempt }));
+    }
+    const lines = () => screen.queryAllByTestId("runtime-error").map((l) => l.textContent);
+    expect(lines()).toEqual([
+      "cannot reach the agent server at ws://test/ws (3 failed attempts); is `tether serve` running there? Retrying",
+    ]);
+    act(() => client.emit({ type: "connection", state: "open", attempt: 0 }));
+    act(() => client.emit({ type: "connection", state: "reconnecting", attempt: 1 }));
+    expect(lines()).toHaveLength(2);
+    expect(lines()[1]).toBe("lost the connection to the agent server at ws://test/ws; reconnecting");
+  });
+
+  it("a message written offline says it waits, and leaves when the connection opens", async () => {
+    const { client } = setup(<ChatPanel />);
+    await settle();
+    act(() => client.emit({ type: "connection", state: "reconnecting", attempt: 1 }));
+    expect(screen.getByTestId("chat-status").textContent).toBe(
+      "Not connected to the agent server (offline, retrying (1 failed)). Messages you send wait until the connection is back.",
+    );
+    fireEvent.change(screen.getByTestId("chat-input"), { target: { value: "add buy milk" } });
+    fireEvent.submit(screen.getByTestId("chat-input"));
+    const line = () => screen.getAllByTestId("chat-message")[0]!;
+    expect(line().getAttribute("data-waiting")).toBe("true");
+    expect(line().textContent).toBe("add buy milk (waiting for the connection)");
+    expect(screen.getByTestId("chat-send").textContent).toBe("Waiting for the server…");
+    act(() => client.emit({ type: "connection", state: "open", attempt: 0 }));
+    expect(line().getAttribute("data-waiting")).toBeNull();
+    expect(line().textContent).toBe("add buy milk");
+    expect(screen.getByTestId("chat-send").textContent).toBe("Working…");
+    expect(screen.queryByTestId("chat-status")).toBeNull();
+  });
+
+  it("a runtime that does not load is in the error list, with the fix", async () => {
+    vi.spyOn(console, "error").mockImplementation(() => {});
+    const createClient = () => Promise.reject(new Error("the wasm is missing"));
+    render(
+      <TetherProvider url="ws://test/ws" createClient={createClient}>
+        <RuntimeErrors />
+      </TetherProvider>,
+    );
+    await settle();
+    expect(screen.getByTestId("runtime-error").textContent).toBe("the wasm is missing");
+  });
+
+  it("the URL defaults to /ws on the page's own origin", async () => {
+    let url: string | undefined;
+    const createClient = (u: string) => {
+      url = u;
+      return new FakeClient();
+    };
+    render(<TetherProvider createClient={createClient} />);
+    await settle();
+    expect(url).toBe(`ws://${location.host}/ws`);
   });
 });

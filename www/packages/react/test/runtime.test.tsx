@@ -70,7 +70,7 @@ async function mount(children: ReactNode) {
       </TetherProvider>
     </StrictMode>,
   );
-  await waitFor(() => expect(screen.getByTestId("inspector-connection").textContent).toBe("Open"));
+  await waitFor(() => expect(screen.getByTestId("inspector-connection").textContent).toBe("connected"));
   await sleep(20);
   return view;
 }

@@ -35,8 +35,13 @@ export function Tools() {
   });
   // A plain JSON Schema: the arguments are untyped.
   useAgentTool({ name: "navigate", description: "Go.", schema: { type: "object" }, global: true }, (args) => args.to);
-  // No schema, async handler.
-  useAgentTool({ name: "ping", description: "Ping.", timeoutMs: 500 }, async () => "pong");
+  // No schema, async handler: the arguments are an empty object.
+  useAgentTool({ name: "ping", description: "Ping.", timeoutMs: 500 }, async (args) => {
+    const none: Record<string, never> = args;
+    // @ts-expect-error: a tool without a schema has no arguments
+    args.anything.length;
+    return none;
+  });
   // @ts-expect-error: not a risk level
   useAgentTool({ name: "x", description: "X.", risk: "medium" }, () => null);
   // @ts-expect-error: a description is required
@@ -94,8 +99,12 @@ export const app = (
   </TetherProvider>
 );
 
-// @ts-expect-error: url is required
-export const noUrl = <TetherProvider />;
+// The URL defaults to /ws on the page's own origin.
+export const sameOrigin = (
+  <TetherProvider>
+    <Tools />
+  </TetherProvider>
+);
 
 export async function runtime() {
   const Client = await loadTether();
