@@ -96,34 +96,33 @@ impl ToolHost for SessionTools {
         name: &'a str,
         args: Value,
     ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            if let Some(tool) = self.server_tool(name) {
-                let handler = tool.handler.clone();
-                return match tokio::spawn(async move { handler(args).await }).await {
-                    Ok(Ok(value)) => ToolOutput::new(
-                        ResultStatus::Ok,
-                        match value {
-                            Value::String(text) => text,
-                            other => other.to_string(),
-                        },
+        Box::pin(self.run_call(run_id, call_id, name, args, Risk::None))
+    }
+
+    /// A hook asked for the user's approval: a client tool's `TOOL_CALL` goes out with a risk of
+    /// at least `high`, so the page shows its approval dialog whatever the tool declared. A
+    /// server-side tool has no approval step: it is not run.
+    fn execute_with_approval<'a>(
+        &'a self,
+        run_id: &'a str,
+        call_id: &'a str,
+        name: &'a str,
+        args: Value,
+        reason: &'a str,
+    ) -> BoxFuture<'a, ToolOutput> {
+        if self.server_tool(name).is_some() {
+            tracing::info!(session = self.session.id(), tool = name, %reason, "a hook asked for approval of a server tool");
+            return Box::pin(async move {
+                ToolOutput::new(
+                    ResultStatus::Denied,
+                    format!(
+                        "A hook asked the user to approve \"{name}\" ({reason}), but it runs on the server, \
+                         where there is no approval step: it was not run."
                     ),
-                    Ok(Err(message)) => ToolOutput::new(ResultStatus::Error, message),
-                    Err(_) => {
-                        ToolOutput::new(ResultStatus::Error, format!("server tool \"{name}\" failed unexpectedly"))
-                    }
-                };
-            }
-            let frame = ToolCall {
-                id: String::new(),
-                call_id: call_id.to_string(),
-                run_id: run_id.to_string(),
-                name: name.to_string(),
-                args,
-                // The client applies the stricter of this and its own risk, so it cannot lower it.
-                risk: self.app.config.risk_floor(name).stricter(self.session.client_risk(name)),
-            };
-            self.session.call_client_tool(frame).await
-        })
+                )
+            });
+        }
+        Box::pin(self.run_call(run_id, call_id, name, args, Risk::High))
     }
 
     fn admit(&self, asked: usize) -> usize {
@@ -142,5 +141,36 @@ impl ToolHost for SessionTools {
             );
         }
         room.min(asked)
+    }
+}
+
+impl SessionTools {
+    /// Runs a server tool, or sends a client tool's `TOOL_CALL` with a risk of at least
+    /// `at_least` and waits for its result.
+    async fn run_call(&self, run_id: &str, call_id: &str, name: &str, args: Value, at_least: Risk) -> ToolOutput {
+        if let Some(tool) = self.server_tool(name) {
+            let handler = tool.handler.clone();
+            return match tokio::spawn(async move { handler(args).await }).await {
+                Ok(Ok(value)) => ToolOutput::new(
+                    ResultStatus::Ok,
+                    match value {
+                        Value::String(text) => text,
+                        other => other.to_string(),
+                    },
+                ),
+                Ok(Err(message)) => ToolOutput::new(ResultStatus::Error, message),
+                Err(_) => ToolOutput::new(ResultStatus::Error, format!("server tool \"{name}\" failed unexpectedly")),
+            };
+        }
+        let frame = ToolCall {
+            id: String::new(),
+            call_id: call_id.to_string(),
+            run_id: run_id.to_string(),
+            name: name.to_string(),
+            args,
+            // The client applies the stricter of this and its own risk, so it cannot lower it.
+            risk: self.app.config.risk_floor(name).stricter(self.session.client_risk(name)).stricter(at_least),
+        };
+        self.session.call_client_tool(frame).await
     }
 }
