@@ -185,17 +185,21 @@ pub enum RunStatus {
     Failed,
     /// The run was aborted (the session closed or the server shut down).
     Aborted,
+    /// The model kept asking for calls it had already made in the run (the loop guard refused
+    /// them); the answer says what was done.
+    LoopDetected,
 }
 
 impl RunStatus {
     /// Every status.
-    pub const ALL: [RunStatus; 6] = [
+    pub const ALL: [RunStatus; 7] = [
         RunStatus::Completed,
         RunStatus::Capped,
         RunStatus::MaxTurns,
         RunStatus::TimedOut,
         RunStatus::Failed,
         RunStatus::Aborted,
+        RunStatus::LoopDetected,
     ];
 
     /// Parses a wire name.
@@ -212,6 +216,7 @@ impl RunStatus {
             RunStatus::TimedOut => "timed_out",
             RunStatus::Failed => "failed",
             RunStatus::Aborted => "aborted",
+            RunStatus::LoopDetected => "loop_detected",
         }
     }
 }
@@ -232,7 +237,9 @@ pub enum ErrorCode {
     HandshakeRequired,
     /// A `CONTEXT_UPDATE` announced more tools than `maxActiveTools`; the previous list is kept.
     ToolCapExceeded,
-    /// A tool in a `CONTEXT_UPDATE` is invalid (name, schema, size); the previous list is kept.
+    /// A tool in a `CONTEXT_UPDATE` is invalid (name, schema, size): the previous list is kept.
+    /// Also sent during a run when the model provider refuses a tool's schema: the run goes on
+    /// without that tool.
     InvalidTool,
     /// A `TOOL_RESULT` names a call this session does not have.
     UnknownCall,

@@ -22,7 +22,7 @@ pub use frames::*;
 pub use quoted::Quoted;
 
 /// The version of the wire format. Bump it whenever a frame changes shape.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Default largest frame, in bytes, that either side accepts.
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 256 * 1024;
