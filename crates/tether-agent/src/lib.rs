@@ -13,14 +13,17 @@ pub mod hooks;
 pub mod model;
 
 pub use agent_loop::{
-    AgentLoop, DEFAULT_MAX_TURNS, DEFAULT_RUN_TIMEOUT, DEFAULT_SYSTEM_PROMPT, MAX_TOOL_RESULT_BYTES, RunOutcome,
-    RunSink, ToolHost,
+    AgentLoop, DEFAULT_MAX_CALLS_PER_TOOL, DEFAULT_MAX_TURNS, DEFAULT_RUN_TIMEOUT, DEFAULT_SYSTEM_PROMPT, LoopGuard,
+    MAX_TOOL_RESULT_BYTES, RunOutcome, RunSink, ToolHost,
 };
 pub use error::AgentError;
 pub use hooks::{
     EventEmitter, HOOK_LABEL, HookError, HookResult, Hooks, ProviderCall, RunInfo, StopCheck, StopDecision,
     ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart,
 };
-pub use model::{BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, ScriptedModel};
+pub use model::{
+    BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, ReadReply, RefusedTool,
+    ScriptedModel, ToolMode, json_values, read_reply,
+};
 #[cfg(feature = "openai")]
 pub use model::{OpenAiConfig, OpenAiProvider};
