@@ -6,6 +6,7 @@
 #![allow(clippy::print_stdout)]
 
 mod cmd;
+mod local_model;
 mod tasks;
 mod toolchain;
 mod wasm;
@@ -18,9 +19,11 @@ cargo xtask <task>
   setup            install what tests and the demo need (idempotent; apt, cargo, npm)
   test             everything CI runs: setup, lints, native, wasm and browser tests, size budget
   demo             build the Leptos storefront and serve it with the built-in model
+                   (`--local-model`: with a real small model on this machine, installed on first use)
   size             size report of the browser modules (raw, wasm-bindgen, wasm-opt -Oz, gzip, twiggy)
   bench            criterion benchmarks (core, server), hook and loopback benches, and the
                    browser latency benchmark (`--browser`: only that one)
+                   `--tasks`: the task benchmark with a real local model (see docs/models.md)
   protocol-schema  regenerate crates/tether-protocol/protocol.schema.json after a version bump
 ";
 

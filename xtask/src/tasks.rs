@@ -5,7 +5,7 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
-use crate::cmd::{in_repo, repo_root, run, step};
+use crate::cmd::{in_repo, probe, repo_root, run, step};
 use crate::toolchain::{self, Needs, WasmToolchain};
 use crate::wasm::{ModuleSizes, build_module, print_sizes};
 
@@ -73,6 +73,9 @@ fn twiggy_top(module: &ModuleSizes) -> Result<()> {
 }
 
 pub(crate) fn bench(args: &[String]) -> Result<()> {
+    if args.iter().any(|a| a == "--tasks") {
+        return task_bench();
+    }
     let only_browser = args.iter().any(|a| a == "--browser");
     if !only_browser {
         run(in_repo("cargo").args(["bench", "-p", "tether-core"]))?;
@@ -139,10 +142,52 @@ pub(crate) fn demo(args: &[String]) -> Result<()> {
     run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether"]))?;
     let addr =
         args.iter().position(|a| a == "--addr").and_then(|i| args.get(i + 1)).map_or("127.0.0.1:8787", String::as_str);
+    if args.iter().any(|a| a == "--local-model") {
+        let model = crate::local_model::start()?;
+        step("serving the Leptos storefront with the local model (Ctrl-C stops); open the URL below");
+        return run(Command::new(repo_root().join("target/debug/tether"))
+            .args(["serve", "--model", &model.url])
+            .args(LOCAL_MODEL_ARGS)
+            .args(["--addr", addr, "--static"])
+            .arg(&dist));
+    }
     step("serving the Leptos storefront with the built-in model (Ctrl-C stops); open the URL below");
     run(Command::new(repo_root().join("target/debug/tether"))
         .args(["serve", "--model", "scripted", "--addr", addr, "--static"])
         .arg(&dist))
+}
+
+/// How `tether serve` talks to the local model in the demo and the task benchmark.
+const LOCAL_MODEL_ARGS: [&str; 8] =
+    ["--model-name", "qwen2.5-coder-1.5b-instruct", "--tool-mode", "auto", "--temperature", "0", "--max-tokens", "300"];
+
+/// The task benchmark: the local model, both storefronts served by the real `tether serve`, the
+/// tasks of bench/tasks/tasks.mjs in headless Chromium for each tool mode, then the travel example
+/// and the hook examples with the same model. `BENCH_*` variables narrow it (bench/tasks/run.mjs).
+fn task_bench() -> Result<()> {
+    let toolchain = toolchain::setup(Needs { browser: true })?;
+    let (leptos, _) = build_storefront(toolchain)?;
+    runtime_module(toolchain)?;
+    run(in_repo("npm").args(["run", "--silent", "storefront-react:build"]))?;
+    run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether", "-p", "travel-local"]))?;
+    let model = crate::local_model::start()?;
+    if let Some(load) = probe("cat", &["/proc/loadavg"]) {
+        step(format!("load average before the run: {}", load.trim()));
+    }
+    step("the task benchmark (headless Chromium; every tool mode side by side)");
+    run(in_repo("node")
+        .arg("bench/tasks/run.mjs")
+        .env("TETHER_LLM_URL", &model.url)
+        .env("TETHER_LEPTOS_DIST", &leptos)
+        .env("TETHER_REACT_DIST", repo_root().join("www/storefront-react/dist"))
+        .env("BENCH_OUT", repo_root().join("target/bench-tasks")))?;
+    step("the travel example and the hook examples with the same model");
+    run(in_repo("node")
+        .arg("bench/tasks/extras.mjs")
+        .env("TETHER_LLM_URL", &model.url)
+        .env("TETHER_LEPTOS_DIST", &leptos)
+        .env("TETHER_TRAVEL_BIN", repo_root().join("target/debug/travel-local"))
+        .env("BENCH_OUT", repo_root().join("target/bench-tasks")))
 }
 
 /// Runs each fuzz target for `seconds` (cargo-fuzz, libFuzzer; no sanitizer, so stable Rust works).
