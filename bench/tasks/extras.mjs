@@ -2,7 +2,7 @@
 // same local model (`cargo xtask bench --tasks` runs this after run.mjs).
 //
 // Environment: TETHER_LLM_URL, TETHER_LEPTOS_DIST, TETHER_TRAVEL_BIN (the travel-local binary),
-// BENCH_OUT, optionally BENCH_EXTRA_MODES (default: constrained,native).
+// BENCH_OUT, optionally BENCH_EXTRA_MODES (default: BENCH_MODES, else constrained,native).
 
 import { execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -12,7 +12,7 @@ import { TASKS } from "./tasks.mjs";
 import { startProxy, runTask, openPage } from "./lib.mjs";
 
 const env = process.env;
-const MODES = (env.BENCH_EXTRA_MODES ?? "constrained,native").split(",");
+const MODES = (env.BENCH_EXTRA_MODES || env.BENCH_MODES || "constrained,native").split(",").filter((m) => m !== "auto");
 const OUT = env.BENCH_OUT ?? resolve(ROOT, "target/bench-tasks");
 const log = (...parts) => console.error("[bench]", ...parts);
 

@@ -6,7 +6,10 @@
 // Environment (set by xtask): TETHER_LLM_URL (the model server), TETHER_LEPTOS_DIST,
 // TETHER_REACT_DIST, BENCH_OUT (a folder for results.json), and optionally BENCH_MODES
 // (native,text,constrained,auto), BENCH_APPS (leptos,react), BENCH_SUITES (fresh,conversation),
-// BENCH_TASKS (task ids), BENCH_HOOKS (0 to skip the hook examples), BENCH_TASK_TIMEOUT_S.
+// BENCH_TASKS (task ids), BENCH_TASK_TIMEOUT_S; `cargo xtask bench --tasks` sets them from its flags
+// (--modes, --apps, --suites, --only, --task-timeout). Prints one table per mode and suite (task,
+// success, status, tool calls, model calls, seconds, failure reason) and a summary; writes
+// BENCH_OUT/results.json and BENCH_OUT/report.md.
 
 import { loadavg } from "node:os";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -120,15 +123,34 @@ async function main() {
   }
   await browser.close();
   proxy.stop();
-  console.log(`\nTask benchmark (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, llama.cpp on CPU, temperature 0; load ${readLoad()})\n`);
-  console.log(table(rows));
-  console.log("\nFailures:");
+  const report = [];
+  const say = (line = "") => {
+    console.log(line);
+    report.push(line);
+  };
+  say(`\nTask benchmark (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, llama.cpp on CPU, temperature 0; load ${readLoad()})`);
   for (const row of rows) {
-    for (const r of row.results.filter((r) => !r.ok)) {
-      console.log(`- ${row.app}/${row.mode}/${row.suite} ${r.id} [${r.status}]: ${r.problems.join("; ")}`);
-    }
+    say(`\n### ${row.app}, tool mode ${row.mode}, ${row.suite}\n\n${row.banner}\n`);
+    say(perTask(row.results));
   }
-  console.log(`\nDetails: ${resolve(OUT, "results.json")}`);
+  say("\n### Summary\n");
+  say(table(rows));
+  say(`\nDetails: ${resolve(OUT, "results.json")}`);
+  writeFileSync(resolve(OUT, "report.md"), report.join("\n") + "\n");
+  console.log(`Report: ${resolve(OUT, "report.md")}`);
+}
+
+/** One line per task: what it asked for, whether it succeeded, and why not. */
+function perTask(results) {
+  const lines = [
+    "| task | success | status | tool calls | model calls | seconds | failure reason |",
+    "| --- | --- | --- | --- | --- | --- | --- |",
+  ];
+  for (const r of results) {
+    const reason = r.ok ? "" : r.problems.join("; ").replaceAll("|", "\\|").replaceAll("\n", " ");
+    lines.push(`| ${r.id} | ${r.ok ? "yes" : "no"} | ${r.status} | ${r.pageToolCalls} | ${r.modelCalls} | ${r.seconds.toFixed(1)} | ${reason} |`);
+  }
+  return lines.join("\n");
 }
 
 const readLoad = () => loadavg().map((n) => n.toFixed(2)).join(" ");

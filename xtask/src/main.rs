@@ -23,7 +23,8 @@ cargo xtask <task>
   size             size report of the browser modules (raw, wasm-bindgen, wasm-opt -Oz, gzip, twiggy)
   bench            criterion benchmarks (core, server), hook and loopback benches, and the
                    browser latency benchmark (`--browser`: only that one)
-                   `--tasks`: the task benchmark with a real local model (see docs/models.md)
+                   `--tasks`: the task benchmark with a real local model (see docs/models.md;
+                   narrow it with --modes, --apps, --suites, --only, --task-timeout, --no-extras)
   protocol-schema  regenerate crates/tether-protocol/protocol.schema.json after a version bump
 ";
 
