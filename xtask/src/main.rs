@@ -8,6 +8,8 @@
 mod cmd;
 mod local_model;
 mod tasks;
+#[cfg(test)]
+mod tidy;
 mod toolchain;
 mod wasm;
 

@@ -246,8 +246,9 @@ pub(crate) fn setup(needs: Needs) -> Result<WasmToolchain> {
     if needs.browser && browser_missing {
         apt_install(&["chromium", "chromium-driver"])?;
     }
-    // The declarative-hook examples use jq and python3 (the hooks' PATH is /usr/local/bin:/usr/bin:/bin).
-    apt_install(&["jq", "python3"])?;
+    // The declarative-hook examples use jq and python3 (the hooks' PATH is /usr/local/bin:/usr/bin:/bin);
+    // the Redis store's tests start redis-server instances of their own (never the machine's 6379).
+    apt_install(&["jq", "python3", "redis-server"])?;
     install_npm_packages()?;
     eprintln!("[xtask] wasm toolchain: {toolchain:?}");
     Ok(toolchain)

@@ -126,13 +126,30 @@ fn optimize(wasm: &Path, glue: &Path) -> Result<()> {
             })
             .collect()
     };
-    let mut js = std::fs::read_to_string(glue).with_context(|| format!("reading {}", glue.display()))?;
-    let imports = pairs("imports", 1, 2)?;
+    let js = std::fs::read_to_string(glue).with_context(|| format!("reading {}", glue.display()))?;
     let mut modules: Vec<String> = pairs("imports", 0, 0)?.into_iter().map(|(module, _)| module).collect();
     modules.sort();
     modules.dedup();
+    let js = rename_in_glue(js, &modules, &pairs("imports", 1, 2)?, &pairs("exports", 0, 1)?)?;
+    std::fs::write(glue, js)?;
+    let declarations = wasm.with_extension("wasm.d.ts");
+    if declarations.exists() {
+        std::fs::remove_file(declarations)?;
+    }
+    Ok(())
+}
+
+/// Renames, in wasm-bindgen's glue, the import module, the imports (`old: function` keys) and
+/// the exports (`wasm.old` reads) that wasm-opt shortened, then checks that no old name is left:
+/// a glue that still used one would fail at load time in every app.
+fn rename_in_glue(
+    mut js: String,
+    modules: &[String],
+    imports: &[(String, String)],
+    exports: &[(String, String)],
+) -> Result<String> {
     anyhow::ensure!(modules.len() <= 1, "the module imports from several modules: {modules:?}");
-    for module in &modules {
+    for module in modules {
         let key = format!("\"{module}\": ");
         anyhow::ensure!(js.matches(&key).count() == 1, "the glue names import module {module} other than once");
         js = js.replace(&key, "\"a\": ");
@@ -142,15 +159,26 @@ fn optimize(wasm: &Path, glue: &Path) -> Result<()> {
         anyhow::ensure!(js.matches(&key).count() == 1, "the glue defines import {old} other than once");
         js = js.replace(&key, &format!("\"{new}\": function"));
     }
-    for (old, new) in pairs("exports", 0, 1)? {
+    for (old, new) in exports {
         js = replace_member(&js, &format!("wasm.{old}"), &format!("wasm[\"{new}\"]"));
     }
-    std::fs::write(glue, js)?;
-    let declarations = wasm.with_extension("wasm.d.ts");
-    if declarations.exists() {
-        std::fs::remove_file(declarations)?;
-    }
-    Ok(())
+    // wasm-opt renames every export, so after the renaming no `wasm.name` read may be left.
+    let mut left: Vec<String> = unrenamed_reads(&js);
+    left.extend(imports.iter().filter(|(old, _)| js.contains(&format!("{old}: function"))).map(|(old, _)| old.clone()));
+    left.extend(modules.iter().filter(|module| js.contains(&format!("\"{module}\": "))).cloned());
+    anyhow::ensure!(left.is_empty(), "the JS glue still uses names that were not shortened: {left:?}");
+    Ok(js)
+}
+
+/// The `wasm.name` member reads in `js` (`wasm` as a whole word).
+fn unrenamed_reads(js: &str) -> Vec<String> {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';
+    js.match_indices("wasm.")
+        .filter(|(at, _)| !js[..*at].ends_with(is_name))
+        .map(|(at, _)| js[at + 5..].chars().take_while(|c| is_name(*c)).collect::<String>())
+        .filter(|name| !name.is_empty())
+        .map(|name| format!("wasm.{name}"))
+        .collect()
 }
 
 /// Replaces `from` where it is a whole member access (not followed by another name character).
@@ -185,5 +213,42 @@ pub(crate) fn print_sizes(modules: &[ModuleSizes]) {
             m.js_gzip,
             m.total_gzip()
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(old: &str, new: &str) -> (String, String) {
+        (old.to_string(), new.to_string())
+    }
+
+    #[test]
+    fn every_renamed_name_is_renamed_in_the_glue() {
+        let glue = "imports[\"wbg\"] = {};\nconst i = { \"wbg\": { __wbg_log_1: function(a) {} } };\n\
+                    wasm.tetherclient_new(); wasm.tetherclient_new_x(); wasm.memory;";
+        let js = rename_in_glue(
+            glue.to_string(),
+            &["wbg".to_string()],
+            &[pair("__wbg_log_1", "b")],
+            &[pair("tetherclient_new", "c"), pair("memory", "d"), pair("tetherclient_new_x", "f")],
+        )
+        .unwrap();
+        assert!(js.contains("\"b\": function") && js.contains("wasm[\"c\"]()") && js.contains("wasm[\"d\"]"), "{js}");
+        // A longer name that starts with a renamed one is renamed as itself.
+        assert!(js.contains("wasm[\"f\"]()") && !js.contains("_x"), "{js}");
+    }
+
+    #[test]
+    fn a_name_the_glue_still_uses_is_refused() {
+        let glue = "const i = { \"wbg\": { f: function() {}, f: function() {} } };";
+        let error = rename_in_glue(glue.to_string(), &["wbg".to_string()], &[pair("f", "b")], &[]).unwrap_err();
+        assert!(error.to_string().contains("other than once"), "{error}");
+        // An export the mapping does not name stays `wasm.name`: refused, naming it.
+        let glue = "wasm.renamed(); wasm.forgotten(); xwasm.other;".to_string();
+        let error = rename_in_glue(glue, &[], &[], &[pair("renamed", "e")]).unwrap_err().to_string();
+        assert!(error.contains("wasm.forgotten"), "{error}");
+        assert!(!error.contains("wasm.renamed") && !error.contains("wasm.other"), "{error}");
     }
 }

@@ -209,32 +209,72 @@ fn wire_names_are_the_documented_ones() {
     assert_eq!(value["resumeToken"], "secret");
 }
 
+/// What the schema check concludes.
+#[derive(Debug, PartialEq)]
+enum SchemaCheck {
+    /// The checked-in schema is what the code produces.
+    Unchanged,
+    /// The wire changed together with `PROTOCOL_VERSION`: regenerate the schema.
+    Regenerate,
+    /// Refused, with the reason and what to do.
+    Refused(String),
+}
+
 /// The checked-in schema must describe exactly what the code produces, and may only change
-/// together with `PROTOCOL_VERSION`.
+/// together with `PROTOCOL_VERSION` (which it records as `x-protocol-version`).
+fn check_schema(generated: &Value, checked_in: &Value, version: u32) -> SchemaCheck {
+    if generated == checked_in {
+        return SchemaCheck::Unchanged;
+    }
+    let recorded = checked_in["x-protocol-version"].as_u64();
+    if recorded == Some(u64::from(version)) {
+        return SchemaCheck::Refused(format!(
+            "the wire format changed but PROTOCOL_VERSION is still {version}: bump it in \
+             crates/tether-protocol/src/lib.rs, then run `cargo xtask protocol-schema` and describe \
+             the change in docs/protocol.md"
+        ));
+    }
+    SchemaCheck::Regenerate
+}
+
 #[test]
 fn wire_format_changes_only_with_a_version_bump() {
     let generated = protocol_schema();
-    if std::env::var_os("UPDATE_PROTOCOL_SCHEMA").is_some() {
-        let text = serde_json::to_string_pretty(&generated).unwrap() + "\n";
-        std::fs::write(schema_path(), text).unwrap();
-        return;
-    }
     let checked_in = checked_in_schema();
-    if generated == checked_in {
+    let check = check_schema(&generated, &checked_in, PROTOCOL_VERSION);
+    if let SchemaCheck::Refused(reason) = &check {
+        // `cargo xtask protocol-schema` sets UPDATE_PROTOCOL_SCHEMA: it refuses too.
+        panic!("{reason}");
+    }
+    if std::env::var_os("UPDATE_PROTOCOL_SCHEMA").is_some() {
+        if check == SchemaCheck::Regenerate {
+            let text = serde_json::to_string_pretty(&generated).unwrap() + "\n";
+            std::fs::write(schema_path(), text).unwrap();
+        }
         return;
     }
     let recorded = checked_in["x-protocol-version"].as_u64();
-    if recorded == Some(u64::from(PROTOCOL_VERSION)) {
-        panic!(
-            "the wire format changed but PROTOCOL_VERSION is still {PROTOCOL_VERSION}: bump it in \
-             crates/tether-protocol/src/lib.rs, then run `cargo xtask protocol-schema` and describe \
-             the change in docs/protocol.md"
-        );
-    }
-    panic!(
+    assert_eq!(
+        check,
+        SchemaCheck::Unchanged,
         "PROTOCOL_VERSION is {PROTOCOL_VERSION} but protocol.schema.json records {recorded:?}: run \
          `cargo xtask protocol-schema` to regenerate it"
     );
+}
+
+#[test]
+fn the_schema_is_only_regenerated_after_a_version_bump() {
+    let checked_in = checked_in_schema();
+    assert_eq!(check_schema(&checked_in, &checked_in, PROTOCOL_VERSION), SchemaCheck::Unchanged);
+    let mut changed = checked_in.clone();
+    changed["x-test-change"] = json!(true);
+    // Same version: refused, whoever asks (the test or `cargo xtask protocol-schema`).
+    match check_schema(&changed, &checked_in, PROTOCOL_VERSION) {
+        SchemaCheck::Refused(reason) => assert!(reason.contains("bump it"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    // Bumped: regenerated.
+    assert_eq!(check_schema(&changed, &checked_in, PROTOCOL_VERSION + 1), SchemaCheck::Regenerate);
 }
 
 fn validator() -> jsonschema::Validator {

@@ -9,4 +9,27 @@ pub enum ServerError {
     /// An operating-system error (files, processes, sockets).
     #[error("{0}")]
     Io(String),
+    /// The session store cannot do what was asked; nothing was half-written.
+    #[error("session store {store}: {message}")]
+    Store {
+        /// Which store (`sqlite:PATH`, `memory`).
+        store: String,
+        /// What kind of problem.
+        problem: StoreProblem,
+        /// What happened and what to do.
+        message: String,
+    },
+}
+
+/// What kind of problem a session store has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreProblem {
+    /// The disk or the store's size limit is full.
+    Full,
+    /// The store's data is not readable (not a store, damaged, another layout).
+    Corrupt,
+    /// Another process holds the store.
+    Locked,
+    /// The store cannot be reached or opened.
+    Unavailable,
 }

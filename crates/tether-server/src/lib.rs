@@ -11,12 +11,13 @@ mod error;
 mod policy;
 mod server;
 mod session;
+pub mod store;
 
 pub use config::{
     DEFAULT_MAX_DESCRIPTION_CHARS, DEFAULT_MAX_FRAMES_PER_SECOND, DEFAULT_MAX_PENDING_CALLS, DEFAULT_MAX_SCHEMA_BYTES,
     DEFAULT_MAX_SCHEMA_DEPTH, DEFAULT_MAX_SESSIONS_PER_IP, ServerConfig,
 };
-pub use error::ServerError;
+pub use error::{ServerError, StoreProblem};
 pub use policy::{RiskFloor, glob_matches};
 pub use server::{ServerTool, ServerToolResult, TetherServer};
 pub use session::Session;

@@ -1,9 +1,5 @@
-//! Who may connect (origins, tokens) and the operator's risk floors for tools.
-//!
-//! These are the server's own rules, applied whatever a client says about itself: a browser
-//! page on another site cannot open a session unless its origin is allowed, a client without a
-//! configured token cannot open one at all, and a tool's risk can be raised by the operator but
-//! never lowered by the client.
+//! The operator's risk floors: a tool's risk can be raised by the operator, never lowered by the
+//! client.
 
 use std::fmt;
 use std::str::FromStr;
@@ -124,99 +120,6 @@ pub(crate) fn floor_for(floors: &[RiskFloor], name: &str) -> Risk {
     floors.iter().filter(|floor| floor.matches(name)).fold(Risk::None, |risk, floor| risk.stricter(floor.risk))
 }
 
-/// The host of an origin or `Host` header, without the port: `localhost`, `127.0.0.1`, `[::1]`.
-fn host_of(authority: &str) -> &str {
-    if let Some(rest) = authority.strip_prefix('[') {
-        // An IPv6 literal keeps its brackets.
-        return rest.find(']').map_or(authority, |end| &authority[..end + 2]);
-    }
-    authority.rsplit_once(':').map_or(authority, |(host, _)| host)
-}
-
-fn is_loopback_host(host: &str) -> bool {
-    let host = host.to_ascii_lowercase();
-    host == "localhost" || host.ends_with(".localhost") || host == "[::1]" || host.starts_with("127.")
-}
-
-/// Whether a browser page at `origin` may open a WebSocket on this server.
-///
-/// `origin` is the `Origin` header, `host` the `Host` header the page connected to. The page's
-/// own origin (the same host and port as the server, e.g. the served storefront) is always
-/// allowed. Each entry of `allowed` is `*` (any origin), `localhost` (any page on a loopback
-/// host: `localhost`, `127.0.0.1`, `[::1]`, any port) or an origin pattern such as
-/// `https://shop.example.com` or `https://*.example.com` (`*` matches any run of characters).
-pub(crate) fn origin_allowed(allowed: &[String], origin: &str, host: Option<&str>) -> bool {
-    let origin = origin.trim().trim_end_matches('/');
-    let authority = origin.split_once("://").map(|(_, rest)| rest);
-    if let (Some(authority), Some(host)) = (authority, host) {
-        if authority.eq_ignore_ascii_case(host.trim()) {
-            return true;
-        }
-    }
-    allowed.iter().any(|entry| match entry.as_str() {
-        "*" => true,
-        "localhost" => authority.is_some_and(|authority| is_loopback_host(host_of(authority))),
-        pattern => glob_matches(&pattern.trim_end_matches('/').to_ascii_lowercase(), &origin.to_ascii_lowercase()),
-    })
-}
-
-/// Compares secrets in time independent of where they differ.
-pub(crate) fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// Decodes `%XX` escapes and `+` (a space) of a query-string value.
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                let hex = |b: u8| (b as char).to_digit(16);
-                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                    (Some(high), Some(low)) => {
-                        out.push((high * 16 + low) as u8);
-                        i += 3;
-                    }
-                    _ => {
-                        out.push(b'%');
-                        i += 1;
-                    }
-                }
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            byte => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The token a client presents: `Authorization: Bearer TOKEN`, or `?token=TOKEN` in the URL
-/// (browsers cannot set headers on a WebSocket).
-pub(crate) fn presented_token(authorization: Option<&str>, query: Option<&str>) -> Option<String> {
-    if let Some(value) = authorization {
-        let value = value.trim();
-        if value.len() > 7 && value[..7].eq_ignore_ascii_case("bearer ") {
-            return Some(value[7..].trim().to_string());
-        }
-    }
-    query?.split('&').find_map(|pair| pair.strip_prefix("token=")).map(percent_decode)
-}
-
-/// Whether `presented` is one of the configured tokens.
-pub(crate) fn token_accepted(tokens: &[String], presented: Option<&str>) -> bool {
-    let Some(presented) = presented else { return false };
-    // Every token is compared, so the time taken does not tell which one (nearly) matched.
-    tokens.iter().fold(false, |found, token| same_secret(token, presented) | found)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,32 +153,5 @@ mod tests {
                 .unwrap();
         assert_eq!(from_file.len(), 2);
         assert!(RiskFloor::from_yaml_str("riskFloors: {}", "p.yaml").is_err());
-    }
-
-    #[test]
-    fn origins_same_origin_localhost_and_patterns() {
-        let default = vec!["localhost".to_string()];
-        assert!(origin_allowed(&default, "https://shop.example.com", Some("shop.example.com")));
-        assert!(origin_allowed(&default, "http://localhost:5173", Some("127.0.0.1:8787")));
-        assert!(origin_allowed(&default, "http://127.0.0.1:3000", Some("shop.example.com")));
-        assert!(origin_allowed(&default, "http://[::1]:3000", None));
-        assert!(!origin_allowed(&default, "https://evil.example", Some("shop.example.com")));
-        assert!(!origin_allowed(&default, "https://localhost.evil.example", Some("shop.example.com")));
-        assert!(!origin_allowed(&default, "null", Some("shop.example.com")));
-        let listed = vec!["https://*.example.com".to_string()];
-        assert!(origin_allowed(&listed, "https://app.example.com", Some("api.example.org")));
-        assert!(!origin_allowed(&listed, "http://localhost:5173", Some("api.example.org")));
-        assert!(origin_allowed(&["*".to_string()], "https://anything.test", None));
-    }
-
-    #[test]
-    fn tokens_from_the_header_or_the_query() {
-        assert_eq!(presented_token(Some("Bearer abc"), None).as_deref(), Some("abc"));
-        assert_eq!(presented_token(None, Some("a=1&token=x%2By+z")).as_deref(), Some("x+y z"));
-        assert_eq!(presented_token(None, Some("tokens=1")), None);
-        let tokens = vec!["one".to_string(), "two".to_string()];
-        assert!(token_accepted(&tokens, Some("two")));
-        assert!(!token_accepted(&tokens, Some("three")));
-        assert!(!token_accepted(&tokens, None));
     }
 }

@@ -1,0 +1,79 @@
+//! The in-memory store (`--store memory`): the same semantics as the others, nothing survives
+//! the process.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::{SessionStore, SessionWrite, StoreFuture, StoredSession};
+use crate::ServerError;
+
+/// Sessions in this process's memory.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    sessions: Mutex<HashMap<String, StoredSession>>,
+}
+
+impl MemoryStore {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, StoredSession>> {
+        self.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Applies `write` to `session`: the one definition of a write's meaning, shared by the stores
+/// that keep a session as a value.
+pub(super) fn apply(session: &mut StoredSession, write: SessionWrite) {
+    if let Some(hash) = write.token_hash {
+        session.token_hash = hash;
+    }
+    if let Some(state) = write.state {
+        session.state = state;
+    }
+    let last = session.log.last().map(|(seq, _)| *seq);
+    session.log.extend(write.append.into_iter().filter(|(seq, _)| last.is_none_or(|last| *seq > last)));
+    if let Some(below) = write.trim_below {
+        session.log.retain(|(seq, _)| *seq >= below);
+    }
+    session.expires_at_ms = write.expires_at_ms;
+}
+
+impl SessionStore for MemoryStore {
+    fn describe(&self) -> String {
+        "memory".into()
+    }
+
+    fn load<'a>(&'a self, id: &'a str, now_ms: u64) -> StoreFuture<'a, Result<Option<StoredSession>, ServerError>> {
+        let found = self.lock().get(id).filter(|s| s.expires_at_ms >= now_ms).cloned();
+        Box::pin(async move { Ok(found) })
+    }
+
+    fn write<'a>(&'a self, id: &'a str, write: SessionWrite) -> StoreFuture<'a, Result<(), ServerError>> {
+        let mut sessions = self.lock();
+        let session = sessions.entry(id.to_string()).or_insert_with(|| StoredSession {
+            id: id.to_string(),
+            token_hash: [0; 32],
+            state: String::new(),
+            log: Vec::new(),
+            expires_at_ms: 0,
+        });
+        apply(session, write);
+        Box::pin(async { Ok(()) })
+    }
+
+    fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<(), ServerError>> {
+        self.lock().remove(id);
+        Box::pin(async { Ok(()) })
+    }
+
+    fn expire(&self, now_ms: u64) -> StoreFuture<'_, Result<usize, ServerError>> {
+        let mut sessions = self.lock();
+        let before = sessions.len();
+        sessions.retain(|_, s| s.expires_at_ms >= now_ms);
+        let removed = before - sessions.len();
+        Box::pin(async move { Ok(removed) })
+    }
+
+    fn count(&self) -> StoreFuture<'_, Result<usize, ServerError>> {
+        let count = self.lock().len();
+        Box::pin(async move { Ok(count) })
+    }
+}

@@ -1,0 +1,163 @@
+//! Where sessions live between frames, restarts and instances: the [`SessionStore`] seam.
+//!
+//! A stored session is a snapshot of everything it needs to continue (its state as JSON: the
+//! conversation, the live tool list, pending calls, answered ids, approvals, the run checkpoint)
+//! plus its numbered replay log. A [`SessionWrite`] changes both atomically: the server writes
+//! before the frame that depends on the write leaves, so a crash never leaves a client with a
+//! frame the store does not know about. Resume tokens are stored only as SHA-256 hashes.
+//!
+//! Implementations: [`MemoryStore`] (`--store memory`: nothing survives the process),
+//! [`SqliteStore`] (`--store sqlite:PATH`, the default: one file, WAL, one server) and
+//! [`RedisStore`] (`--store redis://HOST:PORT/DB`: shared by several servers).
+
+mod memory;
+mod redis;
+mod sqlite;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub use memory::MemoryStore;
+pub use redis::RedisStore;
+use sha2::{Digest, Sha256};
+pub use sqlite::SqliteStore;
+
+use crate::ServerError;
+
+/// A boxed, sendable future.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// How long an untouched session is kept by default: a day.
+pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A session as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSession {
+    /// The session's id.
+    pub id: String,
+    /// SHA-256 of the resume token ([`token_hash`]).
+    pub token_hash: [u8; 32],
+    /// The session's state, as JSON text (opaque to the store).
+    pub state: String,
+    /// The replay log: `(frame number, frame text)`, oldest first.
+    pub log: Vec<(u64, String)>,
+    /// When it expires unless written again, in milliseconds since the Unix epoch.
+    pub expires_at_ms: u64,
+}
+
+/// One atomic change to a stored session: all of it is stored, or none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionWrite {
+    /// The token hash, set when the session is created.
+    pub token_hash: Option<[u8; 32]>,
+    /// The new state (replaces the old one), if it changed.
+    pub state: Option<String>,
+    /// Frames appended to the replay log, numbered; numbers only grow.
+    pub append: Vec<(u64, String)>,
+    /// Frames numbered below this are dropped from the log.
+    pub trim_below: Option<u64>,
+    /// The new expiry, in milliseconds since the Unix epoch.
+    pub expires_at_ms: u64,
+}
+
+/// Keeps sessions. Every method is safe to call from several tasks at once; writes to one
+/// session are applied in the order they are made.
+pub trait SessionStore: Send + Sync + std::fmt::Debug {
+    /// What this store is, for logs and `/healthz` (`memory`, `sqlite:PATH`).
+    fn describe(&self) -> String;
+
+    /// The stored session `id`, if there is one and it has not expired at `now_ms`.
+    fn load<'a>(&'a self, id: &'a str, now_ms: u64) -> StoreFuture<'a, Result<Option<StoredSession>, ServerError>>;
+
+    /// Applies `write` to session `id` (creating it when it is new), atomically.
+    fn write<'a>(&'a self, id: &'a str, write: SessionWrite) -> StoreFuture<'a, Result<(), ServerError>>;
+
+    /// Forgets session `id`.
+    fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<(), ServerError>>;
+
+    /// Forgets every session that expired before `now_ms`; returns how many. Reclaims their space.
+    fn expire(&self, now_ms: u64) -> StoreFuture<'_, Result<usize, ServerError>>;
+
+    /// How many sessions are stored (expired ones not yet removed included).
+    fn count(&self) -> StoreFuture<'_, Result<usize, ServerError>>;
+}
+
+/// The hash under which a resume token is stored.
+pub fn token_hash(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Which store a server uses, as given on the command line (`--store`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSpec {
+    /// `memory`: nothing survives the process.
+    Memory,
+    /// `sqlite:PATH`: a SQLite file.
+    Sqlite(std::path::PathBuf),
+    /// `redis://HOST:PORT/DB` (or `rediss://`): a Redis server.
+    Redis(String),
+}
+
+impl std::str::FromStr for StoreSpec {
+    type Err = ServerError;
+
+    fn from_str(text: &str) -> Result<StoreSpec, ServerError> {
+        if text == "memory" {
+            return Ok(StoreSpec::Memory);
+        }
+        if let Some(path) = text.strip_prefix("sqlite:") {
+            if path.is_empty() {
+                return Err(ServerError::Config("--store sqlite:PATH needs a path, e.g. sqlite:tether.db".into()));
+            }
+            return Ok(StoreSpec::Sqlite(path.into()));
+        }
+        if text.starts_with("redis://") || text.starts_with("rediss://") {
+            return Ok(StoreSpec::Redis(text.to_string()));
+        }
+        Err(ServerError::Config(format!(
+            "--store {text:?}: expected `memory`, `sqlite:PATH` or `redis://HOST:PORT/DB`"
+        )))
+    }
+}
+
+impl StoreSpec {
+    /// Opens the store (for Redis: connects, and fails at once when it cannot).
+    pub async fn open(&self) -> Result<std::sync::Arc<dyn SessionStore>, ServerError> {
+        Ok(match self {
+            StoreSpec::Memory => std::sync::Arc::new(MemoryStore::default()),
+            StoreSpec::Sqlite(path) => std::sync::Arc::new(SqliteStore::open(path)?),
+            StoreSpec::Redis(url) => std::sync::Arc::new(RedisStore::connect(url, "tether").await?),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_with_clear_errors() {
+        assert_eq!("memory".parse::<StoreSpec>().unwrap(), StoreSpec::Memory);
+        assert_eq!("sqlite:/tmp/t.db".parse::<StoreSpec>().unwrap(), StoreSpec::Sqlite("/tmp/t.db".into()));
+        assert!("sqlite:".parse::<StoreSpec>().unwrap_err().to_string().contains("needs a path"));
+        assert_eq!(
+            "redis://127.0.0.1:6390/2".parse::<StoreSpec>().unwrap(),
+            StoreSpec::Redis("redis://127.0.0.1:6390/2".into())
+        );
+        assert!("postgres://x".parse::<StoreSpec>().unwrap_err().to_string().contains("expected `memory`"));
+    }
+
+    #[test]
+    fn tokens_are_stored_hashed() {
+        let hash = token_hash("0123456789abcdef");
+        assert_eq!(hash, token_hash("0123456789abcdef"));
+        assert_ne!(hash, token_hash("0123456789abcdeg"));
+        assert!(!hash.windows(4).any(|w| w == b"0123"));
+    }
+}

@@ -1,0 +1,251 @@
+//! The SQLite store (`--store sqlite:PATH`, the default): one file, WAL, owned by one server.
+//!
+//! Durability: WAL with `synchronous=NORMAL`. A committed write survives the process being
+//! killed (`kill -9`, a crash, a deploy); the last writes before an operating-system crash or a
+//! power cut may be lost (`synchronous=FULL` would fsync every commit, about a millisecond each
+//! here). The file is opened in exclusive locking mode: a second server on the same file is
+//! refused at start with a message saying so, instead of two servers driving the same sessions.
+//! Space of expired sessions is given back to the file system (`auto_vacuum=INCREMENTAL`).
+//!
+//! The calls run on the caller's thread; each is one short transaction (tens of microseconds
+//! on this machine's disk; see `cargo xtask bench`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
+
+use super::{SessionStore, SessionWrite, StoreFuture, StoredSession};
+use crate::ServerError;
+use crate::error::StoreProblem;
+
+/// The layout this code writes; a file with another one is refused.
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    token_hash BLOB NOT NULL,
+    state TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sessions_by_expiry ON sessions (expires_at);
+CREATE TABLE IF NOT EXISTS frames (
+    session TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    PRIMARY KEY (session, seq)
+) WITHOUT ROWID;
+";
+
+/// Sessions in a SQLite file.
+#[derive(Debug)]
+pub struct SqliteStore {
+    path: PathBuf,
+    connection: Mutex<Connection>,
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the store at `path`. Refused, with a message that says what to do,
+    /// when the directory does not exist, the file is not a Tether store (or is damaged), or
+    /// another server has it open.
+    pub fn open(path: &Path) -> Result<SqliteStore, ServerError> {
+        SqliteStore::open_with_limit(path, None)
+    }
+
+    /// Opens the store at `path`, letting the file grow to at most `max_bytes` (rounded down to
+    /// whole pages): past it a write fails as full, and nothing of it is stored.
+    pub fn open_with_limit(path: &Path, max_bytes: Option<u64>) -> Result<SqliteStore, ServerError> {
+        let fail = |problem: StoreProblem, message: String| ServerError::Store {
+            store: format!("sqlite:{}", path.display()),
+            problem,
+            message,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.is_dir() {
+                return Err(fail(
+                    StoreProblem::Unavailable,
+                    format!("the directory {} does not exist; create it or choose another path", dir.display()),
+                ));
+            }
+        }
+        let connection = Connection::open(path).map_err(|e| classify(path, &e))?;
+        let setup = || -> rusqlite::Result<()> {
+            // Fail at once if another process holds the file, rather than waiting for it.
+            connection.busy_timeout(std::time::Duration::ZERO)?;
+            connection.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
+            let fresh: i64 = connection.query_row("PRAGMA page_count", [], |row| row.get(0))?;
+            if fresh == 0 {
+                // Only takes effect before the first table exists.
+                connection.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+            }
+            connection.pragma_update(None, "journal_mode", "WAL")?;
+            connection.pragma_update(None, "synchronous", "NORMAL")?;
+            if let Some(max_bytes) = max_bytes {
+                let page: i64 = connection.query_row("PRAGMA page_size", [], |row| row.get(0))?;
+                connection.pragma_update(None, "max_page_count", (max_bytes as i64 / page).max(1))?;
+            }
+            // Takes the exclusive lock now and keeps it while this server runs.
+            connection.execute_batch("BEGIN IMMEDIATE")?;
+            connection.execute_batch(SCHEMA)?;
+            connection.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?1)",
+                params![SCHEMA_VERSION],
+            )?;
+            connection.execute_batch("COMMIT")
+        };
+        setup().map_err(|e| classify(path, &e))?;
+        let version: i64 = connection
+            .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |row| row.get(0))
+            .map_err(|e| classify(path, &e))?;
+        if version != SCHEMA_VERSION {
+            return Err(fail(
+                StoreProblem::Corrupt,
+                format!(
+                    "the file has store layout {version}, this server reads layout {SCHEMA_VERSION}; use the \
+                     matching server or another file"
+                ),
+            ));
+        }
+        Ok(SqliteStore { path: path.to_path_buf(), connection: Mutex::new(connection) })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.connection.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn error(&self, error: &rusqlite::Error) -> ServerError {
+        classify(&self.path, error)
+    }
+
+    fn load_now(&self, id: &str, now_ms: u64) -> rusqlite::Result<Option<StoredSession>> {
+        let connection = self.lock();
+        let row = connection
+            .prepare_cached("SELECT token_hash, state, expires_at FROM sessions WHERE id = ?1 AND expires_at >= ?2")?
+            .query_row(params![id, now_ms as i64], |row| {
+                Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, String>(1)?, row.get::<_, i64>(2)?))
+            })
+            .optional()?;
+        let Some((hash, state, expires_at)) = row else { return Ok(None) };
+        let mut statement =
+            connection.prepare_cached("SELECT seq, text FROM frames WHERE session = ?1 ORDER BY seq")?;
+        let log = statement
+            .query_map(params![id], |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, String>(1)?)))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let mut token_hash = [0u8; 32];
+        if hash.len() == 32 {
+            token_hash.copy_from_slice(&hash);
+        }
+        Ok(Some(StoredSession { id: id.to_string(), token_hash, state, log, expires_at_ms: expires_at as u64 }))
+    }
+
+    fn write_now(&self, id: &str, write: &SessionWrite) -> rusqlite::Result<()> {
+        let mut connection = self.lock();
+        // One transaction: on any error (a full disk) it rolls back and nothing is half-written.
+        let transaction = connection.transaction()?;
+        transaction
+            .prepare_cached(
+                "INSERT INTO sessions (id, token_hash, state, expires_at) VALUES (?1, coalesce(?2, x''), coalesce(?3, ''), ?4)
+                 ON CONFLICT (id) DO UPDATE SET token_hash = coalesce(?2, token_hash), state = coalesce(?3, state),
+                 expires_at = ?4",
+            )?
+            .execute(params![id, write.token_hash.map(Vec::from), write.state, write.expires_at_ms as i64])?;
+        {
+            let mut append =
+                transaction.prepare_cached("INSERT OR IGNORE INTO frames (session, seq, text) VALUES (?1, ?2, ?3)")?;
+            for (seq, text) in &write.append {
+                append.execute(params![id, *seq as i64, text])?;
+            }
+        }
+        if let Some(below) = write.trim_below {
+            transaction
+                .prepare_cached("DELETE FROM frames WHERE session = ?1 AND seq < ?2")?
+                .execute(params![id, below as i64])?;
+        }
+        transaction.commit()
+    }
+
+    fn expire_now(&self, now_ms: u64) -> rusqlite::Result<usize> {
+        let mut connection = self.lock();
+        let transaction = connection.transaction()?;
+        transaction.execute(
+            "DELETE FROM frames WHERE session IN (SELECT id FROM sessions WHERE expires_at < ?1)",
+            params![now_ms as i64],
+        )?;
+        let removed = transaction.execute("DELETE FROM sessions WHERE expires_at < ?1", params![now_ms as i64])?;
+        transaction.commit()?;
+        if removed > 0 {
+            // Give the freed pages back to the file system: the pragma frees one page per row
+            // it is stepped through, so step it to the end.
+            let mut vacuum = connection.prepare("PRAGMA incremental_vacuum")?;
+            let mut rows = vacuum.query([])?;
+            while rows.next()?.is_some() {}
+        }
+        Ok(removed)
+    }
+}
+
+/// Turns a SQLite error into the server's error, saying what happened and what to do.
+fn classify(path: &Path, error: &rusqlite::Error) -> ServerError {
+    let (problem, advice) = match error.sqlite_error_code() {
+        Some(ErrorCode::DiskFull) => {
+            (StoreProblem::Full, "the disk (or the file's size limit) is full; nothing was written")
+        }
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => (
+            StoreProblem::Corrupt,
+            "the file is not a Tether session store or is damaged; move it aside (sessions in it are lost) or choose \
+             another path",
+        ),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => (
+            StoreProblem::Locked,
+            "another process (another `tether serve`?) has the file open; one server per SQLite file (use Redis \
+             for several instances)",
+        ),
+        Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied | ErrorCode::ReadOnly) => {
+            (StoreProblem::Unavailable, "the file cannot be opened for writing")
+        }
+        _ => (StoreProblem::Unavailable, "the store failed"),
+    };
+    ServerError::Store { store: format!("sqlite:{}", path.display()), problem, message: format!("{advice} ({error})") }
+}
+
+impl SessionStore for SqliteStore {
+    fn describe(&self) -> String {
+        format!("sqlite:{}", self.path.display())
+    }
+
+    fn load<'a>(&'a self, id: &'a str, now_ms: u64) -> StoreFuture<'a, Result<Option<StoredSession>, ServerError>> {
+        Box::pin(async move { self.load_now(id, now_ms).map_err(|e| self.error(&e)) })
+    }
+
+    fn write<'a>(&'a self, id: &'a str, write: SessionWrite) -> StoreFuture<'a, Result<(), ServerError>> {
+        Box::pin(async move { self.write_now(id, &write).map_err(|e| self.error(&e)) })
+    }
+
+    fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<(), ServerError>> {
+        Box::pin(async move {
+            let remove = || -> rusqlite::Result<()> {
+                let mut connection = self.lock();
+                let transaction = connection.transaction()?;
+                transaction.execute("DELETE FROM frames WHERE session = ?1", params![id])?;
+                transaction.execute("DELETE FROM sessions WHERE id = ?1", params![id])?;
+                transaction.commit()
+            };
+            remove().map_err(|e| self.error(&e))
+        })
+    }
+
+    fn expire(&self, now_ms: u64) -> StoreFuture<'_, Result<usize, ServerError>> {
+        Box::pin(async move { self.expire_now(now_ms).map_err(|e| self.error(&e)) })
+    }
+
+    fn count(&self) -> StoreFuture<'_, Result<usize, ServerError>> {
+        Box::pin(async move {
+            self.lock()
+                .query_row("SELECT count(*) FROM sessions", [], |row| row.get::<_, i64>(0))
+                .map(|n| n as usize)
+                .map_err(|e| self.error(&e))
+        })
+    }
+}

@@ -1,0 +1,262 @@
+//! The session stores, one suite for each: what a write stores is read back whole, writes are
+//! atomic, old sessions expire and give their space back. SQLite also against real files: a
+//! reopened file keeps its sessions, a damaged file, a second opener and a full file are refused
+//! clearly and nothing is half-written. Redis against a real `redis-server` of the test's own:
+//! killed and restarted (AOF), gone, out of memory.
+
+mod redis_support;
+
+use std::path::PathBuf;
+
+use redis_support::Redis;
+
+use tether_server::StoreProblem;
+use tether_server::store::{MemoryStore, RedisStore, SessionStore, SessionWrite, SqliteStore, token_hash};
+use tether_server::{ServerError, store};
+
+/// A fresh directory for one test's files, removed afterwards.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let dir = std::env::temp_dir().join(format!("tether-store-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Dir(dir)
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn first_write(expires_at_ms: u64) -> SessionWrite {
+    SessionWrite {
+        token_hash: Some(token_hash("token-1")),
+        state: Some(r#"{"history":["hi"]}"#.into()),
+        append: vec![(1, "s1".into()), (2, "s2".into())],
+        trim_below: None,
+        expires_at_ms,
+    }
+}
+
+/// The behaviour every store shares.
+async fn suite(store: &dyn SessionStore) {
+    let now = store::now_ms();
+    let later = now + 60_000;
+    assert_eq!(store.load("s-a", now).await.unwrap(), None);
+    store.write("s-a", first_write(later)).await.unwrap();
+    let loaded = store.load("s-a", now).await.unwrap().expect("stored");
+    assert_eq!(loaded.token_hash, token_hash("token-1"));
+    assert_eq!(loaded.state, r#"{"history":["hi"]}"#);
+    assert_eq!(loaded.log, vec![(1, "s1".to_string()), (2, "s2".to_string())]);
+
+    // A write without a state keeps the old one; appended frames follow; old ones are trimmed;
+    // a frame number already stored is not stored twice.
+    let write = SessionWrite {
+        append: vec![(2, "dup".into()), (3, "s3".into())],
+        trim_below: Some(2),
+        expires_at_ms: later,
+        ..Default::default()
+    };
+    store.write("s-a", write).await.unwrap();
+    let loaded = store.load("s-a", now).await.unwrap().unwrap();
+    assert_eq!(loaded.state, r#"{"history":["hi"]}"#);
+    assert_eq!(loaded.token_hash, token_hash("token-1"));
+    assert_eq!(loaded.log, vec![(2, "s2".to_string()), (3, "s3".to_string())]);
+
+    // Expiry: a session past its time is not loaded, and `expire` removes it and only it.
+    store.write("s-old", first_write(now - 1)).await.unwrap();
+    assert_eq!(store.load("s-old", now).await.unwrap(), None);
+    assert_eq!(store.count().await.unwrap(), 2);
+    assert_eq!(store.expire(now).await.unwrap(), 1);
+    assert_eq!(store.count().await.unwrap(), 1);
+    assert!(store.load("s-a", now).await.unwrap().is_some());
+
+    store.remove("s-a").await.unwrap();
+    assert_eq!(store.load("s-a", now).await.unwrap(), None);
+    assert_eq!(store.count().await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn the_memory_store_passes_the_suite() {
+    suite(&MemoryStore::default()).await;
+}
+
+#[tokio::test]
+async fn the_sqlite_store_passes_the_suite_and_keeps_sessions_across_a_reopen() {
+    let dir = Dir::new("reopen");
+    let path = dir.file("sessions.db");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        suite(&store).await;
+        store.write("s-kept", first_write(store::now_ms() + 60_000)).await.unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    let kept = store.load("s-kept", store::now_ms()).await.unwrap().expect("kept across a reopen");
+    assert_eq!(kept.log.len(), 2);
+    // The token itself is nowhere in the file.
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(!bytes.windows(7).any(|w| w == b"token-1"));
+}
+
+fn problem(error: ServerError) -> (StoreProblem, String) {
+    let text = error.to_string();
+    match error {
+        ServerError::Store { problem, .. } => (problem, text),
+        other => panic!("not a store error: {other:?}"),
+    }
+}
+
+#[test]
+fn a_damaged_file_is_refused_and_left_as_it_was() {
+    let dir = Dir::new("corrupt");
+    let path = dir.file("sessions.db");
+    let garbage = b"this is not a database, but somebody's notes\n".repeat(200);
+    std::fs::write(&path, &garbage).unwrap();
+    let (kind, message) = problem(SqliteStore::open(&path).unwrap_err());
+    assert_eq!(kind, StoreProblem::Corrupt, "{message}");
+    assert!(message.contains("move it aside") && message.contains("sessions.db"), "{message}");
+    assert_eq!(std::fs::read(&path).unwrap(), garbage, "the file must not be touched");
+}
+
+#[test]
+fn a_missing_directory_is_a_clear_error() {
+    let dir = Dir::new("missing");
+    let (kind, message) = problem(SqliteStore::open(&dir.file("no/such/dir/sessions.db")).unwrap_err());
+    assert_eq!(kind, StoreProblem::Unavailable);
+    assert!(message.contains("does not exist"), "{message}");
+}
+
+#[test]
+fn a_second_opener_of_the_same_file_is_refused() {
+    let dir = Dir::new("locked");
+    let path = dir.file("sessions.db");
+    let first = SqliteStore::open(&path).unwrap();
+    let (kind, message) = problem(SqliteStore::open(&path).unwrap_err());
+    assert_eq!(kind, StoreProblem::Locked, "{message}");
+    assert!(message.contains("one server per SQLite file"), "{message}");
+    drop(first);
+    SqliteStore::open(&path).expect("free again once the first one closed");
+}
+
+#[tokio::test]
+async fn a_full_file_refuses_the_write_whole() {
+    let dir = Dir::new("full");
+    let store = SqliteStore::open_with_limit(&dir.file("sessions.db"), Some(96 * 1024)).unwrap();
+    let later = store::now_ms() + 60_000;
+    store.write("s-a", first_write(later)).await.unwrap();
+    let big: Vec<(u64, String)> = (10..400).map(|n| (n, "x".repeat(1000))).collect();
+    let error = store
+        .write(
+            "s-a",
+            SessionWrite { state: Some("changed".into()), append: big, expires_at_ms: later, ..Default::default() },
+        )
+        .await
+        .unwrap_err();
+    let (kind, message) = problem(error);
+    assert_eq!(kind, StoreProblem::Full, "{message}");
+    // Nothing of the failed write is stored: not the state, not one frame.
+    let loaded = store.load("s-a", store::now_ms()).await.unwrap().unwrap();
+    assert_eq!(loaded.state, r#"{"history":["hi"]}"#);
+    assert_eq!(loaded.log.len(), 2);
+    // And the store goes on working for writes that fit.
+    store.write("s-b", first_write(later)).await.unwrap();
+}
+
+#[tokio::test]
+async fn expired_sessions_give_their_space_back() {
+    let dir = Dir::new("vacuum");
+    let path = dir.file("sessions.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let now = store::now_ms();
+    let frames: Vec<(u64, String)> = (1..=50).map(|n| (n, "f".repeat(2000))).collect();
+    for n in 0..40 {
+        let write = SessionWrite { append: frames.clone(), expires_at_ms: now - 1, ..first_write(0) };
+        store.write(&format!("s-{n}"), write).await.unwrap();
+    }
+    let pages = |path: &PathBuf| -> u64 {
+        // The main file plus what the WAL holds: what the store occupies.
+        let size = |p: PathBuf| std::fs::metadata(p).map_or(0, |m| m.len());
+        size(path.clone()) + size(path.with_extension("db-wal"))
+    };
+    let full = pages(&path);
+    assert_eq!(store.expire(now).await.unwrap(), 40);
+    // Write once more so that the WAL is checkpointed into the shrunk file.
+    store.write("s-new", first_write(now + 60_000)).await.unwrap();
+    drop(store);
+    let after = pages(&path);
+    assert!(after * 4 < full, "the file did not shrink: {full} bytes before, {after} after expiry");
+}
+
+#[tokio::test]
+async fn the_redis_store_passes_the_suite_and_keeps_sessions_across_a_redis_restart() {
+    let mut redis = Redis::start("suite", &[]);
+    let store = RedisStore::connect(&redis.url(), "test").await.unwrap();
+    suite(&store).await;
+    store.write("s-kept", first_write(store::now_ms() + 60_000)).await.unwrap();
+    redis.restart();
+    // The connection manager reconnects by itself; the session came back from the AOF.
+    let kept = store.load("s-kept", store::now_ms()).await.unwrap().expect("kept across a Redis restart");
+    assert_eq!(kept.log, vec![(1, "s1".to_string()), (2, "s2".to_string())]);
+    assert_eq!(kept.token_hash, token_hash("token-1"));
+}
+
+#[tokio::test]
+async fn redis_gone_is_a_clear_error_and_the_store_recovers() {
+    let mut redis = Redis::start("gone", &[]);
+    let store = RedisStore::connect(&redis.url(), "test").await.unwrap();
+    store.write("s-a", first_write(store::now_ms() + 60_000)).await.unwrap();
+    redis.kill();
+    let (kind, message) = problem(store.load("s-a", store::now_ms()).await.unwrap_err());
+    assert_eq!(kind, StoreProblem::Unavailable, "{message}");
+    assert!(message.contains("cannot be reached"), "{message}");
+    let (kind, _) = problem(store.write("s-b", first_write(store::now_ms() + 60_000)).await.unwrap_err());
+    assert_eq!(kind, StoreProblem::Unavailable);
+    redis.restart();
+    assert!(store.load("s-a", store::now_ms()).await.unwrap().is_some());
+    // A new connection to a Redis that is not there fails at once, saying so.
+    redis.kill();
+    let (kind, message) = problem(RedisStore::connect(&redis.url(), "test").await.unwrap_err());
+    assert_eq!(kind, StoreProblem::Unavailable, "{message}");
+}
+
+#[tokio::test]
+async fn redis_out_of_memory_refuses_the_write_whole() {
+    let redis = Redis::start("oom", &["--maxmemory", "2mb", "--maxmemory-policy", "noeviction"]);
+    let store = RedisStore::connect(&redis.url(), "test").await.unwrap();
+    let later = store::now_ms() + 60_000;
+    store.write("s-a", first_write(later)).await.unwrap();
+    // Grow one session, a state change and ten frames per write, until Redis refuses one.
+    let mut accepted = 0u64;
+    let refused = loop {
+        assert!(accepted < 500, "Redis never refused a write");
+        let first = 3 + accepted * 10;
+        let write = SessionWrite {
+            state: Some(format!("state after write {accepted}")),
+            append: (first..first + 10).map(|n| (n, format!("{n}:{}", "x".repeat(10_000)))).collect(),
+            expires_at_ms: later,
+            ..Default::default()
+        };
+        match store.write("s-a", write).await {
+            Ok(()) => accepted += 1,
+            Err(error) => break error,
+        }
+    };
+    let (kind, message) = problem(refused);
+    assert_eq!(kind, StoreProblem::Full, "{message}");
+    // The refused write left nothing: the state is the last accepted one, and the log holds the
+    // frames of the accepted writes, all of them, and not one of the refused write.
+    let loaded = store.load("s-a", store::now_ms()).await.unwrap().unwrap();
+    let expected_state =
+        if accepted == 0 { r#"{"history":["hi"]}"#.to_string() } else { format!("state after write {}", accepted - 1) };
+    assert_eq!(loaded.state, expected_state);
+    assert_eq!(loaded.log.len() as u64, 2 + accepted * 10);
+    assert_eq!(loaded.log.last().unwrap().0, 2 + accepted * 10);
+}

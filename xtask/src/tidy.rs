@@ -1,0 +1,169 @@
+//! Tidy checks: invariants of the repository checked by tests instead of by memory (as
+//! rust-analyzer does). They run with the native tests (`cargo test -p xtask`), so
+//! `cargo xtask test` fails when one breaks.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::cmd::repo_root;
+
+/// The workspace's layered crates and the crates each may depend on (normal and build
+/// dependencies): protocol ← core ← {web ← leptos, agent ← hooks ← server}.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("tether-protocol", &[]),
+    ("tether-core", &["tether-protocol"]),
+    ("tether-web", &["tether-core", "tether-protocol"]),
+    ("tether-leptos", &["tether-web", "tether-core", "tether-protocol"]),
+    ("tether-agent", &["tether-core", "tether-protocol"]),
+    ("tether-hooks", &["tether-agent", "tether-core", "tether-protocol"]),
+    ("tether-server", &["tether-hooks", "tether-agent", "tether-core", "tether-protocol"]),
+];
+
+/// External crates a layer must never depend on directly (IO runtimes, servers, the browser).
+const FORBIDDEN: &[(&str, &[&str])] = &[
+    ("tether-protocol", &["tokio", "axum", "reqwest", "web-sys", "wasm-bindgen", "js-sys"]),
+    ("tether-core", &["tokio", "axum", "reqwest", "web-sys", "wasm-bindgen", "js-sys"]),
+    ("tether-web", &["tokio", "axum", "reqwest"]),
+    ("tether-agent", &["axum", "tower-http", "clap", "web-sys", "wasm-bindgen"]),
+    ("tether-hooks", &["axum", "tower-http", "clap", "web-sys", "wasm-bindgen"]),
+];
+
+/// What the agent-loop example must not pull in (it needs the loop, not a server).
+const NOT_IN_TRAVEL_AGENT: &[&str] = &["axum", "tower", "tower-http", "clap", "serde_yaml_ng", "nix"];
+
+fn metadata() -> cargo_metadata::Metadata {
+    cargo_metadata::MetadataCommand::new()
+        .manifest_path(repo_root().join("Cargo.toml"))
+        .no_deps()
+        .exec()
+        .expect("cargo metadata runs")
+}
+
+/// Problems with the dependency direction, one line each.
+fn direction_problems(metadata: &cargo_metadata::Metadata) -> Vec<String> {
+    let mut problems = Vec::new();
+    let layered: BTreeSet<&str> = LAYERS.iter().map(|(name, _)| *name).collect();
+    for (name, allowed) in LAYERS {
+        let Some(package) = metadata.packages.iter().find(|p| p.name.as_str() == *name) else {
+            problems.push(format!("{name}: not in the workspace (update xtask/src/tidy.rs)"));
+            continue;
+        };
+        let forbidden = FORBIDDEN.iter().find(|(n, _)| n == name).map_or(&[][..], |(_, f)| f);
+        for dependency in &package.dependencies {
+            if dependency.kind == cargo_metadata::DependencyKind::Development {
+                continue;
+            }
+            let dep = dependency.name.as_str();
+            let internal = layered.contains(dep) || dep.starts_with("tether-");
+            if internal && !allowed.contains(&dep) {
+                problems.push(format!("{name} depends on {dep}, against the direction in ARCHITECTURE.md"));
+            }
+            if forbidden.contains(&dep) {
+                problems.push(format!("{name} depends on {dep}, which it must not (IO belongs at the edges)"));
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn dependencies_follow_the_layers() {
+    let problems = direction_problems(&metadata());
+    assert!(problems.is_empty(), "dependency direction broken:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_direction_check_catches_an_upward_edge() {
+    let mut metadata = metadata();
+    let core = metadata.packages.iter_mut().find(|p| p.name.as_str() == "tether-core").expect("tether-core");
+    let mut upward = core.dependencies.first().expect("core has dependencies").clone();
+    upward.name = "tether-server".into();
+    upward.kind = cargo_metadata::DependencyKind::Normal;
+    let mut io = upward.clone();
+    io.name = "tokio".into();
+    core.dependencies.extend([upward, io]);
+    let problems = direction_problems(&metadata);
+    assert!(problems.iter().any(|p| p.contains("tether-core depends on tether-server")), "{problems:?}");
+    assert!(problems.iter().any(|p| p.contains("tether-core depends on tokio")), "{problems:?}");
+}
+
+#[test]
+fn the_travel_agent_example_needs_no_server_stack() {
+    let output = Command::new(env!("CARGO"))
+        .current_dir(repo_root())
+        .args(["tree", "-p", "travel-agent", "-e", "normal", "--prefix", "none", "--format", "{p}"])
+        .output()
+        .expect("cargo tree runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let tree = String::from_utf8_lossy(&output.stdout);
+    let names: BTreeSet<&str> = tree.lines().filter_map(|line| line.split_whitespace().next()).collect();
+    let found: Vec<&&str> = NOT_IN_TRAVEL_AGENT.iter().filter(|n| names.contains(**n)).collect();
+    assert!(found.is_empty(), "travel-agent pulls in {found:?}: keep tether-agent's server-free build");
+}
+
+/// The version of a package in `Cargo.lock`.
+fn locked_version(lock: &str, package: &str) -> Option<String> {
+    let header = format!("name = \"{package}\"\nversion = \"");
+    let start = lock.find(&header)? + header.len();
+    Some(lock[start..].split('"').next()?.to_string())
+}
+
+#[test]
+fn wasm_bindgen_crate_matches_the_cli_setup_installs() {
+    let lock = std::fs::read_to_string(repo_root().join("Cargo.lock")).expect("Cargo.lock");
+    let locked = locked_version(&lock, "wasm-bindgen").expect("wasm-bindgen in Cargo.lock");
+    let pinned = crate::toolchain::WASM_BINDGEN_VERSION;
+    assert_eq!(
+        locked, pinned,
+        "Cargo.lock has wasm-bindgen {locked} but setup installs wasm-bindgen-cli {pinned}: change both together \
+         (root Cargo.toml pins the crate, xtask/src/toolchain.rs the CLI)"
+    );
+    let manifest = std::fs::read_to_string(repo_root().join("Cargo.toml")).expect("Cargo.toml");
+    assert!(manifest.contains(&format!("wasm-bindgen = \"={pinned}\"")), "the root Cargo.toml must pin ={pinned}");
+    if let Some(installed) = crate::cmd::probe("wasm-bindgen", &["--version"]) {
+        assert_eq!(installed.trim(), format!("wasm-bindgen {pinned}"), "run `cargo xtask setup`");
+    }
+}
+
+/// Every Rust file of the repository, outside build output and dependencies.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if path.is_dir() {
+            if !matches!(name.as_ref(), "target" | "node_modules" | ".git" | "corpus" | "artifacts" | "dist") {
+                rust_files(&path, out);
+            }
+        } else if name.ends_with(".rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_rust_file_opens_with_a_module_doc_line() {
+    let mut files = Vec::new();
+    rust_files(&repo_root(), &mut files);
+    assert!(files.len() > 50, "found only {} files", files.len());
+    let missing: Vec<String> = files
+        .iter()
+        .filter(|path| !std::fs::read_to_string(path).is_ok_and(|text| text.starts_with("//!")))
+        .map(|path| path.strip_prefix(repo_root()).unwrap_or(path).display().to_string())
+        .collect();
+    assert!(missing.is_empty(), "these files do not open with a `//!` line: {missing:?}");
+}
+
+#[test]
+fn every_crate_is_in_the_architecture_code_map() {
+    let map = std::fs::read_to_string(repo_root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let crates = std::fs::read_dir(repo_root().join("crates")).expect("crates/");
+    let missing: Vec<String> = crates
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| !map.contains(&format!("{name}/")))
+        .collect();
+    assert!(missing.is_empty(), "ARCHITECTURE.md's code map does not list {missing:?}");
+}
