@@ -11,26 +11,32 @@ import { chromium } from "playwright-core";
 export const ROOT = resolve(import.meta.dirname, "../..");
 export const ARTIFACTS = resolve(ROOT, "target/e2e-artifacts");
 
-/** Starts `tether serve --model scripted --static <dist>` (no pages when `dist` is null) on `addr`. */
-export async function startServer(dist, addr = "127.0.0.1:0") {
+/**
+ * Starts `tether serve <modelArgs> --static <dist>` (no pages when `dist` is null) on `addr`; the
+ * built-in model unless `modelArgs` says otherwise (the task benchmark passes a local model's URL
+ * and a tool mode).
+ */
+export async function startServer(dist, addr = "127.0.0.1:0", modelArgs = ["--model", "scripted"]) {
   const binary = resolve(ROOT, "target/debug/tether");
   const pages = dist ? ["--static", dist] : [];
-  const child = spawn(binary, ["serve", "--model", "scripted", "--addr", addr, ...pages], {
+  const child = spawn(binary, ["serve", ...modelArgs, "--addr", addr, ...pages], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   let log = "";
+  let banner = "";
   child.stderr.on("data", (chunk) => (log += chunk));
   const url = await new Promise((resolveUrl, reject) => {
     let out = "";
     child.stdout.on("data", (chunk) => {
       out += chunk;
+      banner = out.split("\n")[0];
       const match = out.match(/http:\/\/(127\.0\.0\.1:\d+)/);
       if (match) resolveUrl(match[1]);
     });
     child.on("exit", (code) => reject(new Error(`tether exited with ${code}: ${log}`)));
   });
   const [host, port] = url.split(":");
-  return { host, port: Number(port), stop: () => child.kill(), log: () => log };
+  return { host, port: Number(port), stop: () => child.kill(), log: () => log, banner: () => banner };
 }
 
 /** A TCP proxy to `port` that can drop every connection at once. */

@@ -7,6 +7,7 @@
 
 mod app;
 mod cmd;
+mod local_model;
 mod snippets;
 mod tasks;
 #[cfg(test)]
@@ -22,6 +23,7 @@ cargo xtask <task>
   setup            install what tests and the demo need (idempotent; apt, cargo, npm)
   test             everything CI runs: setup, lints, native, wasm and browser tests, size budget
   demo             build the Leptos storefront and serve it with the built-in model
+                   (`--local-model`: with a real small model on this machine, installed on first use)
   react-package    build the browser runtime and pack @tether/react: target/npm/tether-react-0.1.0.tgz
   leptos-app DIR   build a Leptos crate of your own for the browser into DIR/dist (--serve: and
                    serve it with `tether serve`; --help for the rest)
@@ -30,6 +32,8 @@ cargo xtask <task>
   size             size report of the browser modules (raw, wasm-bindgen, wasm-opt -Oz, gzip, twiggy)
   bench            criterion benchmarks (core, server), hook and loopback benches, and the
                    browser latency benchmark (`--browser`: only that one)
+                   `--tasks`: the task benchmark with a real local model (see docs/models.md;
+                   narrow it with --modes, --apps, --suites, --only, --task-timeout, --no-extras)
   protocol-schema  regenerate crates/tether-protocol/protocol.schema.json after a version bump
 ";
 

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use anyhow::{Context, Result, bail};
 
 use crate::app::{build_leptos_app, pack_react};
-use crate::cmd::{in_repo, repo_root, run, step};
+use crate::cmd::{in_repo, probe, repo_root, run, step};
 use crate::toolchain::{self, Needs, WasmToolchain};
 use crate::wasm::{ModuleSizes, build_module, print_sizes};
 
@@ -100,6 +100,9 @@ fn twiggy_top(module: &ModuleSizes) -> Result<()> {
 }
 
 pub(crate) fn bench(args: &[String]) -> Result<()> {
+    if args.iter().any(|a| a == "--tasks") {
+        return task_bench(args);
+    }
     let only_browser = args.iter().any(|a| a == "--browser");
     if !only_browser {
         run(in_repo("cargo").args(["bench", "-p", "tether-core"]))?;
@@ -166,12 +169,89 @@ pub(crate) fn demo(args: &[String]) -> Result<()> {
     run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether"]))?;
     let addr =
         args.iter().position(|a| a == "--addr").and_then(|i| args.get(i + 1)).map_or("127.0.0.1:8787", String::as_str);
+    if args.iter().any(|a| a == "--local-model") {
+        let model = crate::local_model::start()?;
+        step("serving the Leptos storefront with the local model (Ctrl-C stops); open the URL below");
+        return run(Command::new(repo_root().join("target/debug/tether"))
+            .args(["serve", "--model", &model.url])
+            .args(LOCAL_MODEL_ARGS)
+            .args(["--addr", addr, "--static"])
+            .arg(&dist));
+    }
     step("serving the Leptos storefront with the built-in model (Ctrl-C stops); open the URL below");
     run(Command::new(repo_root().join("target/debug/tether"))
         .args(["serve", "--model", "scripted", "--addr", addr, "--instructions"])
         .arg(repo_root().join("examples/storefront-leptos/instructions.md"))
         .arg("--static")
         .arg(&dist))
+}
+
+/// How `tether serve` talks to the local model in the demo and the task benchmark.
+const LOCAL_MODEL_ARGS: [&str; 8] =
+    ["--model-name", "qwen2.5-coder-1.5b-instruct", "--tool-mode", "auto", "--temperature", "0", "--max-tokens", "300"];
+
+/// The task benchmark's options: `--modes native,text,constrained,auto`, `--apps leptos,react`,
+/// `--suites fresh,conversation`, `--only <task ids>`, `--no-extras` (skip the travel and hook
+/// examples), `--task-timeout <seconds>`. The same `BENCH_*` variables work too
+/// (bench/tasks/run.mjs); a flag wins.
+const TASK_BENCH_FLAGS: [(&str, &str); 5] = [
+    ("--modes", "BENCH_MODES"),
+    ("--apps", "BENCH_APPS"),
+    ("--suites", "BENCH_SUITES"),
+    ("--only", "BENCH_TASKS"),
+    ("--task-timeout", "BENCH_TASK_TIMEOUT_S"),
+];
+
+/// The task benchmark: the local model, the storefronts served by the real `tether serve`, the
+/// tasks of bench/tasks/tasks.mjs in headless Chromium for each tool mode, then the travel example
+/// and the hook examples with the same model. Prints a per-task table and a summary per mode;
+/// writes target/bench-tasks/{results.json,report.md} (and extras.json).
+fn task_bench(args: &[String]) -> Result<()> {
+    let mut env: Vec<(&str, String)> = Vec::new();
+    for (flag, var) in TASK_BENCH_FLAGS {
+        let value = args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
+        if let Some(value) = value.or_else(|| std::env::var(var).ok().filter(|v| !v.is_empty())) {
+            env.push((var, value));
+        }
+    }
+    let extras = !args.iter().any(|a| a == "--no-extras");
+    let apps = env.iter().find(|(var, _)| *var == "BENCH_APPS").map_or("leptos".to_string(), |(_, v)| v.clone());
+    let toolchain = toolchain::setup(Needs { browser: true })?;
+    let (leptos, _) = build_storefront(toolchain)?;
+    if apps.contains("react") {
+        runtime_module(toolchain)?;
+        run(in_repo("npm").args(["run", "--silent", "storefront-react:build"]))?;
+    }
+    let mut build = in_repo("cargo");
+    build.args(["build", "-p", "tether-server", "--bin", "tether"]);
+    if extras {
+        build.args(["-p", "travel-local"]);
+    }
+    run(&mut build)?;
+    let model = crate::local_model::start()?;
+    if let Some(load) = probe("cat", &["/proc/loadavg"]) {
+        step(format!("load average before the run: {}", load.trim()));
+    }
+    let out = repo_root().join("target/bench-tasks");
+    step("the task benchmark (headless Chromium; the tool modes side by side)");
+    run(in_repo("node")
+        .arg("bench/tasks/run.mjs")
+        .envs(env.iter().map(|(var, value)| (*var, value.as_str())))
+        .env("TETHER_LLM_URL", &model.url)
+        .env("TETHER_LEPTOS_DIST", &leptos)
+        .env("TETHER_REACT_DIST", repo_root().join("www/storefront-react/dist"))
+        .env("BENCH_OUT", &out))?;
+    if !extras {
+        return Ok(());
+    }
+    step("the travel example and the hook examples with the same model");
+    run(in_repo("node")
+        .arg("bench/tasks/extras.mjs")
+        .envs(env.iter().map(|(var, value)| (*var, value.as_str())))
+        .env("TETHER_LLM_URL", &model.url)
+        .env("TETHER_LEPTOS_DIST", &leptos)
+        .env("TETHER_TRAVEL_BIN", repo_root().join("target/debug/travel-local"))
+        .env("BENCH_OUT", &out))
 }
 
 /// Runs each fuzz target for `seconds` (cargo-fuzz, libFuzzer; no sanitizer, so stable Rust works).

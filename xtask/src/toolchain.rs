@@ -133,7 +133,7 @@ fn privileged(program: &str) -> Command {
 }
 
 /// Installs Debian packages that are missing.
-fn apt_install(packages: &[&str]) -> Result<()> {
+pub(crate) fn apt_install(packages: &[&str]) -> Result<()> {
     let missing: Vec<&str> = packages.iter().copied().filter(|p| !deb_installed(p)).collect();
     if missing.is_empty() {
         return Ok(());

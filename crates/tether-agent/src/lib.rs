@@ -13,8 +13,8 @@ pub mod hooks;
 pub mod model;
 
 pub use agent_loop::{
-    AgentLoop, DATA_RULE, DEFAULT_INSTRUCTIONS, DEFAULT_MAX_TURNS, DEFAULT_RUN_TIMEOUT, MAX_TOOL_RESULT_BYTES,
-    RunOutcome, RunSink, ToolHost,
+    AgentLoop, DATA_RULE, DEFAULT_INSTRUCTIONS, DEFAULT_MAX_CALLS_PER_TOOL, DEFAULT_MAX_TURNS, DEFAULT_RUN_TIMEOUT,
+    DEFAULT_SYSTEM_PROMPT, LoopGuard, MAX_TOOL_RESULT_BYTES, RunOutcome, RunSink, ToolHost,
 };
 pub use error::AgentError;
 pub use hooks::{
@@ -22,8 +22,8 @@ pub use hooks::{
     StopCheck, StopDecision, ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart,
 };
 pub use model::{
-    BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, SCRIPTED_CONTRACT,
-    ScriptedModel,
+    BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, ReadReply, RefusedTool,
+    SCRIPTED_CONTRACT, ScriptedModel, ToolMode, json_values, read_reply,
 };
 #[cfg(feature = "openai")]
 pub use model::{OpenAiConfig, OpenAiProvider};

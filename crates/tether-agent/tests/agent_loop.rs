@@ -308,12 +308,17 @@ async fn a_hook_error_or_panic_ends_the_run_with_a_clear_error() {
 
 #[tokio::test]
 async fn max_turns_ends_a_run_that_never_answers() {
+    // Without the loop guard (with it, the repeats below end the run earlier: see loop_guard.rs).
     let model = ReplayModel::new((0..20).map(|_| calls("book_ticket", json!({}))).collect());
-    let agent = AgentLoop::new(model).with_max_turns(3);
+    let agent = AgentLoop::new(model).with_max_turns(3).with_loop_guard(LoopGuard::off());
     let host = FakeHost::new("x");
-    let (outcome, _, _) = run(&agent, &host).await;
+    let (outcome, _, streamed) = run(&agent, &host).await;
     assert_eq!((outcome.status, outcome.turns), (RunStatus::MaxTurns, 3));
     assert_eq!(host.executed.lock().unwrap().len(), 3);
+    // Never an empty answer: it says why it stopped and what was done.
+    assert!(outcome.answer.starts_with("I stopped at the limit of steps"), "{}", outcome.answer);
+    assert_eq!(outcome.answer.matches("- book_ticket: x").count(), 3, "{}", outcome.answer);
+    assert_eq!(streamed, outcome.answer);
 }
 
 #[tokio::test]

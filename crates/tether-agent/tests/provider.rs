@@ -18,6 +18,8 @@ type Handler = Arc<dyn Fn(usize, &HeaderMap, &Value) -> Response + Send + Sync>;
 struct Mock {
     base: String,
     requests: Arc<Mutex<Vec<(HeaderMap, Value)>>>,
+    /// The request bodies as sent (key order included); kept by `replay_or_record`.
+    raw: Arc<Mutex<Vec<String>>>,
 }
 
 async fn mock(handler: Handler) -> Mock {
@@ -40,12 +42,17 @@ async fn mock(handler: Handler) -> Mock {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    Mock { base, requests }
+    Mock { base, requests, raw: Arc::default() }
 }
 
 fn provider(base: &str) -> OpenAiProvider {
+    provider_in(base, ToolMode::Native)
+}
+
+fn provider_in(base: &str, mode: ToolMode) -> OpenAiProvider {
     let mut config = OpenAiConfig::new(base, "qwen2.5-coder-1.5b-instruct-q4_k_m");
     config.retry_delay = Duration::from_millis(5);
+    config.tool_mode = mode;
     OpenAiProvider::new(config).unwrap()
 }
 
@@ -105,27 +112,56 @@ async fn complete(provider: &OpenAiProvider, request: &ChatRequest) -> (Result<M
     (reply, streamed.into_inner().unwrap())
 }
 
+/// A recording: the fixture, the tool called, the arguments expected.
+type Recording = (&'static str, &'static str, fn() -> Value);
+
+/// The fixtures recorded with `tools` in the request (the provider's native tool calling): the
+/// model wrote every call into its text.
+const NATIVE_RECORDINGS: [Recording; 5] = [
+    ("cart_tool_call", "cart_add", || json!({"productId": "mug-red", "quantity": 2})),
+    ("trains_tool_call", "book_ticket", || json!({"train": 12345, "seat_class": "first"})),
+    ("after_refusal", "book_ticket", || json!({"train": 412, "seat_class": "tourist"})),
+    ("after_tool_result", "book_ticket", || json!({"train": 412, "seat_class": "first"})),
+    ("no_tool_needed", "find_trains", || json!({"to": "New York", "date": "2023-10-05"})),
+];
+
 #[tokio::test]
-async fn recorded_small_model_replies_become_the_right_tool_calls() {
-    let cases = [
-        ("cart_tool_call", "cart_add", json!({"productId": "mug-red", "quantity": 2})),
-        ("trains_tool_call", "book_ticket", json!({"train": 12345, "seat_class": "first"})),
-        ("after_refusal", "book_ticket", json!({"train": 412, "seat_class": "tourist"})),
-        ("after_tool_result", "book_ticket", json!({"train": 412, "seat_class": "first"})),
-        ("no_tool_needed", "find_trains", json!({"to": "New York", "date": "2023-10-05"})),
-    ];
-    for (name, tool, args) in cases {
+async fn recorded_small_model_replies_become_the_right_tool_calls_when_read_as_text() {
+    for (name, tool, args) in NATIVE_RECORDINGS {
         let recorded = fixture(name);
         let response = recorded["response"].clone();
         let mock = mock(Arc::new(move |_, _, _| axum::Json(response.clone()).into_response())).await;
         let request = request_of(&recorded);
-        let (reply, streamed) = complete(&provider(&mock.base), &request).await;
+        let (reply, streamed) = complete(&provider_in(&mock.base, ToolMode::Text), &request).await;
         let reply = reply.unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(reply.tool_calls.len(), 1, "{name}");
-        assert_eq!((reply.tool_calls[0].name.as_str(), &reply.tool_calls[0].arguments), (tool, &args), "{name}");
+        assert_eq!((reply.tool_calls[0].name.as_str(), &reply.tool_calls[0].arguments), (tool, &args()), "{name}");
         assert_eq!(streamed, "", "{name}: a tool call written as text must not reach the user");
+        let content = recorded["response"]["choices"][0]["message"]["content"].as_str().unwrap();
+        assert_eq!(reply.raw, content, "{name}: the conversation keeps what the model wrote");
+        // Text mode lists the tools in the prompt, not in `tools`.
+        let sent = mock.requests.lock().unwrap()[0].1.clone();
+        assert!(sent.get("tools").is_none(), "{name}");
+        let system = sent["messages"][0]["content"].as_str().unwrap().to_string();
+        assert!(system.contains(&format!("- {tool}(")), "{name}: {system}");
+    }
+}
+
+#[tokio::test]
+async fn in_native_mode_only_tool_calls_are_calls_and_the_request_is_as_recorded() {
+    for (name, _, _) in NATIVE_RECORDINGS {
+        let recorded = fixture(name);
+        let response = recorded["response"].clone();
+        let mock = mock(Arc::new(move |_, _, _| axum::Json(response.clone()).into_response())).await;
+        let request = request_of(&recorded);
+        let (reply, streamed) = complete(&provider_in(&mock.base, ToolMode::Native), &request).await;
+        let reply = reply.unwrap_or_else(|e| panic!("{name}: {e}"));
+        // What a client reading only `tool_calls` gets from this model: no call, the JSON as text.
+        let content = recorded["response"]["choices"][0]["message"]["content"].as_str().unwrap();
+        assert!(reply.tool_calls.is_empty(), "{name}");
+        assert_eq!((reply.text.as_str(), streamed.as_str()), (content.trim(), content), "{name}");
         // What we sent is what the model was recorded answering.
-        let sent = &mock.requests.lock().unwrap()[0].1;
+        let sent = mock.requests.lock().unwrap()[0].1.clone();
         assert_eq!(normalized(&sent["messages"]), normalized(&recorded["request"]["messages"]), "{name}");
         assert_eq!(sent["tools"], recorded["request"]["tools"], "{name}");
         assert_eq!(sent["model"], recorded["request"]["model"], "{name}");
@@ -189,8 +225,8 @@ async fn a_streamed_json_block_is_held_back_and_becomes_a_tool_call() {
         ])
     }))
     .await;
-    let request = ChatRequest { messages: Vec::new(), tools: vec![tool("cart_view")] };
-    let (reply, streamed) = complete(&provider(&mock.base), &request).await;
+    let request = ChatRequest { messages: vec![], tools: vec![spec("cart_view", json!({"type": "object"}))] };
+    let (reply, streamed) = complete(&provider_in(&mock.base, ToolMode::Text), &request).await;
     let reply = reply.unwrap();
     assert_eq!(streamed, "");
     assert_eq!(reply.tool_calls[0].name, "cart_view");
@@ -327,4 +363,389 @@ async fn a_provider_failure_ends_the_run_with_a_clear_error() {
         agent.run(&NoTools, &RunSink { on_delta: &on_delta, on_event: &on_event }, "r", "hi", Vec::new()).await;
     assert_eq!(outcome.status, tether_protocol::RunStatus::Failed);
     assert_eq!(outcome.error.as_deref(), Some("model provider returned HTTP 401: invalid api key"));
+}
+
+fn spec(name: &str, parameters: Value) -> ToolSpec {
+    ToolSpec {
+        name: name.into(),
+        description: format!("The {name} tool."),
+        parameters,
+        risk: Default::default(),
+        global: false,
+    }
+}
+
+/// The Leptos storefront's home page tools (docs/storefront.md), as the page registers them.
+fn storefront_home() -> Vec<ToolSpec> {
+    let ids = json!(["mug-red", "mug-blue", "tee-black", "poster-space"]);
+    let pages =
+        json!(["home", "cart", "product/mug-red", "product/mug-blue", "product/tee-black", "product/poster-space"]);
+    vec![
+        ToolSpec {
+            name: "navigate".into(),
+            description:
+                "Go to a page of the shop: home, the cart (to see, change or check out the cart) or a product page."
+                    .into(),
+            parameters: json!({"type": "object", "properties": {"to": {"type": "string", "enum": pages}}, "required": ["to"], "additionalProperties": false}),
+            risk: Default::default(),
+            global: true,
+        },
+        ToolSpec {
+            name: "product_view".into(),
+            description: "Open a product's page; the result has its price and description.".into(),
+            parameters: json!({"type": "object", "properties": {"productId": {"type": "string", "enum": ids}}, "required": ["productId"], "additionalProperties": false}),
+            risk: Default::default(),
+            global: false,
+        },
+        ToolSpec {
+            name: "cart_add".into(),
+            description: "Add a product to the shopping cart.".into(),
+            parameters: json!({"type": "object", "properties": {"productId": {"type": "string", "enum": ids}, "quantity": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1}}, "required": ["productId"], "additionalProperties": false}),
+            risk: Default::default(),
+            global: false,
+        },
+    ]
+}
+
+/// A mock that replays the exchanges recorded in `fixtures/model-replies/<name>.json`, in order.
+/// With `TETHER_RECORD_MODEL=http://127.0.0.1:PORT` it forwards each request to that real model
+/// instead (non-streamed, so the fixture holds the whole reply) and writes the fixture.
+async fn replay_or_record(name: &'static str) -> Mock {
+    let path = format!("{}/tests/fixtures/model-replies/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    let record = std::env::var("TETHER_RECORD_MODEL").ok().filter(|url| !url.is_empty());
+    let recorded: Vec<Value> = match &record {
+        Some(_) => Vec::new(),
+        None => {
+            let file: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            file["exchanges"].as_array().unwrap().clone()
+        }
+    };
+    let requests: Arc<Mutex<Vec<(HeaderMap, Value)>>> = Arc::default();
+    let raw: Arc<Mutex<Vec<String>>> = Arc::default();
+    let exchanges: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let (seen, kept, raw_seen) = (requests.clone(), exchanges.clone(), raw.clone());
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        post(move |headers: HeaderMap, body: String| {
+            let (seen, kept, record, recorded, path) =
+                (seen.clone(), kept.clone(), record.clone(), recorded.clone(), path.clone());
+            raw_seen.lock().unwrap().push(body.clone());
+            // Forwarded as sent (re-serialising would sort the keys, and key order steers a
+            // constrained model), without streaming.
+            let forwarded = body.replacen("\"stream\":true", "\"stream\":false", 1);
+            async move {
+                let body: Value = serde_json::from_str(&body).unwrap();
+                let n = seen.lock().unwrap().len();
+                seen.lock().unwrap().push((headers, body.clone()));
+                let response = match record {
+                    Some(url) => {
+                        let reply = reqwest::Client::new()
+                            .post(format!("{url}/v1/chat/completions"))
+                            .header("content-type", "application/json")
+                            .body(forwarded)
+                            .send()
+                            .await
+                            .unwrap();
+                        let status = reply.status().as_u16();
+                        let mut response: Value = reply.json().await.unwrap();
+                        for key in ["timings", "usage", "system_fingerprint", "created", "id"] {
+                            if let Some(object) = response.as_object_mut() {
+                                object.remove(key);
+                            }
+                        }
+                        let mut kept = kept.lock().unwrap();
+                        kept.push(json!({"request": body, "status": status, "response": response}));
+                        let file = json!({"exchanges": *kept});
+                        std::fs::write(&path, serde_json::to_string_pretty(&file).unwrap() + "\n").unwrap();
+                        (status, response)
+                    }
+                    None => {
+                        let exchange = recorded.get(n).unwrap_or_else(|| panic!("{path}: no exchange {n}"));
+                        (exchange["status"].as_u64().unwrap_or(200) as u16, exchange["response"].clone())
+                    }
+                };
+                (StatusCode::from_u16(response.0).unwrap(), axum::Json(response.1)).into_response()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let _ = exchanges;
+    Mock { base, requests, raw }
+}
+
+/// The requests a replayed fixture was recorded with (stream flag aside, which recording turns off).
+fn recorded_requests(name: &str) -> Vec<Value> {
+    let path = format!("{}/tests/fixtures/model-replies/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    file["exchanges"].as_array().unwrap().iter().map(|e| e["request"].clone()).collect()
+}
+
+fn assert_sent_as_recorded(mock: &Mock, name: &str) {
+    let sent: Vec<Value> = mock.requests.lock().unwrap().iter().map(|(_, body)| body.clone()).collect();
+    assert_eq!(
+        sent,
+        recorded_requests(name),
+        "{name}: the provider no longer sends what the model was recorded answering; record again"
+    );
+}
+
+fn local_provider(base: &str, mode: ToolMode) -> OpenAiProvider {
+    let mut config = OpenAiConfig::new(base, "qwen2.5-coder-1.5b-instruct-q4_k_m");
+    config.tool_mode = mode;
+    config.temperature = Some(0.0);
+    config.max_tokens = Some(300);
+    OpenAiProvider::new(config).unwrap()
+}
+
+fn conversation(user: &str) -> Vec<ChatMessage> {
+    vec![ChatMessage::System { content: DEFAULT_SYSTEM_PROMPT.into() }, ChatMessage::User { content: user.into() }]
+}
+
+#[tokio::test]
+async fn a_constrained_turn_sends_one_alternative_per_tool_and_the_answer_and_reads_the_call() {
+    let mock = replay_or_record("constrained_add_two_red_mugs").await;
+    let request = ChatRequest { messages: conversation("Add two red mugs to my cart."), tools: storefront_home() };
+    let (reply, streamed) = complete(&local_provider(&mock.base, ToolMode::Constrained), &request).await;
+    let reply = reply.unwrap();
+    assert_eq!(reply.tool_calls.len(), 1);
+    assert_eq!(
+        (reply.tool_calls[0].name.as_str(), &reply.tool_calls[0].arguments),
+        ("cart_add", &json!({"productId": "mug-red", "quantity": 2}))
+    );
+    assert_eq!(streamed, "");
+    let sent = mock.requests.lock().unwrap()[0].1.clone();
+    assert!(sent.get("tools").is_none());
+    let schema = &sent["response_format"]["json_schema"]["schema"];
+    let names: Vec<Value> =
+        schema["anyOf"].as_array().unwrap().iter().map(|a| a["properties"]["name"]["const"].clone()).collect();
+    assert_eq!(names, [json!("navigate"), json!("product_view"), json!("cart_add"), Value::Null]);
+    assert_eq!(schema["anyOf"][3]["required"], json!(["answer"]));
+    // The grammar makes the model write the keys in the order sent: the tool's name first (with
+    // `arguments` first, the recorded model answered "Two red mugs have been added" instead).
+    let raw = mock.raw.lock().unwrap()[0].clone();
+    assert!(raw.contains(r#""properties":{"name":{"const":"cart_add","type":"string"},"arguments":{"#), "{raw}");
+    assert_sent_as_recorded(&mock, "constrained_add_two_red_mugs");
+}
+
+#[tokio::test]
+async fn a_constrained_answer_after_a_short_result_reaches_the_user() {
+    let mut messages = conversation("Add two red mugs to my cart.");
+    messages.push(ChatMessage::Assistant {
+        content: "{\"name\": \"cart_add\", \"arguments\": {\"productId\": \"mug-red\", \"quantity\": 2}}".into(),
+        tool_calls: vec![ModelToolCall {
+            id: "r1.1.0".into(),
+            name: "cart_add".into(),
+            arguments: json!({"productId": "mug-red", "quantity": 2}),
+        }],
+    });
+    messages.push(ChatMessage::Tool {
+        call_id: "r1.1.0".into(),
+        name: "cart_add".into(),
+        content: "added 2 × Red mug; cart: 2 items (2 × Red mug)".into(),
+    });
+    let request = ChatRequest { messages, tools: storefront_home() };
+    let mock = replay_or_record("constrained_answer_after_result").await;
+    let (reply, streamed) = complete(&local_provider(&mock.base, ToolMode::Constrained), &request).await;
+    let reply = reply.unwrap();
+    assert!(reply.tool_calls.is_empty(), "{reply:?}");
+    assert!(reply.text.contains("2") && reply.text.to_lowercase().contains("red mug"), "{}", reply.text);
+    assert_eq!(streamed, reply.text, "the answer's string streams, not its JSON");
+    assert!(reply.raw.starts_with("{\"answer\""), "{}", reply.raw);
+    // The result reached the model as labelled user text, the call as the model wrote it.
+    let sent = mock.requests.lock().unwrap()[0].1.clone();
+    let roles: Vec<&str> = sent["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user"]);
+    assert!(sent["messages"][3]["content"].as_str().unwrap().starts_with("[result of cart_add] added 2 × Red mug"));
+    assert_sent_as_recorded(&mock, "constrained_answer_after_result");
+}
+
+#[tokio::test]
+async fn a_text_turn_reads_the_call_the_model_wrote() {
+    let mock = replay_or_record("text_add_black_tshirts").await;
+    let request =
+        ChatRequest { messages: conversation("Put 3 black T-shirts in my cart, please."), tools: storefront_home() };
+    let (reply, streamed) = complete(&local_provider(&mock.base, ToolMode::Text), &request).await;
+    let reply = reply.unwrap();
+    assert_eq!(reply.tool_calls.len(), 1, "{reply:?}");
+    assert_eq!(reply.tool_calls[0].arguments, json!({"productId": "tee-black", "quantity": 3}));
+    assert!(!streamed.contains("cart_add"), "the call never reaches the user: {streamed:?}");
+    assert_sent_as_recorded(&mock, "text_add_black_tshirts");
+}
+
+#[tokio::test]
+async fn auto_asks_the_provider_once_and_chooses_constrained_for_llama_cpp() {
+    let mock = replay_or_record("auto_probe_llama_cpp").await;
+    let provider = local_provider(&mock.base, ToolMode::Auto);
+    let said = provider.describe_mode().await.unwrap();
+    assert_eq!(said, "tool mode auto: constrained (the provider honours response_format json_schema)");
+    let request = ChatRequest { messages: conversation("Show me the blue mug."), tools: storefront_home() };
+    let (reply, _) = complete(&provider, &request).await;
+    let reply = reply.unwrap();
+    assert_eq!(reply.tool_calls[0].name, "product_view");
+    let sent: Vec<Value> = mock.requests.lock().unwrap().iter().map(|(_, body)| body.clone()).collect();
+    assert_eq!(sent.len(), 2, "one probe, then the turn");
+    assert!(sent[1].get("response_format").is_some());
+    assert_sent_as_recorded(&mock, "auto_probe_llama_cpp");
+}
+
+#[tokio::test]
+async fn auto_chooses_native_when_the_provider_fills_tool_calls_and_text_when_nothing_works() {
+    // An OpenAI-like provider: refuses a root `anyOf` schema, answers tools in `tool_calls`.
+    let mock = mock(Arc::new(|_, _, body| {
+        if body.get("response_format").is_some() {
+            return (StatusCode::BAD_REQUEST, "{\"error\":{\"message\":\"schema must be an object\"}}").into_response();
+        }
+        axum::Json(json!({"choices": [{"message": {"content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "ping", "arguments": "{}"}}]}}]})).into_response()
+    }))
+    .await;
+    let provider = provider_in(&mock.base, ToolMode::Auto);
+    assert_eq!(provider.tool_mode().await.unwrap().0, ToolMode::Native);
+    assert_eq!(provider.tool_mode().await.unwrap().0, ToolMode::Native);
+    assert_eq!(mock.requests.lock().unwrap().len(), 2, "asked once");
+    // A provider that ignores both: text.
+    let mock = self::mock(Arc::new(|_, _, _| {
+        axum::Json(json!({"choices": [{"message": {"content": "pong"}}]})).into_response()
+    }))
+    .await;
+    assert_eq!(provider_in(&mock.base, ToolMode::Auto).tool_mode().await.unwrap().0, ToolMode::Text);
+}
+
+#[tokio::test]
+async fn a_judge_in_constrained_mode_is_held_to_its_verdict_schema() {
+    let mock = replay_or_record("judge_constrained_stop").await;
+    let judge_schema = json!({"anyOf": [
+        {"type": "object", "properties": {"ok": {"const": true}}, "required": ["ok"], "additionalProperties": false},
+        {"type": "object", "properties": {"ok": {"const": false}, "reason": {"type": "string"}}, "required": ["ok", "reason"], "additionalProperties": false}
+    ]});
+    let prompt = "You review the final answer of an assistant before it reaches the user.\n\n{\"final_output\": \"Added 2 red mugs to your cart.\", \"hook_event_name\": \"Stop\"}\n\nThe answer (final_output) must end with \"=== RESPONSE COMPLETE ===\".\nIf it does, respond with {\"ok\": true}.\nIf it does not, respond with {\"ok\": false, \"reason\": \"...\"} and say what to add.";
+    let request = ChatRequest {
+        messages: vec![
+            ChatMessage::System {
+                content: "You are a hook that checks an AI agent's work. Answer with one JSON object.".into(),
+            },
+            ChatMessage::User { content: prompt.into() },
+        ],
+        tools: Vec::new(),
+    };
+    let provider = local_provider(&mock.base, ToolMode::Constrained);
+    let ignore = |_: &str| {};
+    let reply = provider.complete_json(&request, &judge_schema, &ignore).await.unwrap();
+    let verdict: Value = serde_json::from_str(&reply.text).unwrap();
+    assert_eq!(verdict["ok"], false, "{}", reply.text);
+    assert!(verdict["reason"].as_str().is_some_and(|r| !r.is_empty()));
+    let sent = mock.requests.lock().unwrap()[0].1.clone();
+    assert_eq!(sent["response_format"]["json_schema"]["schema"], judge_schema);
+    assert_sent_as_recorded(&mock, "judge_constrained_stop");
+}
+
+#[tokio::test]
+async fn a_schema_with_a_self_reference_is_sent_inlined() {
+    // llama.cpp answers HTTP 400 to `{"$ref": "#"}`; the provider never sends one.
+    let mock = mock(Arc::new(|_, _, body| {
+        if body.to_string().contains("$ref") {
+            return (StatusCode::BAD_REQUEST, "{\"error\":{\"message\":\"JSON schema conversion failed\"}}")
+                .into_response();
+        }
+        axum::Json(json!({"choices": [{"message": {"content": "{\"answer\": \"ok\"}"}}]})).into_response()
+    }))
+    .await;
+    let tree = spec(
+        "tree_set",
+        json!({"type": "object", "properties": {"label": {"type": "string"}, "child": {"$ref": "#"}}}),
+    );
+    let request =
+        ChatRequest { messages: conversation("hi"), tools: vec![tree, spec("open_cart", json!({"type": "object"}))] };
+    for mode in [ToolMode::Native, ToolMode::Constrained] {
+        let (reply, _) = complete(&provider_in(&mock.base, mode), &request).await;
+        let reply = reply.unwrap_or_else(|e| panic!("{mode}: {e}"));
+        assert!(reply.refused_tools.is_empty(), "{mode}");
+    }
+}
+
+#[tokio::test]
+async fn a_tool_the_provider_still_refuses_is_left_out_and_reported_and_the_turn_goes_on() {
+    // A provider that refuses any schema with `patternProperties` (one it cannot turn into a grammar).
+    let mock = mock(Arc::new(|_, _, body| {
+        if body.to_string().contains("patternProperties") {
+            return (StatusCode::BAD_REQUEST, "{\"error\":{\"message\":\"unsupported: patternProperties\"}}").into_response();
+        }
+        axum::Json(json!({"choices": [{"message": {"content": "{\"name\": \"cart_add\", \"arguments\": {\"productId\": \"mug-red\"}}"}}]})).into_response()
+    }))
+    .await;
+    let odd = spec("labels_set", json!({"type": "object", "patternProperties": {"^x-": {"type": "string"}}}));
+    let mut tools = storefront_home();
+    tools.insert(1, odd);
+    let request = ChatRequest { messages: conversation("add a red mug"), tools };
+    let provider = provider_in(&mock.base, ToolMode::Native);
+    let (reply, _) = complete(&provider, &request).await;
+    let reply = reply.unwrap();
+    assert_eq!(reply.refused_tools.len(), 1);
+    assert_eq!(reply.refused_tools[0].name, "labels_set");
+    assert!(reply.refused_tools[0].reason.contains("patternProperties"), "{:?}", reply.refused_tools);
+    let asked = mock.requests.lock().unwrap().len();
+    let last = mock.requests.lock().unwrap().last().unwrap().1.clone();
+    let sent: Vec<&str> =
+        last["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    assert_eq!(sent, ["navigate", "product_view", "cart_add"]);
+    // The next turn leaves it out at once, and still says so.
+    let (reply, _) = complete(&provider, &request).await;
+    assert_eq!(reply.unwrap().refused_tools.len(), 1);
+    assert_eq!(mock.requests.lock().unwrap().len(), asked + 1, "no probing the second time");
+}
+
+#[tokio::test]
+async fn the_issue_trace_runs_the_call_once_and_answers() {
+    // The failing conversation of issue 12, through the provider and the loop: a call followed by
+    // "Done.", then the same call again, then an answer.
+    let replies = [
+        "{\"name\": \"cart_add\", \"arguments\": {\"productId\": \"tee-black\", \"quantity\": 2}}\nDone.",
+        "```json\n{\"name\": \"cart_add\", \"arguments\": {\"productId\": \"tee-black\", \"quantity\": 2}}\n```",
+        "The black T-shirts have been added to your cart.",
+    ];
+    let mock = mock(Arc::new(move |n, _, _| {
+        axum::Json(json!({"choices": [{"message": {"content": replies[n.min(2)]}}]})).into_response()
+    }))
+    .await;
+    let agent = AgentLoop::new(Arc::new(provider_in(&mock.base, ToolMode::Text)));
+    struct Cart(Mutex<u32>);
+    impl ToolHost for Cart {
+        fn tools(&self) -> Vec<ToolSpec> {
+            storefront_home()
+        }
+        fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
+            Ok(())
+        }
+        fn execute<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str, args: Value) -> BoxFuture<'a, ToolOutput> {
+            Box::pin(async move {
+                let mut items = self.0.lock().unwrap();
+                *items += args["quantity"].as_u64().unwrap() as u32;
+                ToolOutput::new(
+                    tether_protocol::ResultStatus::Ok,
+                    format!("added 2 × Black T-shirt; cart: {items} items"),
+                )
+            })
+        }
+    }
+    let cart = Cart(Mutex::new(0));
+    let streamed = Mutex::new(String::new());
+    let on_delta = |d: &str| streamed.lock().unwrap().push_str(d);
+    let on_event = |_| {};
+    let outcome = agent
+        .run(&cart, &RunSink { on_delta: &on_delta, on_event: &on_event }, "r", "Add two black T-shirts", Vec::new())
+        .await;
+    assert_eq!(*cart.0.lock().unwrap(), 2, "added once");
+    assert_eq!(outcome.answer, "The black T-shirts have been added to your cart.");
+    assert_eq!(streamed.into_inner().unwrap(), "Done.\n\nThe black T-shirts have been added to your cart.");
+    // What the model wrote stays as written; nothing was recorded empty.
+    let written: Vec<String> = outcome
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Assistant { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(written, replies);
 }

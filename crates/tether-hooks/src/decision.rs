@@ -149,6 +149,11 @@ fn optional_string(object: &serde_json::Map<String, Value>, field: &str) -> Resu
 /// Parses a hook's JSON answer in either format. `Err` says what is wrong with it.
 pub(crate) fn parse_answer(text: &str) -> Result<Answer, String> {
     let value: Value = serde_json::from_str(text.trim()).map_err(|error| format!("output is not JSON ({error})"))?;
+    answer_from_value(value)
+}
+
+/// Reads an answer from a JSON value in either format.
+fn answer_from_value(value: Value) -> Result<Answer, String> {
     let Value::Object(object) = value else {
         return Err("output is not a JSON object".into());
     };
@@ -170,18 +175,26 @@ pub(crate) fn parse_answer(text: &str) -> Result<Answer, String> {
     Ok(Answer { decision, reason, additional_context, updated_input })
 }
 
-/// Reads a prompt hook's answer: the JSON object, alone or inside one fenced code block.
+/// Reads a prompt hook's answer as leniently as the agent loop reads tool calls: the first JSON
+/// object written anywhere in the reply (bare, after a list marker such as `- `, in a fence or a
+/// tag; comments and trailing commas allowed) that is an answer in either format.
 pub(crate) fn parse_model_answer(text: &str) -> Result<Answer, String> {
-    let trimmed = text.trim();
-    let unfenced = trimmed
-        .strip_prefix("```json")
-        .or_else(|| trimmed.strip_prefix("```"))
-        .and_then(|rest| rest.strip_suffix("```"))
-        .unwrap_or(trimmed);
-    if unfenced.trim().is_empty() {
+    if text.trim().is_empty() {
         return Err("the model gave no answer".into());
     }
-    parse_answer(unfenced)
+    let mut first_problem = None;
+    for value in tether_agent::json_values(text) {
+        if !value.is_object() {
+            continue;
+        }
+        match answer_from_value(value) {
+            Ok(answer) => return Ok(answer),
+            Err(problem) => {
+                first_problem.get_or_insert(problem);
+            }
+        }
+    }
+    Err(first_problem.unwrap_or_else(|| "output is not JSON (no JSON object in the reply)".into()))
 }
 
 #[cfg(test)]
@@ -209,9 +222,24 @@ mod tests {
     }
 
     #[test]
-    fn a_model_answer_may_be_fenced() {
+    fn a_model_answer_is_read_wherever_it_was_written() {
         let answer = parse_model_answer("```json\n{\"ok\": false, \"reason\": \"r\"}\n```").unwrap();
         assert_eq!(answer.decision, HookDecision::Block);
-        assert!(parse_model_answer("Sure! {\"ok\": true}").is_err());
+        // The judge's reply seen with Qwen2.5-Coder-1.5B: a list marker before the object.
+        let answer = parse_model_answer("- {\"ok\": false, \"reason\": \"It does not end with the marker.\"}").unwrap();
+        assert_eq!(
+            (answer.decision, answer.reason.as_deref()),
+            (HookDecision::Block, Some("It does not end with the marker."))
+        );
+        assert_eq!(parse_model_answer("Sure! {\"ok\": true,} // approved").unwrap().decision, HookDecision::Allow);
+        assert_eq!(
+            parse_model_answer("<tool_call>{\"x\": 1}</tool_call> then {\"decision\": \"block\", \"reason\": \"no\"}")
+                .unwrap()
+                .decision,
+            HookDecision::Block
+        );
+        for text in ["", "yes", "I approve.", "{\"ok\": \"yes\"}", "[{\"ok\": true}]"] {
+            assert!(parse_model_answer(text).is_err(), "{text}");
+        }
     }
 }

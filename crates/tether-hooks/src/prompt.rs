@@ -116,6 +116,20 @@ fn run_judge_tool(call: &ModelToolCall, transcript: &Path) -> String {
     }
 }
 
+/// The schema of a judge's answer: approve, or object with a reason. Providers that constrain
+/// replies (tool mode `constrained`) hold the judge to it; the answer is read leniently anyway.
+pub(crate) fn verdict_schema() -> Value {
+    json!({"anyOf": [
+        {"type": "object", "properties": {"ok": {"const": true}}, "required": ["ok"], "additionalProperties": false},
+        {
+            "type": "object",
+            "properties": {"ok": {"const": false}, "reason": {"type": "string"}},
+            "required": ["ok", "reason"],
+            "additionalProperties": false
+        }
+    ]})
+}
+
 /// Asks `model` to judge. Returns the model's final text (to be parsed), or why it failed.
 pub(crate) async fn judge(
     model: &dyn ChatModel,
@@ -131,15 +145,19 @@ pub(crate) async fn judge(
         tools: if transcript.is_some() { judge_tools() } else { Vec::new() },
     };
     let ignore = |_: &str| {};
+    let schema = verdict_schema();
     for _ in 0..MAX_JUDGE_TURNS {
-        let reply =
-            model.complete(&request, &ignore).await.map_err(|error: tether_agent::AgentError| error.to_string())?;
+        let reply = model
+            .complete_json(&request, &schema, &ignore)
+            .await
+            .map_err(|error: tether_agent::AgentError| error.to_string())?;
         if reply.tool_calls.is_empty() {
             return Ok(reply.text);
         }
-        request
-            .messages
-            .push(ChatMessage::Assistant { content: reply.text.clone(), tool_calls: reply.tool_calls.clone() });
+        request.messages.push(ChatMessage::Assistant {
+            content: if reply.raw.is_empty() { reply.text.clone() } else { reply.raw.clone() },
+            tool_calls: reply.tool_calls.clone(),
+        });
         for call in &reply.tool_calls {
             let content = match transcript {
                 Some(transcript) => run_judge_tool(call, transcript),

@@ -188,11 +188,14 @@ pub enum RunStatus {
     /// A hook refused the user's message before the model saw it (a `UserPromptSubmit` hook);
     /// the answer says why, and the message is not kept in the conversation.
     Refused,
+    /// The model kept asking for calls it had already made in the run (the loop guard refused
+    /// them); the answer says what was done.
+    LoopDetected,
 }
 
 impl RunStatus {
     /// Every status.
-    pub const ALL: [RunStatus; 7] = [
+    pub const ALL: [RunStatus; 8] = [
         RunStatus::Completed,
         RunStatus::Capped,
         RunStatus::MaxTurns,
@@ -200,6 +203,7 @@ impl RunStatus {
         RunStatus::Failed,
         RunStatus::Aborted,
         RunStatus::Refused,
+        RunStatus::LoopDetected,
     ];
 
     /// Parses a wire name.
@@ -217,6 +221,7 @@ impl RunStatus {
             RunStatus::Failed => "failed",
             RunStatus::Aborted => "aborted",
             RunStatus::Refused => "refused",
+            RunStatus::LoopDetected => "loop_detected",
         }
     }
 }
@@ -237,7 +242,9 @@ pub enum ErrorCode {
     HandshakeRequired,
     /// A `CONTEXT_UPDATE` announced more tools than `maxActiveTools`; the previous list is kept.
     ToolCapExceeded,
-    /// A tool in a `CONTEXT_UPDATE` is invalid (name, schema, size); the previous list is kept.
+    /// A tool in a `CONTEXT_UPDATE` is invalid (name, schema, size): the previous list is kept.
+    /// Also sent during a run when the model provider refuses a tool's schema: the run goes on
+    /// without that tool.
     InvalidTool,
     /// A `TOOL_RESULT` names a call this session does not have.
     UnknownCall,

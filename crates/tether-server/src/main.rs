@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use tether_agent::{AgentLoop, ChatModel, OpenAiConfig, OpenAiProvider, ScriptedModel};
+use tether_agent::{AgentLoop, ChatModel, LoopGuard, OpenAiConfig, OpenAiProvider, ScriptedModel, ToolMode};
 use tether_hooks::{DeclarativeHooks, HookConfig};
 use tether_server::{RiskFloor, ServerConfig, TetherServer};
 
@@ -40,6 +40,29 @@ struct ServeArgs {
     /// The `model` field sent to the provider.
     #[arg(long, default_value = "default")]
     model_name: String,
+    /// How tools are offered to an OpenAI-compatible model and its calls read: `native` (the
+    /// provider's `tools`/`tool_calls`), `text` (tools listed in the prompt, calls read from the
+    /// reply's text), `constrained` (as text, every reply held to a JSON Schema of the live tools
+    /// and a final answer through `response_format`), or `auto` (asks the provider at start which
+    /// works, and says what it chose). See docs/models.md.
+    #[arg(long, default_value = "auto", value_parser = parse_tool_mode)]
+    tool_mode: ToolMode,
+    /// Sampling temperature sent to the provider (default: the provider's own). Small local
+    /// models do best at 0.
+    #[arg(long)]
+    temperature: Option<f64>,
+    /// Most tokens of one model reply (default: the provider's own).
+    #[arg(long)]
+    max_tokens: Option<u32>,
+    /// Most calls to one tool per run; the calls over it are not run and the model reads why
+    /// (0: no limit).
+    #[arg(long, default_value_t = tether_agent::DEFAULT_MAX_CALLS_PER_TOOL)]
+    max_calls_per_tool: u32,
+    /// Run a call again when the model repeats it with the same arguments in one run (by default
+    /// it is not run again: the model reads the earlier result, and a second repeat ends the
+    /// run as `loop_detected`).
+    #[arg(long)]
+    allow_repeated_calls: bool,
     /// Declarative hooks file, recognised by its shape: Azure SRE Agent format (a `hooks:` block
     /// and/or an ExtendedAgent document with `spec.hooks` and `spec.instructions`) or Claude
     /// Code's settings format (`hooks.PreToolUse` …); may be given several times. See docs/hooks.md.
@@ -107,6 +130,10 @@ struct ServeArgs {
     policy: Option<PathBuf>,
 }
 
+fn parse_tool_mode(name: &str) -> Result<ToolMode, String> {
+    name.parse().map_err(|error: tether_agent::AgentError| error.to_string())
+}
+
 fn model(args: &ServeArgs) -> Result<Arc<dyn ChatModel>> {
     if args.model == "scripted" {
         return Ok(Arc::new(ScriptedModel));
@@ -115,6 +142,9 @@ fn model(args: &ServeArgs) -> Result<Arc<dyn ChatModel>> {
         bail!("--model must be `scripted` or an http(s) base URL, not {:?}", args.model);
     }
     let mut config = OpenAiConfig::new(&args.model, &args.model_name);
+    config.tool_mode = args.tool_mode;
+    config.temperature = args.temperature;
+    config.max_tokens = args.max_tokens;
     if let Some(var) = &args.api_key_env {
         let key = std::env::var(var).with_context(|| format!("--api-key-env {var}: the variable is not set"))?;
         config.api_key = Some(key);
@@ -161,9 +191,17 @@ fn server_config(args: &ServeArgs) -> Result<ServerConfig> {
 async fn serve(args: ServeArgs) -> Result<()> {
     let model = model(&args)?;
     let model_name = model.name().to_string();
+    // For `--tool-mode auto` this asks the provider once which mode works.
+    let mode = model.describe_mode().await;
+    let guard = LoopGuard {
+        refuse_repeats: !args.allow_repeated_calls,
+        max_calls_per_tool: args.max_calls_per_tool,
+        ..LoopGuard::default()
+    };
     let mut agent = AgentLoop::new(model.clone())
         .with_max_turns(args.max_turns)
-        .with_run_timeout(Duration::from_secs(args.max_run_seconds.max(1)));
+        .with_run_timeout(Duration::from_secs(args.max_run_seconds.max(1)))
+        .with_loop_guard(guard);
     if !args.hooks.is_empty() {
         // Invalid hooks refuse to start the server, with a message naming the hook and the field.
         let mut config = HookConfig::default();
@@ -208,7 +246,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let listener =
         tokio::net::TcpListener::bind(&args.addr).await.with_context(|| format!("cannot listen on {}", args.addr))?;
     let addr = listener.local_addr()?;
-    println!("Tether listening on http://{addr}  (WebSocket: ws://{addr}/ws, model: {model_name})");
+    let mode = mode.map(|mode| format!(", {mode}")).unwrap_or_default();
+    println!("Tether listening on http://{addr}  (WebSocket: ws://{addr}/ws, model: {model_name}{mode})");
     use std::io::Write;
     std::io::stdout().flush()?;
     let shutdown = async {

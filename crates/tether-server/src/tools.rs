@@ -89,6 +89,12 @@ impl ToolHost for SessionTools {
             .unwrap_or_else(|| Err(ToolOutput::new(ResultStatus::UnknownTool, format!("Unknown tool \"{name}\"."))))
     }
 
+    fn provider_refused(&self, name: &str, reason: &str) {
+        tracing::warn!(session = self.session.id(), tool = name, %reason, "the model provider refused a tool");
+        let message = format!("the model provider refused the tool \"{name}\" ({reason}); this run goes on without it");
+        self.session.send_error(ErrorCode::InvalidTool, message, None);
+    }
+
     fn execute<'a>(
         &'a self,
         run_id: &'a str,

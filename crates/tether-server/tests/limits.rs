@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::json;
-use tether_agent::{AgentLoop, ChatMessage, ScriptedModel};
+use tether_agent::{AgentLoop, ChatMessage, LoopGuard, ScriptedModel};
 use tether_protocol::*;
 use tether_server::ServerConfig;
 
@@ -171,7 +171,10 @@ async fn sessions_over_max_sessions_per_ip_are_refused_and_the_others_keep_worki
 async fn calls_over_max_pending_calls_are_not_run_and_the_model_reads_why() {
     let model = DirectModel::default();
     let config = ServerConfig { max_pending_calls: 2, ..ServerConfig::default() };
-    let server = TestServer::start(config, AgentLoop::new(Arc::new(model.clone()))).await;
+    // The five calls are identical; the loop guard (tested in tether-agent) is off so that this
+    // limit alone decides.
+    let agent = AgentLoop::new(Arc::new(model.clone())).with_loop_guard(LoopGuard::off());
+    let server = TestServer::start(config, agent).await;
     let mut client = server.client().await;
     client.hello(None).await;
     client.context(1, vec![tool("ping", "Ping.", json!({"type": "object"}))]).await;
@@ -211,7 +214,8 @@ async fn calls_over_max_pending_calls_are_not_run_and_the_model_reads_why() {
 
 #[tokio::test]
 async fn a_run_at_max_turns_ends_with_a_limit_error_and_the_next_run_starts() {
-    let agent = AgentLoop::new(Arc::new(DirectModel::default())).with_max_turns(2);
+    // The model repeats one call; the loop guard is off so that the turn limit alone decides.
+    let agent = AgentLoop::new(Arc::new(DirectModel::default())).with_max_turns(2).with_loop_guard(LoopGuard::off());
     let server = TestServer::start(ServerConfig::default(), agent).await;
     let mut client = server.client().await;
     client.hello(None).await;

@@ -59,6 +59,15 @@ fn quantity_schema() -> Value {
     json!({"type": "integer", "minimum": 1, "maximum": 10, "default": 1})
 }
 
+/// What `navigate` and `open_cart` return: which page is open now, in words.
+fn page_opened(shop: &Shop, to: &str) -> String {
+    match to.strip_prefix("product/").and_then(product) {
+        Some(p) => format!("opened the page of {} ({})", p.name, price(p.price)),
+        None if to == "cart" => format!("opened the cart page; cart: {}", shop.cart_summary()),
+        None => format!("opened the {to} page"),
+    }
+}
+
 #[component]
 fn Layout() -> impl IntoView {
     let shop = expect_context::<Shop>();
@@ -76,13 +85,17 @@ fn Layout() -> impl IntoView {
         move |args| async move {
             let to = args["to"].as_str().unwrap_or("home").to_string();
             shop.navigate(&if to == "home" { "/".to_string() } else { format!("/{to}") });
-            Ok(json!({"page": to}))
+            Ok(json!(page_opened(&shop, &to)))
         },
     );
-    use_agent_tool(ToolDef::new("open_cart", "Open the cart page.").global(true), move |_| async move {
-        shop.navigate("/cart");
-        Ok(json!({"page": "cart"}))
-    });
+    use_agent_tool(
+        ToolDef::new("open_cart", "Open the cart page, where the cart can be seen, changed and checked out.")
+            .global(true),
+        move |_| async move {
+            shop.navigate("/cart");
+            Ok(json!(page_opened(&shop, "cart")))
+        },
+    );
     let errors = use_agent().state.errors;
     view! {
         <header>
@@ -90,7 +103,7 @@ fn Layout() -> impl IntoView {
             <span class="spacer"></span>
             <a class="cart-link" href="/cart" on:click=shop.link("/cart")>
                 "Cart "
-                <span class="badge" data-testid="cart-badge">{move || shop.item_count()}</span>
+                <span class="badge" data-testid="cart-badge" data-cart=move || shop.cart_attribute()>{move || shop.item_count()}</span>
             </a>
             <span hidden data-testid="cart-add-runs">{move || shop.cart_add_runs.get()}</span>
         </header>
@@ -124,16 +137,19 @@ fn Layout() -> impl IntoView {
 fn ProductGrid() -> impl IntoView {
     let shop = expect_context::<Shop>();
     use_agent_tool(
-        ToolDef::new("product_view", "Open a product's page.").parameters(json!({
-            "type": "object",
-            "properties": {"productId": {"type": "string", "enum": ids_enum()}},
-            "required": ["productId"],
-            "additionalProperties": false
-        })),
+        ToolDef::new("product_view", "Open a product's page; the result has its price and description.").parameters(
+            json!({
+                "type": "object",
+                "properties": {"productId": {"type": "string", "enum": ids_enum()}},
+                "required": ["productId"],
+                "additionalProperties": false
+            }),
+        ),
         move |args| async move {
             let id = args["productId"].as_str().unwrap_or_default().to_string();
+            let Some(found) = product(&id) else { return Err(format!("no product {id:?}")) };
             shop.navigate(&format!("/product/{id}"));
-            Ok(json!({"page": format!("product/{id}")}))
+            Ok(json!(format!("opened the page of {}: {}. {}", found.name, price(found.price), found.description)))
         },
     );
     use_agent_tool(
@@ -174,14 +190,14 @@ fn ProductPage(id: String) -> impl IntoView {
     };
     let product_id = found.id;
     use_agent_tool(
-        ToolDef::new("product_view", "Show this product's details.").parameters(json!({
+        ToolDef::new("product_view", "Show this product's details: name, price, description.").parameters(json!({
             "type": "object",
             "properties": {"productId": {"type": "string", "enum": [product_id]}},
             "required": ["productId"],
             "additionalProperties": false
         })),
         move |_| async move {
-            Ok(json!({"id": found.id, "name": found.name, "price": found.price, "description": found.description}))
+            Ok(json!(format!("{} ({}): {}. {}", found.name, found.id, price(found.price), found.description)))
         },
     );
     use_agent_tool(
@@ -207,10 +223,9 @@ fn ProductPage(id: String) -> impl IntoView {
 #[component]
 fn CartPage() -> impl IntoView {
     let shop = expect_context::<Shop>();
-    use_agent_tool(
-        ToolDef::new("cart_view", "Show the items in the cart."),
-        move |_| async move { Ok(shop.cart_json()) },
-    );
+    use_agent_tool(ToolDef::new("cart_view", "Show the items in the cart and the total."), move |_| async move {
+        Ok(shop.cart_text())
+    });
     use_agent_tool_reactive(
         move || {
             let ids: Vec<&str> = shop.cart.with(|lines| lines.iter().map(|l| l.product_id).collect());
@@ -224,12 +239,13 @@ fn CartPage() -> impl IntoView {
         move |args| async move {
             let id = args["productId"].as_str().unwrap_or_default().to_string();
             shop.remove(&id);
-            Ok(shop.cart_json())
+            let name = product(&id).map_or(id.as_str(), |p| p.name).to_string();
+            Ok(json!(format!("removed {name}; cart: {}", shop.cart_summary())))
         },
     );
     use_agent_tool(ToolDef::new("cart_clear", "Empty the cart.").risk(Risk::High), move |_| async move {
         shop.clear();
-        Ok(shop.cart_json())
+        Ok(json!("emptied the cart; cart: empty"))
     });
     use_agent_tool(
         ToolDef::new("checkout", "Place the order and pay for everything in the cart.").risk(Risk::Critical),

@@ -137,18 +137,36 @@ impl Shop {
     }
 
     /// The `cart_add` handler: the arguments are validated (and `quantity` defaulted) already.
+    /// The result says what happened in a short sentence, which small models read best.
     pub(crate) fn add_from_args(&self, args: &Value) -> Result<Value, String> {
         self.cart_add_runs.update(|runs| *runs += 1);
         let id = args["productId"].as_str().unwrap_or_default();
         let quantity = args["quantity"].as_u64().unwrap_or(1) as u32;
-        if product(id).is_none() {
-            return Err(format!("no product {id:?}"));
-        }
+        let Some(found) = product(id) else { return Err(format!("no product {id:?}")) };
         self.add(id, quantity);
-        let cart: serde_json::Map<String, Value> = self
-            .cart
-            .with_untracked(|lines| lines.iter().map(|l| (l.product_id.to_string(), json!(l.quantity))).collect());
-        Ok(json!({"cart": cart, "items": self.item_count()}))
+        Ok(json!(format!("added {quantity} × {}; cart: {}", found.name, self.cart_summary())))
+    }
+
+    /// The cart in words: `3 items (2 × Red mug, 1 × Black T-shirt)`, or `empty`.
+    pub(crate) fn cart_summary(&self) -> String {
+        let count = self.cart.with_untracked(|lines| lines.iter().map(|l| l.quantity).sum::<u32>());
+        if count == 0 {
+            return "empty".into();
+        }
+        let lines: Vec<String> = self.cart.with_untracked(|lines| {
+            lines
+                .iter()
+                .map(|l| format!("{} × {}", l.quantity, product(l.product_id).map_or("?", |p| p.name)))
+                .collect()
+        });
+        format!("{count} {} ({})", if count == 1 { "item" } else { "items" }, lines.join(", "))
+    }
+
+    /// What `data-cart` on the cart badge says: `mug-red=2 tee-black=1` (checked by the benchmark).
+    pub(crate) fn cart_attribute(&self) -> String {
+        self.cart.with(|lines| {
+            lines.iter().map(|l| format!("{}={}", l.product_id, l.quantity)).collect::<Vec<_>>().join(" ")
+        })
     }
 
     pub(crate) fn remove(&self, id: &str) {
@@ -159,14 +177,12 @@ impl Shop {
         self.cart.set(Vec::new());
     }
 
-    pub(crate) fn cart_json(&self) -> Value {
-        let items: Vec<Value> = self.cart.with_untracked(|lines| {
-            lines
-                .iter()
-                .map(|l| json!({"productId": l.product_id, "name": product(l.product_id).map(|p| p.name), "quantity": l.quantity}))
-                .collect()
-        });
-        json!({"items": items, "total": self.total()})
+    /// The `cart_view` result: `cart: 3 items (…); total $44.00`.
+    pub(crate) fn cart_text(&self) -> Value {
+        match self.cart.with_untracked(Vec::is_empty) {
+            true => json!("cart: empty"),
+            false => json!(format!("cart: {}; total {}", self.cart_summary(), price(self.total()))),
+        }
     }
 
     /// The `checkout` handler: places the order and shows the confirmation.
@@ -174,11 +190,12 @@ impl Shop {
         if self.cart.with_untracked(Vec::is_empty) {
             return Err("the cart is empty: nothing to order".into());
         }
+        let (what, total) = (self.cart_summary(), price(self.total()));
         self.orders.update(|n| *n += 1);
         let order = format!("T-{}", self.orders.get_untracked());
         self.clear();
         self.last_order.set(Some(order.clone()));
         self.navigate("/checkout/done");
-        Ok(json!({"order": order}))
+        Ok(json!(format!("placed order {order}: {what}, total {total}; the cart is now empty")))
     }
 }

@@ -14,9 +14,11 @@ import {
   PRODUCTS,
   ShopProvider,
   addToCart,
-  cartJson,
+  cartAttribute,
   cartSummary,
+  cartText,
   itemCount,
+  pageOpened,
   price,
   product,
   total,
@@ -51,13 +53,16 @@ function Layout() {
     { name: "navigate", description: "Go to a page of the shop: home, cart, or a product page.", schema: navigateSchema, global: true },
     ({ to }) => {
       shop.navigate(to === "home" ? "/" : `/${to}`);
-      return { page: to };
+      return pageOpened(shop.cart, to);
     },
   );
-  useAgentTool({ name: "open_cart", description: "Open the cart page.", schema: NO_ARGS, global: true }, () => {
-    shop.navigate("/cart");
-    return { page: "cart" };
-  });
+  useAgentTool(
+    { name: "open_cart", description: "Open the cart page, where the cart can be seen, changed and checked out.", schema: NO_ARGS, global: true },
+    () => {
+      shop.navigate("/cart");
+      return pageOpened(shop.cart, "cart");
+    },
+  );
   const { route } = shop;
   return (
     <>
@@ -68,7 +73,7 @@ function Layout() {
         <span className="spacer" />
         <a className="cart-link" href="/cart" onClick={shop.link("/cart")}>
           Cart{" "}
-          <span className="badge" data-testid="cart-badge">
+          <span className="badge" data-testid="cart-badge" data-cart={cartAttribute(shop.cart)}>
             {itemCount(shop.cart)}
           </span>
         </a>
@@ -113,15 +118,20 @@ function Layout() {
 
 function ProductGrid() {
   const shop = useShop();
-  useAgentTool({ name: "product_view", description: "Open a product's page.", schema: gridViewSchema }, ({ productId }) => {
-    shop.navigate(`/product/${productId}`);
-    return { page: `product/${productId}` };
-  });
+  useAgentTool(
+    { name: "product_view", description: "Open a product's page; the result has its price and description.", schema: gridViewSchema },
+    ({ productId }) => {
+      const found = product(productId);
+      if (!found) throw new Error(`no product "${productId}"`);
+      shop.navigate(`/product/${productId}`);
+      return `opened the page of ${found.name}: ${price(found.price)}. ${found.description}`;
+    },
+  );
   useAgentTool({ name: "cart_add", description: "Add a product to the shopping cart.", schema: gridAddSchema }, ({ productId, quantity }) => {
     shop.countCartAdd();
     const cart = addToCart(shop.cart, productId, quantity);
     shop.setCart(cart);
-    return cartSummary(cart);
+    return `added ${quantity} × ${product(productId)?.name ?? productId}; cart: ${cartSummary(cart)}`;
   });
   return (
     <>
@@ -151,10 +161,10 @@ function ProductPage({ id }: { id: string }) {
   useAgentTool(
     {
       name: "product_view",
-      description: "Show this product's details.",
+      description: "Show this product's details: name, price, description.",
       schema: { type: "object", properties: { productId: only }, required: ["productId"], additionalProperties: false },
     },
-    () => (found ? { id: found.id, name: found.name, price: found.price, description: found.description } : null),
+    () => (found ? `${found.name} (${found.id}): ${price(found.price)}. ${found.description}` : null),
   );
   useAgentTool(
     {
@@ -171,7 +181,7 @@ function ProductPage({ id }: { id: string }) {
       shop.countCartAdd();
       const cart = addToCart(shop.cart, args.productId, args.quantity);
       shop.setCart(cart);
-      return cartSummary(cart);
+      return `added ${args.quantity} × ${product(args.productId)?.name ?? args.productId}; cart: ${cartSummary(cart)}`;
     },
   );
   if (!found) return <p>No such product.</p>;
@@ -188,7 +198,7 @@ function ProductPage({ id }: { id: string }) {
 function CartPage() {
   const shop = useShop();
   const { cart } = shop;
-  useAgentTool({ name: "cart_view", description: "Show the items in the cart.", schema: NO_ARGS }, () => cartJson(shop.cart));
+  useAgentTool({ name: "cart_view", description: "Show the items in the cart and the total.", schema: NO_ARGS }, () => cartText(shop.cart));
   // Re-registered when the cart changes: the enum lists what can be removed now.
   useAgentTool(
     {
@@ -205,18 +215,19 @@ function CartPage() {
     ({ productId }: { productId: string }) => {
       const next = shop.cart.filter((l) => l.productId !== productId);
       shop.setCart(next);
-      return cartJson(next);
+      return `removed ${product(productId)?.name ?? productId}; cart: ${cartSummary(next)}`;
     },
   );
   useAgentTool({ name: "cart_clear", description: "Empty the cart.", risk: "high", schema: NO_ARGS }, () => {
     shop.setCart([]);
-    return cartJson([]);
+    return "emptied the cart; cart: empty";
   });
   useAgentTool(
     { name: "checkout", description: "Place the order and pay for everything in the cart.", risk: "critical", schema: NO_ARGS },
     () => {
       if (shop.cart.length === 0) throw new Error("the cart is empty: nothing to order");
-      return { order: shop.placeOrder() };
+      const what = `${cartSummary(shop.cart)}, total ${price(total(shop.cart))}`;
+      return `placed order ${shop.placeOrder()}: ${what}; the cart is now empty`;
     },
   );
   return (

@@ -54,17 +54,31 @@ export function addToCart(cart: CartLine[], id: string, quantity: number): CartL
     : [...cart, { productId: id, quantity }];
 }
 
-/** `cart_add`'s result: `{"cart": {"<id>": qty, …}, "items": n}`. */
-export const cartSummary = (cart: CartLine[]) => ({
-  cart: Object.fromEntries(cart.map((l) => [l.productId, l.quantity])),
-  items: itemCount(cart),
-});
+/**
+ * The cart in words, as the tools' results say it (short sentences small models read best):
+ * `3 items (2 × Red mug, 1 × Black T-shirt)`, or `empty`.
+ */
+export function cartSummary(cart: CartLine[]): string {
+  const count = itemCount(cart);
+  if (count === 0) return "empty";
+  const lines = cart.map((l) => `${l.quantity} × ${product(l.productId)?.name ?? "?"}`);
+  return `${count} ${count === 1 ? "item" : "items"} (${lines.join(", ")})`;
+}
 
-/** `cart_view`'s result: `{"items": [{productId, name, quantity}], "total": cents}`. */
-export const cartJson = (cart: CartLine[]) => ({
-  items: cart.map((l) => ({ productId: l.productId, name: product(l.productId)?.name ?? null, quantity: l.quantity })),
-  total: total(cart),
-});
+/** `cart_view`'s result: `cart: 3 items (…); total $44.00`. */
+export const cartText = (cart: CartLine[]) =>
+  cart.length === 0 ? "cart: empty" : `cart: ${cartSummary(cart)}; total ${price(total(cart))}`;
+
+/** What `data-cart` on the cart badge says: `mug-red=2 tee-black=1` (checked by the benchmark). */
+export const cartAttribute = (cart: CartLine[]) => cart.map((l) => `${l.productId}=${l.quantity}`).join(" ");
+
+/** What `navigate` and `open_cart` return: which page is open now, in words. */
+export function pageOpened(cart: CartLine[], to: string): string {
+  const found = to.startsWith("product/") ? product(to.slice("product/".length)) : undefined;
+  if (found) return `opened the page of ${found.name} (${price(found.price)})`;
+  if (to === "cart") return `opened the cart page; cart: ${cartSummary(cart)}`;
+  return `opened the ${to} page`;
+}
 
 export interface Shop {
   route: Route;

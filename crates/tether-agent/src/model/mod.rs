@@ -3,13 +3,14 @@
 
 #[cfg(feature = "openai")]
 mod openai;
+pub mod schema;
 mod scripted;
 mod tool_text;
 
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiConfig, OpenAiProvider};
 pub use scripted::{SCRIPTED_CONTRACT, SCRIPTED_PREFIX, ScriptedModel};
-pub use tool_text::{ContentToolCalls, extract_tool_calls};
+pub use tool_text::{ReadReply, json_values, read_reply};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -76,13 +77,78 @@ pub struct ChatRequest {
 /// What a model answered.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ModelReply {
-    /// The reply's text (without any tool call written into it).
+    /// The reply's text for the user (without any tool call written into it).
     pub text: String,
     /// The tool calls, whether the model used `tool_calls` or wrote them into its text.
     pub tool_calls: Vec<ModelToolCall>,
     /// Set when the text looked like a tool call that could not be parsed; the agent loop tells
     /// the model what was wrong so it can try again.
     pub malformed_tool_call: Option<String>,
+    /// The reply's text exactly as the model wrote it, calls included; the conversation keeps
+    /// this. Empty when the model wrote nothing besides `tool_calls` (or for models that do not
+    /// tell), in which case `text` is kept.
+    pub raw: String,
+    /// Tools of the request the provider refused (their schema); they were left out of it.
+    pub refused_tools: Vec<RefusedTool>,
+}
+
+/// A tool the model provider refused, left out of the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedTool {
+    /// The tool's name.
+    pub name: String,
+    /// What the provider said.
+    pub reason: String,
+}
+
+/// How a provider offers tools to the model and reads its calls (`--tool-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ToolMode {
+    /// The provider's own tool calling: `tools` in the request, calls read from `tool_calls`
+    /// only (their arguments read leniently); the text is the answer. What a client that reads
+    /// only `tool_calls` gets.
+    Native,
+    /// The tools listed in the prompt with how to call them; calls read from the reply's text
+    /// (bare JSON, fences, `<tool_call>` tags, several calls), only for listed tools.
+    Text,
+    /// As `text`, and every reply constrained by a JSON Schema sent as the provider's structured
+    /// output (`response_format`): one alternative per tool with its argument schema, one for
+    /// the final answer `{"answer": …}`.
+    Constrained,
+    /// Ask the provider once which works: `constrained`, else `native`, else `text`.
+    #[default]
+    Auto,
+}
+
+impl ToolMode {
+    /// Every mode.
+    pub const ALL: [ToolMode; 4] = [ToolMode::Native, ToolMode::Text, ToolMode::Constrained, ToolMode::Auto];
+
+    /// The mode's name, as `--tool-mode` takes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolMode::Native => "native",
+            ToolMode::Text => "text",
+            ToolMode::Constrained => "constrained",
+            ToolMode::Auto => "auto",
+        }
+    }
+}
+
+impl std::fmt::Display for ToolMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ToolMode {
+    type Err = AgentError;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        ToolMode::ALL.into_iter().find(|mode| mode.as_str() == name).ok_or_else(|| {
+            AgentError::Config(format!("unknown tool mode {name:?}: expected native, text, constrained or auto"))
+        })
+    }
 }
 
 /// Receives streamed text as it arrives.
@@ -100,4 +166,24 @@ pub trait ChatModel: Send + Sync {
         request: &'a ChatRequest,
         on_delta: DeltaSink<'a>,
     ) -> BoxFuture<'a, Result<ModelReply, AgentError>>;
+
+    /// Answers one request whose final answer must be one JSON object matching `answer_schema`
+    /// (a prompt hook's judge: `{"ok": …, "reason": …}`). Providers that can constrain replies
+    /// do; the default asks nothing more than [`complete`](Self::complete), and the caller reads
+    /// the answer leniently.
+    fn complete_json<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        answer_schema: &'a Value,
+        on_delta: DeltaSink<'a>,
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
+        let _ = answer_schema;
+        self.complete(request, on_delta)
+    }
+
+    /// How the model is asked for tool calls, for the log at start (the OpenAI-compatible
+    /// provider says which tool mode it uses and, for `auto`, why). `None`: nothing to say.
+    fn describe_mode(&self) -> BoxFuture<'_, Option<String>> {
+        Box::pin(async { None })
+    }
 }

@@ -1,17 +1,27 @@
 //! An OpenAI-compatible `/v1/chat/completions` provider with streaming (SSE).
 //!
-//! Works with OpenAI, Ollama, LM Studio, vLLM, llama.cpp's server and proxies. Tool calls are
-//! accepted from `tool_calls` and, for the tools the request listed, from the reply's text (see
-//! [`extract_tool_calls`]; any other JSON is the answer and reaches the user whole). 429 and
-//! 5xx answers are retried a bounded number of times; other failures become clear errors.
+//! Works with OpenAI, Ollama, LM Studio, vLLM, llama.cpp's server and proxies. How tools are
+//! offered and calls read is the [`ToolMode`]: the provider's own `tools`/`tool_calls`
+//! (`native`), a tool list in the prompt and calls read from the reply's text (`text`), or that
+//! plus a JSON Schema the provider constrains every reply to (`constrained`); `auto` asks the
+//! provider once what works. Tool schemas are normalised before they are sent; a tool whose
+//! schema the provider still refuses is left out of the request and reported in
+//! [`ModelReply::refused_tools`]. 429 and 5xx answers are retried a bounded number of times;
+//! other failures become clear errors.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::{Value, json};
+use tether_protocol::ToolSpec;
 
-use super::tool_text::{ContentToolCalls, extract_tool_calls};
-use super::{BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall};
+use super::schema::{normalize_schema, reply_schema, signature};
+use super::tool_text::{decode_partial_string, parse_lenient, read_pieces, tidy};
+use super::{
+    BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, RefusedTool, ToolMode,
+};
 use crate::AgentError;
 
 /// Settings of an [`OpenAiProvider`].
@@ -29,6 +39,14 @@ pub struct OpenAiConfig {
     pub timeout: Duration,
     /// Delay before the first retry; doubled each time.
     pub retry_delay: Duration,
+    /// How tools are offered and calls read (default [`ToolMode::Auto`]).
+    pub tool_mode: ToolMode,
+    /// Most tool calls one constrained reply may hold (default 1: one call or the answer).
+    pub max_calls_per_reply: usize,
+    /// The sampling temperature sent with every request (`None`: the provider's default).
+    pub temperature: Option<f64>,
+    /// The most tokens one reply may have (`None`: the provider's default).
+    pub max_tokens: Option<u32>,
 }
 
 impl std::fmt::Debug for OpenAiConfig {
@@ -38,12 +56,13 @@ impl std::fmt::Debug for OpenAiConfig {
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "***"))
             .field("max_retries", &self.max_retries)
+            .field("tool_mode", &self.tool_mode)
             .finish_non_exhaustive()
     }
 }
 
 impl OpenAiConfig {
-    /// Defaults for a base URL and model name: 3 retries, 120 s per request.
+    /// Defaults for a base URL and model name: 3 retries, 120 s per request, tool mode `auto`.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         OpenAiConfig {
             base_url: base_url.into(),
@@ -52,6 +71,10 @@ impl OpenAiConfig {
             max_retries: 3,
             timeout: Duration::from_secs(120),
             retry_delay: Duration::from_millis(250),
+            tool_mode: ToolMode::Auto,
+            max_calls_per_reply: 1,
+            temperature: None,
+            max_tokens: None,
         }
     }
 
@@ -74,6 +97,17 @@ impl OpenAiConfig {
 pub struct OpenAiProvider {
     config: OpenAiConfig,
     client: reqwest::Client,
+    /// The mode `auto` settled on (and why), once asked.
+    resolved: tokio::sync::Mutex<Option<(ToolMode, String)>>,
+    /// Tools the provider refused, by name and schema: the reason.
+    refused: Mutex<HashMap<(String, String), String>>,
+}
+
+/// What a request sends besides the conversation.
+struct Turn<'a> {
+    mode: ToolMode,
+    tools: Vec<&'a ToolSpec>,
+    answer: Option<&'a Value>,
 }
 
 impl OpenAiProvider {
@@ -85,23 +119,109 @@ impl OpenAiProvider {
             .timeout(config.timeout)
             .build()
             .map_err(|error| AgentError::Config(format!("cannot build the HTTP client: {error}")))?;
-        Ok(OpenAiProvider { config, client })
+        Ok(OpenAiProvider {
+            config,
+            client,
+            resolved: tokio::sync::Mutex::new(None),
+            refused: Mutex::new(HashMap::new()),
+        })
     }
 
-    fn body(&self, request: &ChatRequest) -> Value {
-        let messages: Vec<Value> = request.messages.iter().map(message_json).collect();
-        let mut body = json!({"model": self.config.model, "messages": messages, "stream": true});
-        if !request.tools.is_empty() {
-            let tools: Vec<Value> = request
-                .tools
-                .iter()
-                .map(|tool| {
-                    json!({"type": "function", "function": {
-                        "name": tool.name, "description": tool.description, "parameters": tool.parameters
-                    }})
-                })
-                .collect();
-            body["tools"] = Value::Array(tools);
+    /// The tool mode requests use, and why. For [`ToolMode::Auto`] the provider is asked once
+    /// (the first time; later calls return the answer): a constrained probe (a JSON Schema as
+    /// `response_format`), then a native one (`tools`, answered in `tool_calls`); `text` when
+    /// neither works. Call it at start to say which mode was chosen.
+    pub async fn tool_mode(&self) -> Result<(ToolMode, String), AgentError> {
+        if self.config.tool_mode != ToolMode::Auto {
+            return Ok((self.config.tool_mode, "chosen by configuration".into()));
+        }
+        let mut resolved = self.resolved.lock().await;
+        if let Some(known) = resolved.as_ref() {
+            return Ok(known.clone());
+        }
+        let known = self.probe().await?;
+        tracing::info!(mode = known.0.as_str(), "tool mode auto: {}", known.1);
+        *resolved = Some(known.clone());
+        Ok(known)
+    }
+
+    async fn probe(&self) -> Result<(ToolMode, String), AgentError> {
+        let ping = ToolSpec {
+            name: "ping".into(),
+            description: "Answers pong.".into(),
+            parameters: json!({"type": "object", "properties": {}}),
+            risk: Default::default(),
+            global: false,
+        };
+        let ask = vec![json!({"role": "user", "content": "Call the ping tool now."})];
+        // Only the call is allowed: a provider that honours the schema can answer nothing else,
+        // and one that ignores it rarely writes exactly this.
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "const": "ping"},
+                "arguments": {"type": "object", "properties": {}, "additionalProperties": false}
+            },
+            "required": ["name", "arguments"],
+            "additionalProperties": false
+        });
+        let mut body = self.base_body(&ask, false);
+        body["max_tokens"] = json!(40);
+        body["response_format"] = response_format(&schema);
+        match self.send(&body).await {
+            Ok(response) => {
+                let reply = response.json::<Value>().await.ok();
+                let content =
+                    reply.as_ref().and_then(|r| r.pointer("/choices/0/message/content")).and_then(Value::as_str);
+                let value = content.and_then(|content| serde_json::from_str::<Value>(content.trim()).ok());
+                if value.as_ref().is_some_and(|v| v["name"] == "ping" && v["arguments"].is_object()) {
+                    return Ok((ToolMode::Constrained, "the provider honours response_format json_schema".into()));
+                }
+            }
+            Err(AgentError::ProviderStatus { status, .. }) if (400..500).contains(&status) && status != 401 => {}
+            Err(error) => return Err(error),
+        }
+        let mut body = self.base_body(&ask, false);
+        body["max_tokens"] = json!(40);
+        body["tools"] = json!([tool_json(&ping)]);
+        if let Ok(response) = self.send(&body).await {
+            let reply = response.json::<Value>().await.ok();
+            let calls =
+                reply.as_ref().and_then(|r| r.pointer("/choices/0/message/tool_calls")).and_then(Value::as_array);
+            if calls.is_some_and(|calls| !calls.is_empty()) {
+                return Ok((ToolMode::Native, "the provider answers in tool_calls".into()));
+            }
+        }
+        Ok((ToolMode::Text, "the provider neither constrains replies nor fills tool_calls".into()))
+    }
+
+    fn base_body(&self, messages: &[Value], stream: bool) -> Value {
+        let mut body = json!({"model": self.config.model, "messages": messages, "stream": stream});
+        if let Some(temperature) = self.config.temperature {
+            body["temperature"] = json!(temperature);
+        }
+        if let Some(max_tokens) = self.config.max_tokens {
+            body["max_tokens"] = json!(max_tokens);
+        }
+        body
+    }
+
+    fn body(&self, request: &ChatRequest, turn: &Turn<'_>) -> Value {
+        let messages = match turn.mode {
+            ToolMode::Native | ToolMode::Auto => request.messages.iter().map(native_message).collect(),
+            ToolMode::Text | ToolMode::Constrained => prompted_messages(request, turn),
+        };
+        let mut body = self.base_body(&messages, true);
+        match turn.mode {
+            ToolMode::Native | ToolMode::Auto if !turn.tools.is_empty() => {
+                body["tools"] = Value::Array(turn.tools.iter().map(|t| tool_json(t)).collect());
+            }
+            ToolMode::Constrained if !turn.tools.is_empty() || turn.answer.is_some() => {
+                let tools: Vec<ToolSpec> = turn.tools.iter().map(|t| (*t).clone()).collect();
+                let schema = reply_schema(&tools, turn.answer, self.config.max_calls_per_reply);
+                body["response_format"] = response_format(&schema);
+            }
+            _ => {}
         }
         body
     }
@@ -119,7 +239,11 @@ impl OpenAiProvider {
         let mut delay = self.config.retry_delay;
         let mut attempt = 0;
         loop {
-            let mut request = self.client.post(self.config.endpoint()).json(body);
+            let mut request = self
+                .client
+                .post(self.config.endpoint())
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(ordered_json(body));
             if let Some(key) = &self.config.api_key {
                 request = request.bearer_auth(key);
             }
@@ -141,6 +265,143 @@ impl OpenAiProvider {
             return Err(AgentError::ProviderStatus { status: status.as_u16(), message });
         }
     }
+
+    /// Whether the provider accepts `tools` as this mode sends them: a one-token request.
+    async fn accepts(&self, mode: ToolMode, tools: &[&ToolSpec]) -> Result<(), String> {
+        let request = ChatRequest { messages: vec![ChatMessage::User { content: ".".into() }], tools: Vec::new() };
+        let turn = Turn { mode, tools: tools.to_vec(), answer: None };
+        let mut body = self.body(&request, &turn);
+        body["stream"] = json!(false);
+        body["max_tokens"] = json!(1);
+        match self.send(&body).await {
+            Err(AgentError::ProviderStatus { status: 400, message }) => Err(message),
+            _ => Ok(()),
+        }
+    }
+
+    /// Finds the tools the provider refuses (after a 400 naming none in particular), by halving.
+    async fn find_refused<'t>(&self, mode: ToolMode, tools: &[&'t ToolSpec]) -> Vec<(&'t ToolSpec, String)> {
+        let mut refused = Vec::new();
+        let mut groups = vec![tools.to_vec()];
+        while let Some(group) = groups.pop() {
+            if let Err(message) = self.accepts(mode, &group).await {
+                if group.len() == 1 {
+                    refused.push((group[0], message));
+                } else {
+                    let (left, right) = group.split_at(group.len() / 2);
+                    groups.push(right.to_vec());
+                    groups.push(left.to_vec());
+                }
+            }
+        }
+        refused
+    }
+
+    fn refusal_key(tool: &ToolSpec) -> (String, String) {
+        (tool.name.clone(), tool.parameters.to_string())
+    }
+
+    async fn complete_inner(
+        &self,
+        request: &ChatRequest,
+        answer: Option<&Value>,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<ModelReply, AgentError> {
+        let (mode, _) = self.tool_mode().await?;
+        let mut refused_tools = Vec::new();
+        let mut tools: Vec<&ToolSpec> = Vec::with_capacity(request.tools.len());
+        {
+            let known = self.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for tool in &request.tools {
+                match known.get(&Self::refusal_key(tool)) {
+                    Some(reason) => refused_tools.push(RefusedTool { name: tool.name.clone(), reason: reason.clone() }),
+                    None => tools.push(tool),
+                }
+            }
+        }
+        let sends_schemas = matches!(mode, ToolMode::Native | ToolMode::Constrained);
+        let response = loop {
+            let turn = Turn { mode, tools: tools.clone(), answer };
+            let body = self.body(request, &turn);
+            match self.send(&body).await {
+                Ok(response) => break response,
+                Err(AgentError::ProviderStatus { status: 400, message }) if sends_schemas && !tools.is_empty() => {
+                    let found = self.find_refused(mode, &tools).await;
+                    if found.is_empty() {
+                        return Err(AgentError::ProviderStatus { status: 400, message });
+                    }
+                    let mut known = self.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    for (tool, reason) in found {
+                        tracing::warn!(tool = tool.name, %reason, "the model provider refuses this tool; it is left out");
+                        known.insert(Self::refusal_key(tool), reason.clone());
+                        refused_tools.push(RefusedTool { name: tool.name.clone(), reason });
+                        tools.retain(|t| !std::ptr::eq(*t, tool));
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+        };
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        let stream_answer = mode == ToolMode::Constrained && answer.is_none();
+        let mut reply = read_response(response, mode, &names, stream_answer, on_delta, |m| self.redact(m)).await?;
+        reply.refused_tools = refused_tools;
+        Ok(reply)
+    }
+}
+
+/// Keys written first, in this order, wherever they appear: grammar-constrained decoders
+/// (llama.cpp's server) make the model write an object's properties in the order the schema
+/// lists them, and a 1.5B model that must write `arguments` before `name` answers instead of
+/// calling (measured: `{"answer": "Two red mugs have been added…"}` with the keys sorted, the
+/// right `cart_add` call with `name` first).
+const FIRST_KEYS: [&str; 2] = ["name", "arguments"];
+
+/// `value` as JSON text with the keys of [`FIRST_KEYS`] first in every object, the rest in
+/// their usual (sorted) order.
+pub(crate) fn ordered_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_ordered(value, &mut out);
+    out
+}
+
+fn write_ordered(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(object) => {
+            out.push('{');
+            let first = FIRST_KEYS.iter().filter_map(|key| object.get_key_value(*key));
+            let rest = object.iter().filter(|(key, _)| !FIRST_KEYS.contains(&key.as_str()));
+            for (n, (key, item)) in first.chain(rest).enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_ordered(item, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (n, item) in items.iter().enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                write_ordered(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn response_format(schema: &Value) -> Value {
+    json!({"type": "json_schema", "json_schema": {"name": "reply", "strict": false, "schema": schema}})
+}
+
+fn tool_json(tool: &ToolSpec) -> Value {
+    json!({"type": "function", "function": {
+        "name": tool.name, "description": tool.description, "parameters": normalize_schema(&tool.parameters)
+    }})
 }
 
 fn describe(error: &reqwest::Error) -> String {
@@ -163,7 +424,8 @@ fn error_message(body: &str) -> String {
     text.chars().take(300).collect()
 }
 
-fn message_json(message: &ChatMessage) -> Value {
+/// A message in the provider's own tool format (`tool_calls`, role `tool`).
+fn native_message(message: &ChatMessage) -> Value {
     match message {
         ChatMessage::System { content } => json!({"role": "system", "content": content}),
         ChatMessage::User { content } => json!({"role": "user", "content": content}),
@@ -188,44 +450,181 @@ fn message_json(message: &ChatMessage) -> Value {
     }
 }
 
-/// Streams text to the client unless it may be a tool call written as text, which is held
-/// back until the reply is complete.
+/// The label of a tool result in a prompted conversation.
+pub(crate) fn result_label(name: &str) -> String {
+    format!("[result of {name}] ")
+}
+
+/// The conversation for the `text` and `constrained` modes: the tools of this turn and how to call
+/// them at the end of the system prompt (where models trained for tools expect them: measured on
+/// the task benchmark, a list after the last message made a 1.5B model answer instead of acting),
+/// the model's replies as it wrote them, tool results as labelled user text.
+fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(request.messages.len() + 1);
+    let push_user = |out: &mut Vec<Value>, text: &str| match out.last_mut() {
+        Some(last) if last["role"] == "user" => {
+            let joined = format!("{}\n{text}", last["content"].as_str().unwrap_or_default());
+            last["content"] = Value::String(joined);
+        }
+        _ => out.push(json!({"role": "user", "content": text})),
+    };
+    for message in &request.messages {
+        match message {
+            ChatMessage::System { content } => out.push(json!({"role": "system", "content": content})),
+            ChatMessage::User { content } => push_user(&mut out, content),
+            ChatMessage::Assistant { content, tool_calls } => {
+                let text = if content.trim().is_empty() {
+                    tool_calls
+                        .iter()
+                        .map(|c| json!({"name": c.name, "arguments": c.arguments}).to_string())
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                } else {
+                    content.clone()
+                };
+                out.push(json!({"role": "assistant", "content": text}));
+            }
+            ChatMessage::Tool { name, content, .. } => push_user(&mut out, &format!("{}{content}", result_label(name))),
+        }
+    }
+    let instructions = tool_instructions(turn);
+    if !instructions.is_empty() {
+        match out.first_mut() {
+            Some(first) if first["role"] == "system" => {
+                let joined = format!("{}\n\n{instructions}", first["content"].as_str().unwrap_or_default());
+                first["content"] = Value::String(joined);
+            }
+            _ => out.insert(0, json!({"role": "system", "content": instructions})),
+        }
+    }
+    out
+}
+
+/// The tools of this turn and how to call them, for the prompt.
+fn tool_instructions(turn: &Turn<'_>) -> String {
+    let mut text = String::new();
+    if !turn.tools.is_empty() {
+        text.push_str("# Tools\n\nYou can call these tools now:\n");
+        for tool in &turn.tools {
+            text.push_str("- ");
+            text.push_str(&signature(tool));
+            text.push('\n');
+        }
+    }
+    let call = "{\"name\": \"<tool>\", \"arguments\": {…}}";
+    match (turn.mode, turn.tools.is_empty(), turn.answer.is_some()) {
+        (ToolMode::Constrained, false, false) => {
+            text.push_str(&format!(
+                "Reply with one JSON object: {call} to call a tool, or {{\"answer\": \"…\"}} to answer the user."
+            ));
+        }
+        (ToolMode::Constrained, false, true) => {
+            text.push_str(&format!("Reply with one JSON object: {call} to call a tool, or the JSON answer asked for."));
+        }
+        (ToolMode::Constrained, true, true) => text.push_str("Reply with only the JSON answer asked for."),
+        (_, false, _) => {
+            text.push_str(&format!("To call a tool, reply with only {call}. Otherwise answer the user in plain text."));
+        }
+        _ => {}
+    }
+    text
+}
+
+/// Streams text to the client except what may be a tool call written as text, which is held
+/// back (from its first `{`, `[`, `` ` `` or `<`) until the reply is complete; then whatever
+/// of it is not a call is released. In a constrained turn the answer's string is streamed as it
+/// is written.
 struct DeltaGate<'a> {
     sink: DeltaSink<'a>,
     text: String,
-    decided: Option<bool>,
+    /// What was passed on so far.
+    sent: String,
+    /// Where holding back began.
+    held_from: Option<usize>,
+    stream_answer: bool,
+    /// How much of the answer's decoded string was passed on.
+    answer_sent: usize,
+    /// Native mode: the text is never a call.
+    pass_through: bool,
 }
 
 impl<'a> DeltaGate<'a> {
-    fn new(sink: DeltaSink<'a>) -> Self {
-        DeltaGate { sink, text: String::new(), decided: None }
+    fn new(sink: DeltaSink<'a>, mode: ToolMode, stream_answer: bool) -> Self {
+        DeltaGate {
+            sink,
+            text: String::new(),
+            sent: String::new(),
+            held_from: None,
+            stream_answer,
+            answer_sent: 0,
+            pass_through: matches!(mode, ToolMode::Native | ToolMode::Auto),
+        }
+    }
+
+    fn emit(&mut self, text: &str) {
+        if !text.is_empty() {
+            (self.sink)(text);
+            self.sent.push_str(text);
+        }
     }
 
     fn push(&mut self, delta: &str) {
+        let start = self.text.len();
         self.text.push_str(delta);
-        match self.decided {
-            Some(true) => (self.sink)(delta),
-            Some(false) => {}
-            None => {
-                let trimmed = self.text.trim_start();
-                if let Some(first) = trimmed.chars().next() {
-                    let may_be_call = matches!(first, '{' | '[' | '`' | '<');
-                    self.decided = Some(!may_be_call);
-                    if !may_be_call {
-                        (self.sink)(&self.text);
-                    }
+        if self.pass_through {
+            self.emit(delta);
+            return;
+        }
+        if self.held_from.is_none() {
+            let rest = &self.text[start..];
+            match rest.find(['{', '[', '`', '<']) {
+                Some(at) => {
+                    let free = rest[..at].to_string();
+                    self.emit(&free);
+                    self.held_from = Some(start + at);
+                }
+                None => {
+                    let free = rest.to_string();
+                    self.emit(&free);
+                }
+            }
+        }
+        if let (true, Some(from)) = (self.stream_answer, self.held_from) {
+            if let Some(body) = answer_body(&self.text[from..]) {
+                let (decoded, _) = decode_partial_string(body);
+                if decoded.len() > self.answer_sent {
+                    let new = decoded[self.answer_sent..].to_string();
+                    self.answer_sent = decoded.len();
+                    self.emit(&new);
                 }
             }
         }
     }
 
-    /// Releases held text that turned out not to be a tool call.
-    fn finish(self, was_call: bool) -> String {
-        if self.decided == Some(false) && !was_call {
-            (self.sink)(&self.text);
+    /// Passes on what remains of the user-facing text `shown` (the reply minus its calls).
+    fn finish(mut self, shown: &str) -> String {
+        if self.pass_through {
+            return self.text;
+        }
+        match shown.strip_prefix(self.sent.as_str()) {
+            Some(rest) => {
+                // Nothing sent yet: the text starts at its first word.
+                let rest = if self.sent.is_empty() { rest.trim_start() } else { rest }.to_string();
+                self.emit(&rest);
+            }
+            None => {
+                tracing::warn!("streamed text and the final answer differ; the final answer is in the run's result");
+            }
         }
         self.text
     }
+}
+
+/// The start of the string in `{"answer": "…`, when `text` begins that way.
+fn answer_body(text: &str) -> Option<&str> {
+    let rest = text.trim_start().strip_prefix('{')?.trim_start();
+    let rest = rest.strip_prefix("\"answer\"")?.trim_start().strip_prefix(':')?.trim_start();
+    rest.strip_prefix('"')
 }
 
 #[derive(Default)]
@@ -235,50 +634,57 @@ struct PartialCall {
     arguments: String,
 }
 
-fn finish_reply(
-    text: &str,
-    listed: &[&str],
-    partial: Vec<PartialCall>,
-    gate_finish: impl FnOnce(bool) -> String,
-) -> Result<ModelReply, AgentError> {
+/// Turns what the provider sent into a reply: calls from `tool_calls` (native) or from the text
+/// (text, constrained), the text for the user, and the text as written.
+fn finish_reply(tools: &[&str], partial: Vec<PartialCall>, gate: DeltaGate<'_>) -> ModelReply {
     let mut tool_calls = Vec::new();
+    let mut malformed = None;
     for (n, call) in partial.into_iter().enumerate() {
         let arguments = if call.arguments.trim().is_empty() {
-            json!({})
+            Ok(json!({}))
         } else {
-            serde_json::from_str(&call.arguments).map_err(|error| {
-                AgentError::MalformedReply(format!("arguments of tool call {:?} are not JSON: {error}", call.name))
-            })?
+            parse_lenient(&call.arguments)
+                .map_err(|error| format!("the arguments of tool call {:?} are not JSON: {error}", call.name))
         };
-        let id = if call.id.is_empty() { format!("call_{n}") } else { call.id };
-        tool_calls.push(ModelToolCall { id, name: call.name, arguments });
-    }
-    if !tool_calls.is_empty() {
-        let text = gate_finish(false);
-        return Ok(ModelReply { text, tool_calls, malformed_tool_call: None });
-    }
-    match extract_tool_calls(text, listed) {
-        ContentToolCalls::Calls(calls) => {
-            gate_finish(true);
-            let tool_calls = calls
-                .into_iter()
-                .enumerate()
-                .map(|(n, (name, arguments))| ModelToolCall { id: format!("call_text_{n}"), name, arguments })
-                .collect();
-            Ok(ModelReply { text: String::new(), tool_calls, malformed_tool_call: None })
-        }
-        ContentToolCalls::Malformed(reason) => {
-            gate_finish(true);
-            Ok(ModelReply { text: String::new(), tool_calls: Vec::new(), malformed_tool_call: Some(reason) })
-        }
-        ContentToolCalls::None => {
-            Ok(ModelReply { text: gate_finish(false), tool_calls: Vec::new(), malformed_tool_call: None })
+        match arguments {
+            Ok(arguments) => {
+                let id = if call.id.is_empty() { format!("call_{n}") } else { call.id };
+                tool_calls.push(ModelToolCall { id, name: call.name, arguments });
+            }
+            Err(reason) => {
+                malformed.get_or_insert(reason);
+            }
         }
     }
+    if gate.pass_through {
+        let raw = gate.finish("");
+        let malformed = if tool_calls.is_empty() { malformed } else { None };
+        return ModelReply {
+            text: raw.trim().to_string(),
+            tool_calls,
+            malformed_tool_call: malformed,
+            raw,
+            ..Default::default()
+        };
+    }
+    let (shown, calls, text_malformed) = read_pieces(&gate.text, tools);
+    let raw = gate.finish(&shown);
+    tool_calls.extend(calls.into_iter().enumerate().map(|(n, (name, arguments))| ModelToolCall {
+        id: format!("call_text_{n}"),
+        name,
+        arguments,
+    }));
+    let malformed = if tool_calls.is_empty() { malformed.or(text_malformed) } else { None };
+    ModelReply { text: tidy(&shown), tool_calls, malformed_tool_call: malformed, raw, ..Default::default() }
 }
 
 /// Reads a complete (non-streamed) chat completion.
-pub(crate) fn parse_completion(body: &Value, listed: &[&str], sink: DeltaSink<'_>) -> Result<ModelReply, AgentError> {
+pub(crate) fn parse_completion(
+    body: &Value,
+    mode: ToolMode,
+    tools: &[&str],
+    sink: DeltaSink<'_>,
+) -> Result<ModelReply, AgentError> {
     let message = body
         .pointer("/choices/0/message")
         .ok_or_else(|| AgentError::MalformedReply("no choices[0].message in the reply".into()))?;
@@ -295,10 +701,89 @@ pub(crate) fn parse_completion(body: &Value, listed: &[&str], sink: DeltaSink<'_
             arguments,
         });
     }
-    let text = message.get("content").and_then(Value::as_str).unwrap_or_default().to_string();
-    let mut gate = DeltaGate::new(sink);
-    gate.push(&text);
-    finish_reply(&text, listed, partial, |was_call| gate.finish(was_call))
+    let text = message.get("content").and_then(Value::as_str).unwrap_or_default();
+    let mut gate = DeltaGate::new(sink, mode, false);
+    gate.push(text);
+    Ok(finish_reply(tools, partial, gate))
+}
+
+async fn read_response(
+    response: reqwest::Response,
+    mode: ToolMode,
+    tools: &[&str],
+    stream_answer: bool,
+    on_delta: DeltaSink<'_>,
+    redact: impl Fn(String) -> String,
+) -> Result<ModelReply, AgentError> {
+    let is_stream = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if !is_stream {
+        let body: Value = response
+            .json()
+            .await
+            .map_err(|error| AgentError::MalformedReply(format!("the reply is not JSON: {error}")))?;
+        return parse_completion(&body, mode, tools, on_delta);
+    }
+    let mut gate = DeltaGate::new(on_delta, mode, stream_answer);
+    let mut partial: Vec<PartialCall> = Vec::new();
+    let mut buffer = Vec::new();
+    let mut stream = response.bytes_stream();
+    let mut done = false;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|error| AgentError::ProviderUnreachable(describe(&error)))?;
+        buffer.extend_from_slice(&chunk);
+        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buffer.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&line);
+            let Some(data) = line.trim().strip_prefix("data:") else { continue };
+            let data = data.trim();
+            if data == "[DONE]" {
+                done = true;
+                break;
+            }
+            let event: Value = serde_json::from_str(data)
+                .map_err(|error| AgentError::MalformedReply(format!("bad stream event: {error}")))?;
+            if let Some(message) = event.pointer("/error/message").and_then(Value::as_str) {
+                return Err(AgentError::ProviderStatus {
+                    status: 200,
+                    message: redact(message.chars().take(300).collect()),
+                });
+            }
+            if let Some(usage) = event.get("usage").filter(|u| u.is_object()) {
+                tracing::debug!(prompt_tokens = %usage["prompt_tokens"], completion_tokens = %usage["completion_tokens"], "model usage");
+            }
+            let Some(delta) = event.pointer("/choices/0/delta") else { continue };
+            if let Some(text) = delta.get("content").and_then(Value::as_str) {
+                gate.push(text);
+            }
+            for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+                let index = call.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+                if index > 64 {
+                    return Err(AgentError::MalformedReply("more than 64 tool calls in one reply".into()));
+                }
+                while partial.len() <= index {
+                    partial.push(PartialCall::default());
+                }
+                let slot = &mut partial[index];
+                if let Some(id) = call.get("id").and_then(Value::as_str) {
+                    slot.id = id.to_string();
+                }
+                if let Some(name) = call.pointer("/function/name").and_then(Value::as_str) {
+                    slot.name.push_str(name);
+                }
+                if let Some(arguments) = call.pointer("/function/arguments").and_then(Value::as_str) {
+                    slot.arguments.push_str(arguments);
+                }
+            }
+        }
+        if done {
+            break;
+        }
+    }
+    Ok(finish_reply(tools, partial, gate))
 }
 
 impl ChatModel for OpenAiProvider {
@@ -311,78 +796,29 @@ impl ChatModel for OpenAiProvider {
         request: &'a ChatRequest,
         on_delta: DeltaSink<'a>,
     ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
+        Box::pin(self.complete_inner(request, None, on_delta))
+    }
+
+    fn complete_json<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        answer_schema: &'a Value,
+        on_delta: DeltaSink<'a>,
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
+        Box::pin(self.complete_inner(request, Some(answer_schema), on_delta))
+    }
+
+    fn describe_mode(&self) -> BoxFuture<'_, Option<String>> {
         Box::pin(async move {
-            let body = self.body(request);
-            // Tool calls written as text count only for these.
-            let listed: Vec<&str> = request.tools.iter().map(|tool| tool.name.as_str()).collect();
-            let response = self.send(&body).await?;
-            let is_stream = response
-                .headers()
-                .get(reqwest::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.starts_with("text/event-stream"));
-            if !is_stream {
-                let body: Value = response
-                    .json()
-                    .await
-                    .map_err(|error| AgentError::MalformedReply(format!("the reply is not JSON: {error}")))?;
-                return parse_completion(&body, &listed, on_delta);
-            }
-            let mut gate = DeltaGate::new(on_delta);
-            let mut partial: Vec<PartialCall> = Vec::new();
-            let mut buffer = Vec::new();
-            let mut stream = response.bytes_stream();
-            let mut done = false;
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|error| AgentError::ProviderUnreachable(describe(&error)))?;
-                buffer.extend_from_slice(&chunk);
-                while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
-                    let line: Vec<u8> = buffer.drain(..=end).collect();
-                    let line = String::from_utf8_lossy(&line);
-                    let Some(data) = line.trim().strip_prefix("data:") else { continue };
-                    let data = data.trim();
-                    if data == "[DONE]" {
-                        done = true;
-                        break;
-                    }
-                    let event: Value = serde_json::from_str(data)
-                        .map_err(|error| AgentError::MalformedReply(format!("bad stream event: {error}")))?;
-                    if let Some(message) = event.pointer("/error/message").and_then(Value::as_str) {
-                        return Err(AgentError::ProviderStatus {
-                            status: 200,
-                            message: self.redact(message.chars().take(300).collect()),
-                        });
-                    }
-                    let Some(delta) = event.pointer("/choices/0/delta") else { continue };
-                    if let Some(text) = delta.get("content").and_then(Value::as_str) {
-                        gate.push(text);
-                    }
-                    for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
-                        let index = call.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
-                        if index > 64 {
-                            return Err(AgentError::MalformedReply("more than 64 tool calls in one reply".into()));
-                        }
-                        while partial.len() <= index {
-                            partial.push(PartialCall::default());
-                        }
-                        let slot = &mut partial[index];
-                        if let Some(id) = call.get("id").and_then(Value::as_str) {
-                            slot.id = id.to_string();
-                        }
-                        if let Some(name) = call.pointer("/function/name").and_then(Value::as_str) {
-                            slot.name.push_str(name);
-                        }
-                        if let Some(arguments) = call.pointer("/function/arguments").and_then(Value::as_str) {
-                            slot.arguments.push_str(arguments);
-                        }
-                    }
+            match self.tool_mode().await {
+                Ok((mode, why)) if self.config.tool_mode == ToolMode::Auto => {
+                    Some(format!("tool mode auto: {} ({why})", mode.as_str()))
                 }
-                if done {
-                    break;
+                Ok((mode, _)) => Some(format!("tool mode {}", mode.as_str())),
+                Err(error) => {
+                    Some(format!("tool mode auto: the provider could not be asked ({error}); will ask again"))
                 }
             }
-            let text = gate.text.clone();
-            finish_reply(&text, &listed, partial, |was_call| gate.finish(was_call))
         })
     }
 }
@@ -400,9 +836,103 @@ mod tests {
     }
 
     #[test]
+    fn requests_name_the_tool_before_its_arguments() {
+        let value =
+            json!({"b": [1, {"arguments": {"z": 1, "name": "x"}, "name": "cart_add", "a": null}], "a": "\"q\""});
+        let text = ordered_json(&value);
+        assert_eq!(text, r#"{"a":"\"q\"","b":[1,{"name":"cart_add","arguments":{"name":"x","z":1},"a":null}]}"#);
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value);
+    }
+
+    #[test]
     fn the_api_key_never_appears_in_debug_output() {
         let mut config = OpenAiConfig::new("http://h", "m");
         config.api_key = Some("sk-secret-sentinel".into());
         assert!(!format!("{config:?}").contains("sk-secret-sentinel"));
+    }
+
+    fn gate_run(mode: ToolMode, stream_answer: bool, deltas: &[&str], tools: &[&str]) -> (ModelReply, String) {
+        let streamed = Mutex::new(String::new());
+        let sink = |d: &str| streamed.lock().unwrap().push_str(d);
+        let mut gate = DeltaGate::new(&sink, mode, stream_answer);
+        for delta in deltas {
+            gate.push(delta);
+        }
+        let reply = finish_reply(tools, Vec::new(), gate);
+        (reply, streamed.into_inner().unwrap())
+    }
+
+    #[test]
+    fn prose_streams_calls_are_held_and_nothing_is_lost() {
+        let (reply, streamed) = gate_run(
+            ToolMode::Text,
+            false,
+            &["Sure, ", "adding it.\n```json\n{\"name\": \"cart_add\"", ", \"arguments\": {}}\n```\nDone."],
+            &["cart_add"],
+        );
+        assert_eq!(reply.tool_calls.len(), 1);
+        assert_eq!(streamed, "Sure, adding it.\n\nDone.");
+        assert!(reply.raw.contains("```json"), "the history keeps what the model wrote");
+        // JSON that names no listed tool reaches the user whole.
+        let (reply, streamed) =
+            gate_run(ToolMode::Text, false, &["{\"name\": \"other\",", " \"arguments\": {}}"], &["cart_add"]);
+        assert_eq!((reply.tool_calls.len(), streamed.as_str()), (0, "{\"name\": \"other\", \"arguments\": {}}"));
+        assert_eq!(reply.text, streamed);
+    }
+
+    #[test]
+    fn a_constrained_answer_streams_as_it_is_written() {
+        let seen = Mutex::new(Vec::new());
+        let sink = |d: &str| seen.lock().unwrap().push(d.to_string());
+        let mut gate = DeltaGate::new(&sink, ToolMode::Constrained, true);
+        for delta in ["{\"ans", "wer\": \"Your cart", " has 2 \\u00", "d7 Red", " mug.\"}"] {
+            gate.push(delta);
+        }
+        let reply = finish_reply(&["cart_add"], Vec::new(), gate);
+        assert_eq!(reply.text, "Your cart has 2 × Red mug.");
+        assert_eq!(seen.into_inner().unwrap(), ["Your cart", " has 2 ", "× Red", " mug."]);
+        assert_eq!(reply.raw, "{\"answer\": \"Your cart has 2 \\u00d7 Red mug.\"}");
+    }
+
+    #[test]
+    fn prompted_history_keeps_what_the_model_wrote_and_labels_results() {
+        let request = ChatRequest {
+            messages: vec![
+                ChatMessage::System { content: "sys".into() },
+                ChatMessage::User { content: "add a mug".into() },
+                ChatMessage::Assistant {
+                    content: "{\"name\": \"cart_add\", \"arguments\": {\"productId\": \"mug-red\"}}\nDone.".into(),
+                    tool_calls: vec![ModelToolCall {
+                        id: "1".into(),
+                        name: "cart_add".into(),
+                        arguments: json!({"productId": "mug-red"}),
+                    }],
+                },
+                ChatMessage::Tool {
+                    call_id: "1".into(), name: "cart_add".into(), content: "added 1 × Red mug".into()
+                },
+            ],
+            tools: Vec::new(),
+        };
+        let tool = ToolSpec {
+            name: "cart_add".into(),
+            description: "Add.".into(),
+            parameters: json!({"type": "object"}),
+            risk: Default::default(),
+            global: false,
+        };
+        let turn = Turn { mode: ToolMode::Constrained, tools: vec![&tool], answer: None };
+        let messages = prompted_messages(&request, &turn);
+        assert_eq!(messages.len(), 4);
+        assert_eq!(
+            messages[2]["content"],
+            "{\"name\": \"cart_add\", \"arguments\": {\"productId\": \"mug-red\"}}\nDone."
+        );
+        assert_eq!(messages[3]["content"], "[result of cart_add] added 1 × Red mug");
+        let system = messages[0]["content"].as_str().unwrap();
+        assert!(
+            system.starts_with("sys\n\n# Tools\n\nYou can call these tools now:\n- cart_add(): Add.\n"),
+            "{system}"
+        );
     }
 }

@@ -589,12 +589,12 @@ fn call(name: &str, arguments: Value, n: usize) -> ModelReply {
     ModelReply {
         text: String::new(),
         tool_calls: vec![ModelToolCall { id: format!("scripted_{n}"), name: name.to_string(), arguments }],
-        malformed_tool_call: None,
+        ..ModelReply::default()
     }
 }
 
 fn answer(text: impl Into<String>) -> ModelReply {
-    ModelReply { text: format!("{SCRIPTED_PREFIX}{}", text.into()), tool_calls: Vec::new(), malformed_tool_call: None }
+    ModelReply { text: format!("{SCRIPTED_PREFIX}{}", text.into()), ..ModelReply::default() }
 }
 
 fn summary(result: &str) -> String {
@@ -646,7 +646,7 @@ fn judge(prompt: &str) -> Option<ModelReply> {
         }
         _ => serde_json::json!({"ok": true}),
     };
-    Some(ModelReply { text: verdict.to_string(), tool_calls: Vec::new(), malformed_tool_call: None })
+    Some(ModelReply { text: verdict.to_string(), ..ModelReply::default() })
 }
 
 fn respond(request: &ChatRequest) -> ModelReply {

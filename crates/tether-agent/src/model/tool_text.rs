@@ -1,119 +1,349 @@
-//! Tool calls written into a reply's text, as small local models do: a ```` ```json ```` block,
-//! `<tool_call>{…}</tool_call>`, or a bare `{"name": …, "arguments": …}`. Only calls of the tools
-//! the request listed count: any other JSON is the model's answer.
+//! Reading what a model wrote: tool calls and answers written into a reply's text, as small local
+//! models write them.
+//!
+//! A reply's text is scanned once into prose and the JSON values in it: bare (`{…}` or `[…]`
+//! anywhere, one per line or several), inside ```` ``` ```` fences (several values per fence, or
+//! several fences), or inside `<tool_call>…</tool_call>` tags. JSON is read leniently: `//` and
+//! `/* */` comments and trailing commas are accepted. A value is a tool call only when it names a
+//! tool the request listed (`{"name": …, "arguments": …}` and the usual variants, or an array of
+//! them); any other JSON stays in the answer exactly as written. `{"answer": "…"}`, the final-answer
+//! shape of constrained turns, becomes its text.
 
 use serde_json::{Map, Value};
 
 /// What a reply's text holds.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ContentToolCalls {
-    /// Plain text.
-    None,
-    /// One or more tool calls as `(name, arguments)`.
-    Calls(Vec<(String, Value)>),
-    /// Something that looks like a tool call but cannot be read; the message says why.
-    Malformed(String),
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ReadReply {
+    /// The tool calls, in the order written, as `(name, arguments)`.
+    pub calls: Vec<(String, Value)>,
+    /// Everything that is not a tool call, for the user: prose as written, JSON that is not a
+    /// call as written, `{"answer": "…"}` as its text. Trimmed.
+    pub text: String,
+    /// Set when something names a listed tool but cannot be read as a call; says why.
+    pub malformed: Option<String>,
 }
 
-/// Finds calls of the `listed` tools written into `content`.
-///
-/// JSON with `//` or `/* */` comments or trailing commas is accepted (small models write them).
-/// The arguments may be an object or a JSON string holding one, under `arguments`,
-/// `parameters` or `args`; the name under `name`, `tool` or `function.name`. JSON that names no
-/// listed tool (an answer that happens to be JSON, a call of a tool the request did not offer)
-/// is not a call: [`ContentToolCalls::None`], and the text is the answer. Unreadable JSON is
-/// [`ContentToolCalls::Malformed`] only when it looks like a call and names a listed tool.
-pub fn extract_tool_calls(content: &str, listed: &[&str]) -> ContentToolCalls {
-    if listed.is_empty() {
-        return ContentToolCalls::None;
+/// Reads a reply's text against the tools the request listed (see the module docs).
+pub fn read_reply(content: &str, tools: &[&str]) -> ReadReply {
+    let (text, calls, malformed) = read_pieces(content, tools);
+    ReadReply { calls, text: tidy(&text), malformed }
+}
+
+/// The user-facing text of `content` before trimming, with the calls and whether something was
+/// malformed: the streaming gate compares what it already sent against it.
+pub(crate) fn read_pieces(content: &str, tools: &[&str]) -> (String, Vec<(String, Value)>, Option<String>) {
+    let mut text = String::with_capacity(content.len());
+    let mut calls = Vec::new();
+    let mut malformed = None;
+    let mut at = 0;
+    for span in scan(content) {
+        text.push_str(&content[at..span.start]);
+        at = span.end;
+        let written = &content[span.start..span.end];
+        match span.values {
+            Ok(values) => {
+                let mut found = Vec::new();
+                let mut plain = Vec::new();
+                for value in &values {
+                    match calls_in(value, tools) {
+                        Ok(Some(mut more)) => found.append(&mut more),
+                        Ok(None) => plain.push(value),
+                        Err(reason) => {
+                            malformed.get_or_insert(reason);
+                        }
+                    }
+                }
+                if found.is_empty() {
+                    // Not a call: the answer as written, or the text of `{"answer": …}`.
+                    match (values.len(), values.first().and_then(answer_of)) {
+                        (1, Some(answer)) => {
+                            text.push_str(&answer);
+                            text.push_str(&span.leftover);
+                        }
+                        _ => text.push_str(written),
+                    }
+                } else {
+                    calls.append(&mut found);
+                    for value in plain {
+                        text.push_str(&answer_of(value).unwrap_or_else(|| value.to_string()));
+                    }
+                    text.push_str(&span.leftover);
+                }
+            }
+            Err(reason) => {
+                if names_a_tool(written, tools) {
+                    malformed.get_or_insert(reason);
+                } else {
+                    text.push_str(written);
+                }
+            }
+        }
     }
-    let mut candidates: Vec<&str> = Vec::new();
-    let mut rest = content;
-    while let Some(start) = rest.find("<tool_call>") {
-        let after = &rest[start + "<tool_call>".len()..];
-        let end = after.find("</tool_call>").unwrap_or(after.len());
-        candidates.push(&after[..end]);
-        rest = &after[end..];
+    text.push_str(&content[at..]);
+    if !calls.is_empty() {
+        malformed = None;
     }
-    let mut rest = content;
-    while let Some(start) = rest.find("```") {
-        let after = &rest[start + 3..];
-        // Skip the info string (`json`, `tool_call`, …) up to the end of the line.
-        let body_start = after.find('\n').map_or(0, |n| n + 1);
-        let body = &after[body_start..];
-        let Some(end) = body.find("```") else {
-            candidates.push(body);
+    (text, calls, malformed)
+}
+
+/// Every JSON value written in `content` (bare, fenced or tagged; leniently read), in order.
+/// Prompt-hook judges read their `{"ok": …}` with this.
+pub fn json_values(content: &str) -> Vec<Value> {
+    scan(content).into_iter().filter_map(|span| span.values.ok()).flatten().collect()
+}
+
+/// `{"answer": "…"}` (exactly that key, a string): the final answer of a constrained turn.
+pub(crate) fn answer_of(value: &Value) -> Option<String> {
+    let object = value.as_object()?;
+    if object.len() != 1 {
+        return None;
+    }
+    object.get("answer")?.as_str().map(String::from)
+}
+
+/// Trims and removes runs of blank lines left where calls were cut out.
+pub(crate) fn tidy(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut blank = 0;
+    for line in text.trim().lines() {
+        if line.trim().is_empty() {
+            blank += 1;
+            if blank > 1 {
+                continue;
+            }
+        } else {
+            blank = 0;
+        }
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(line.trim_end());
+    }
+    out
+}
+
+fn names_a_tool(text: &str, tools: &[&str]) -> bool {
+    tools.iter().any(|tool| text.contains(&format!("\"{tool}\"")))
+}
+
+/// A stretch of the text that holds JSON (or looked like it and could not be read).
+#[derive(Debug)]
+struct Span {
+    start: usize,
+    end: usize,
+    values: Result<Vec<Value>, String>,
+    /// Text inside a fence or tag next to its JSON (kept for the user).
+    leftover: String,
+}
+
+const TAG_OPEN: &str = "<tool_call>";
+const TAG_CLOSE: &str = "</tool_call>";
+const FENCE: &str = "```";
+
+/// Splits `text` into JSON spans; what lies between them is prose.
+fn scan(text: &str) -> Vec<Span> {
+    let mut spans = Vec::new();
+    let mut i = 0;
+    while i < text.len() {
+        let rest = &text[i..];
+        if rest.starts_with(TAG_OPEN) || rest.starts_with(FENCE) {
+            let (body_start, close) = if rest.starts_with(TAG_OPEN) {
+                (i + TAG_OPEN.len(), TAG_CLOSE)
+            } else {
+                // Skip the info string (`json`, `tool_call`, …) up to the end of the line.
+                let after = i + FENCE.len();
+                (text[after..].find('\n').map_or(text.len(), |n| after + n + 1), FENCE)
+            };
+            let body_end = text[body_start..].find(close).map_or(text.len(), |n| body_start + n);
+            let end = (body_end + close.len()).min(text.len());
+            let body = &text[body_start..body_end];
+            // `None`: prose (code of another kind), skipped whole and never scanned inside.
+            if let Some((values, leftover)) = values_in_block(body) {
+                spans.push(Span { start: i, end, values, leftover });
+            }
+            i = end.max(i + 1);
+            continue;
+        }
+        let c = rest.chars().next().unwrap_or(' ');
+        if c == '{' || c == '[' {
+            if let Some(len) = balanced_len(rest) {
+                match parse_lenient(&rest[..len]) {
+                    Ok(value) => {
+                        spans.push(Span { start: i, end: i + len, values: Ok(vec![value]), leftover: String::new() });
+                        i += len;
+                        continue;
+                    }
+                    Err(reason) if looks_like_a_call(&rest[..len]) => {
+                        spans.push(Span { start: i, end: i + len, values: Err(reason), leftover: String::new() });
+                        i += len;
+                        continue;
+                    }
+                    Err(_) => {}
+                }
+            } else if looks_like_a_call(rest) {
+                // Cut off mid-value (the reply ran out of tokens).
+                let reason = match parse_lenient(rest) {
+                    Err(reason) => reason,
+                    Ok(_) => "the JSON is incomplete".to_string(),
+                };
+                spans.push(Span { start: i, end: text.len(), values: Err(reason), leftover: String::new() });
+                break;
+            }
+        }
+        i += c.len_utf8();
+    }
+    spans
+}
+
+/// The JSON values in a fence's or a tag's `body` (one, or several as JSON lines) and the text
+/// between them. `None` when it holds no JSON (code of another kind); `Some((Err, _))` when it
+/// looks like a call that cannot be read.
+fn values_in_block(body: &str) -> Option<(Result<Vec<Value>, String>, String)> {
+    let mut values = Vec::new();
+    let mut leftover = String::new();
+    let mut rest = body;
+    while !rest.is_empty() {
+        let Some(start) = rest.find(['{', '[']) else {
+            leftover.push_str(rest);
             break;
         };
-        candidates.push(&body[..end]);
-        rest = &body[end + 3..];
-    }
-    let trimmed = content.trim();
-    if candidates.is_empty() && (trimmed.starts_with('{') || trimmed.starts_with('[')) {
-        candidates.push(trimmed);
-    }
-
-    let mut calls = Vec::new();
-    let mut problem = None;
-    for candidate in candidates {
-        match parse_candidate(candidate.trim()) {
-            Ok(found) => calls.extend(found.into_iter().filter(|(name, _)| listed.contains(&name.as_str()))),
-            Err(reason) if looks_like_a_call(candidate, listed) => problem = Some(reason),
-            Err(_) => {}
+        leftover.push_str(&rest[..start]);
+        rest = &rest[start..];
+        match balanced_len(rest).map(|len| (len, parse_lenient(&rest[..len]))) {
+            Some((len, Ok(value))) => {
+                values.push(value);
+                rest = &rest[len..];
+                // JSON lines may be separated by commas.
+                if let Some(after) = rest.trim_start().strip_prefix(',') {
+                    rest = after;
+                }
+            }
+            Some((len, Err(reason))) => {
+                if looks_like_a_call(&rest[..len]) {
+                    return Some((Err(reason), String::new()));
+                }
+                leftover.push_str(&rest[..len]);
+                rest = &rest[len..];
+            }
+            None if looks_like_a_call(rest) => {
+                let reason = parse_lenient(rest.trim()).err().unwrap_or_else(|| "the JSON is incomplete".into());
+                return Some((Err(reason), String::new()));
+            }
+            None => {
+                leftover.push_str(rest);
+                break;
+            }
         }
     }
-    match (calls.is_empty(), problem) {
-        (false, _) => ContentToolCalls::Calls(calls),
-        (true, Some(reason)) => ContentToolCalls::Malformed(reason),
-        (true, None) => ContentToolCalls::None,
+    if values.is_empty() {
+        return None;
     }
+    let leftover = leftover.trim();
+    Some((Ok(values), if leftover.is_empty() { String::new() } else { format!("\n{leftover}\n") }))
 }
 
-fn looks_like_a_call(text: &str, listed: &[&str]) -> bool {
-    (text.contains("\"name\"") || text.contains("\"function\""))
-        && listed.iter().any(|name| text.contains(&format!("\"{name}\"")))
+fn looks_like_a_call(text: &str) -> bool {
+    text.contains("\"name\"") || text.contains("\"function\"") || text.contains("\"tool\"")
 }
 
-fn parse_candidate(text: &str) -> Result<Vec<(String, Value)>, String> {
-    let value: Value = match serde_json::from_str(text) {
-        Ok(value) => value,
-        Err(first_error) => serde_json::from_str(&relax_json(text))
-            .map_err(|_| format!("the tool call is not valid JSON: {first_error}"))?,
+/// The length of the balanced `{…}` or `[…]` at the start of `text`, skipping strings and
+/// comments; `None` when it never closes.
+fn balanced_len(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut depth = 0usize;
+    let (mut i, mut in_string, mut escaped) = (0, false, false);
+    while i < bytes.len() {
+        let b = bytes[i];
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            i += 1;
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < bytes.len() && !(bytes[i] == b'*' && bytes[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 2;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Parses JSON, accepting comments and trailing commas.
+pub(crate) fn parse_lenient(text: &str) -> Result<Value, String> {
+    serde_json::from_str(text).or_else(|first_error| {
+        serde_json::from_str(&relax_json(text)).map_err(|_| format!("the tool call is not valid JSON: {first_error}"))
+    })
+}
+
+/// The calls `value` holds, when it names listed tools: `Ok(None)` when it is not a call.
+fn calls_in(value: &Value, tools: &[&str]) -> Result<Option<Vec<(String, Value)>>, String> {
+    let items: Vec<&Value> = match value {
+        Value::Array(items) => items.iter().collect(),
+        Value::Object(object) => match ["tool_calls", "calls"].iter().find_map(|k| object.get(*k)) {
+            Some(Value::Array(items)) if object.len() == 1 => items.iter().collect(),
+            _ => vec![value],
+        },
+        _ => return Ok(None),
     };
-    let objects = match value {
-        Value::Array(items) => items,
-        other => vec![other],
-    };
-    let mut calls = Vec::new();
-    for object in objects {
-        let Value::Object(object) = object else { continue };
-        if let Some(call) = call_from_object(&object)? {
-            calls.push(call);
+    if items.is_empty() {
+        return Ok(None);
+    }
+    let mut calls = Vec::with_capacity(items.len());
+    for item in items {
+        let Some(object) = item.as_object() else { return Ok(None) };
+        match call_from_object(object, tools)? {
+            Some(call) => calls.push(call),
+            // One item that is not a call makes the whole value the answer.
+            None => return Ok(None),
         }
     }
-    if calls.is_empty() {
-        return Err("the JSON names no tool (expected {\"name\": …, \"arguments\": {…}})".into());
-    }
-    Ok(calls)
+    Ok(Some(calls))
 }
 
-fn call_from_object(object: &Map<String, Value>) -> Result<Option<(String, Value)>, String> {
+fn call_from_object(object: &Map<String, Value>, tools: &[&str]) -> Result<Option<(String, Value)>, String> {
     let function = object.get("function").and_then(Value::as_object);
-    let name = object
-        .get("name")
-        .or_else(|| object.get("tool"))
+    let name = ["name", "tool", "tool_name"]
+        .iter()
+        .find_map(|key| object.get(*key))
         .or_else(|| function.and_then(|f| f.get("name")))
         .and_then(Value::as_str);
-    let Some(name) = name else { return Ok(None) };
-    let arguments = ["arguments", "parameters", "args"]
+    let Some(name) = name.filter(|name| tools.contains(name)) else { return Ok(None) };
+    let arguments = ["arguments", "parameters", "args", "input"]
         .iter()
         .find_map(|key| object.get(*key).or_else(|| function.and_then(|f| f.get(*key))))
         .cloned()
         .unwrap_or_else(|| Value::Object(Map::new()));
     let arguments = match arguments {
-        Value::String(text) => serde_json::from_str(&text)
-            .or_else(|_| serde_json::from_str(&relax_json(&text)))
-            .map_err(|error| format!("the arguments of {name:?} are not valid JSON: {error}"))?,
+        Value::String(text) if text.trim().is_empty() => Value::Object(Map::new()),
+        Value::String(text) => parse_lenient(&text).map_err(|error| format!("the arguments of {name:?}: {error}"))?,
+        Value::Null => Value::Object(Map::new()),
         other => other,
     };
     Ok(Some((name.to_string(), arguments)))
@@ -172,18 +402,62 @@ fn relax_json(text: &str) -> String {
     out
 }
 
+/// Decodes the start of a JSON string body (after its opening quote) as far as it is complete:
+/// the text so far and whether the closing quote was seen. Streams the answer of a constrained
+/// turn while it is being written.
+pub(crate) fn decode_partial_string(body: &str) -> (String, bool) {
+    let mut out = String::new();
+    let mut chars = body.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        match c {
+            '"' => return (out, true),
+            '\\' => {
+                let Some((_, escape)) = chars.next() else { break };
+                match escape {
+                    'n' => out.push('\n'),
+                    't' => out.push('\t'),
+                    'r' => out.push('\r'),
+                    'b' => out.push('\u{8}'),
+                    'f' => out.push('\u{c}'),
+                    'u' => {
+                        let Some(hex) = body.get(at + 2..at + 6) else { break };
+                        let Ok(unit) = u16::from_str_radix(hex, 16) else { break };
+                        for _ in 0..4 {
+                            chars.next();
+                        }
+                        if (0xD800..0xDC00).contains(&unit) {
+                            // A surrogate pair: wait for its second half.
+                            let Some(low) = body.get(at + 6..at + 12) else { break };
+                            let low = low.strip_prefix("\\u").and_then(|h| u16::from_str_radix(h, 16).ok());
+                            let Some(low) = low else { break };
+                            for _ in 0..6 {
+                                chars.next();
+                            }
+                            out.extend(char::decode_utf16([unit, low]).map(|c| c.unwrap_or('\u{FFFD}')));
+                        } else {
+                            out.push(char::from_u32(u32::from(unit)).unwrap_or('\u{FFFD}'));
+                        }
+                    }
+                    other => out.push(other),
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    (out, false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
-    const LISTED: &[&str] = &["cart_add", "cart_view", "book_ticket", "navigate", "a", "x"];
+    const TOOLS: &[&str] = &["cart_add", "cart_view", "navigate", "book_ticket", "x", "a"];
 
     fn calls(content: &str) -> Vec<(String, Value)> {
-        match extract_tool_calls(content, LISTED) {
-            ContentToolCalls::Calls(calls) => calls,
-            other => panic!("{content:?}: {other:?}"),
-        }
+        let read = read_reply(content, TOOLS);
+        assert!(!read.calls.is_empty(), "{content:?}: {read:?}");
+        read.calls
     }
 
     #[test]
@@ -202,6 +476,7 @@ mod tests {
     fn qwen_tool_call_tags_and_bare_json_are_calls() {
         let tagged = "Sure.\n<tool_call>\n{\"name\": \"cart_view\", \"arguments\": {}}\n</tool_call>\n<tool_call>{\"name\": \"a\"}</tool_call>";
         assert_eq!(calls(tagged), vec![("cart_view".into(), json!({})), ("a".into(), json!({}))]);
+        assert_eq!(read_reply(tagged, TOOLS).text, "Sure.");
         let bare = "  {\"name\": \"navigate\", \"arguments\": \"{\\\"to\\\": \\\"cart\\\"}\"}  ";
         assert_eq!(calls(bare), vec![("navigate".into(), json!({"to": "cart"}))]);
         let openai_shape = "{\"function\": {\"name\": \"x\", \"arguments\": \"{}\"}}";
@@ -209,33 +484,88 @@ mod tests {
     }
 
     #[test]
-    fn plain_text_and_unrelated_code_are_not_calls() {
-        assert_eq!(extract_tool_calls("Hello! I can help with your cart.", LISTED), ContentToolCalls::None);
-        assert_eq!(extract_tool_calls("```rust\nfn main() {}\n```", LISTED), ContentToolCalls::None);
-        assert_eq!(extract_tool_calls("{\"answer\": 42}", LISTED), ContentToolCalls::None);
+    fn a_call_followed_or_preceded_by_text_keeps_the_text() {
+        let read = read_reply("{\"name\": \"cart_add\", \"arguments\": {\"productId\": \"tee-black\"}}\nDone.", TOOLS);
+        assert_eq!(read.calls, vec![("cart_add".into(), json!({"productId": "tee-black"}))]);
+        assert_eq!(read.text, "Done.");
+        let read = read_reply("I'll add it now.\n```json\n{\"name\": \"cart_add\", \"arguments\": {}}\n```\n", TOOLS);
+        assert_eq!((read.calls.len(), read.text.as_str()), (1, "I'll add it now."));
     }
 
     #[test]
-    fn only_the_listed_tools_are_calls_any_other_json_is_the_answer() {
-        // A name the request did not list: the model's answer (e.g. it shows a JSON example).
-        let other = "```json\n{\"name\": \"Ada\", \"arguments\": {\"age\": 36}}\n```";
-        assert_eq!(extract_tool_calls(other, LISTED), ContentToolCalls::None);
-        assert_eq!(extract_tool_calls("{\"name\": \"delete_everything\"}", LISTED), ContentToolCalls::None);
-        // Without tools in the request, nothing is a call.
-        assert_eq!(extract_tool_calls("{\"name\": \"cart_add\"}", &[]), ContentToolCalls::None);
-        // Mixed: only the listed one is kept.
-        let mixed = "[{\"name\": \"cart_view\"}, {\"name\": \"rm_rf\"}]";
-        assert_eq!(calls(mixed), vec![("cart_view".into(), json!({}))]);
-        // Broken JSON that names no listed tool is text, not a malformed call.
-        let broken = "```json\n{\"name\": \"Ada\", \"age\": }\n```";
-        assert_eq!(extract_tool_calls(broken, LISTED), ContentToolCalls::None);
+    fn several_calls_as_json_lines_an_array_or_several_fences() {
+        let lines = "{\"name\": \"cart_add\", \"arguments\": {\"productId\": \"mug-red\"}}\n{\"name\": \"cart_add\", \"arguments\": {\"productId\": \"mug-blue\"}}";
+        assert_eq!(calls(lines).len(), 2);
+        let array = "[{\"name\": \"cart_add\", \"arguments\": {\"productId\": \"mug-red\"}}, {\"name\": \"navigate\", \"arguments\": {\"to\": \"cart\"}},]";
+        assert_eq!(calls(array).iter().map(|c| c.0.as_str()).collect::<Vec<_>>(), ["cart_add", "navigate"]);
+        let fences =
+            "```json\n{\"name\": \"cart_add\", \"arguments\": {}}\n```\nand\n```json\n{\"name\": \"cart_view\"}\n```";
+        let read = read_reply(fences, TOOLS);
+        assert_eq!(read.calls.len(), 2);
+        assert_eq!(read.text, "and");
+        let fenced_lines =
+            "```json\n{\"name\": \"cart_add\", \"arguments\": {}}\n{\"name\": \"cart_view\", \"arguments\": {}}\n```";
+        assert_eq!(calls(fenced_lines).len(), 2);
+        let wrapped = "{\"tool_calls\": [{\"name\": \"cart_view\"}, {\"name\": \"x\"}]}";
+        assert_eq!(calls(wrapped).len(), 2);
+    }
+
+    #[test]
+    fn plain_text_and_unrelated_code_are_the_answer_as_written() {
+        for text in [
+            "Hello! I can help with your cart.",
+            "```rust\nfn main() {}\n```",
+            "{\"answer\": 42}",
+            "Use [brackets] and {braces} freely.",
+            "The result: {\"total\": 2400}",
+            "[1, 2, 3]",
+        ] {
+            let read = read_reply(text, TOOLS);
+            assert_eq!((read.calls.len(), read.text.as_str(), read.malformed), (0, text, None), "{text}");
+        }
+    }
+
+    #[test]
+    fn only_listed_tools_are_calls_other_json_reaches_the_user_whole() {
+        let text = "{\"name\": \"cart_clear\", \"arguments\": {}}";
+        let read = read_reply(text, TOOLS);
+        assert_eq!((read.calls.len(), read.text.as_str(), read.malformed), (0, text, None));
+        let mixed = "[{\"name\": \"cart_add\"}, {\"name\": \"delete_everything\"}]";
+        assert_eq!(read_reply(mixed, TOOLS).text, mixed);
+    }
+
+    #[test]
+    fn the_answer_shape_becomes_its_text() {
+        assert_eq!(read_reply("{\"answer\": \"Your cart has 2 items.\"}", TOOLS).text, "Your cart has 2 items.");
+        assert_eq!(read_reply(" {\"answer\": \"a\\nb \\u00d7\"} ", &[]).text, "a\nb ×");
     }
 
     #[test]
     fn broken_calls_are_reported_not_dropped() {
-        match extract_tool_calls("```json\n{\"name\": \"cart_add\", \"arguments\": {\"productId\": }\n```", LISTED) {
-            ContentToolCalls::Malformed(reason) => assert!(reason.contains("not valid JSON"), "{reason}"),
-            other => panic!("{other:?}"),
-        }
+        let read = read_reply("```json\n{\"name\": \"cart_add\", \"arguments\": {\"productId\": }\n```", TOOLS);
+        assert!(read.malformed.as_deref().is_some_and(|r| r.contains("not valid JSON")), "{read:?}");
+        // Cut off before the end.
+        let read = read_reply("{\"name\": \"cart_add\", \"arguments\": {\"productId\": \"mug", TOOLS);
+        assert!(read.malformed.is_some(), "{read:?}");
+        // Broken JSON that names no listed tool is just text.
+        let read = read_reply("{\"name\": \"other\", oops}", TOOLS);
+        assert_eq!((read.malformed, read.text.as_str()), (None, "{\"name\": \"other\", oops}"));
+    }
+
+    #[test]
+    fn json_values_finds_a_judges_answer_anywhere() {
+        assert_eq!(json_values("- {\"ok\": false, \"reason\": \"r\"}"), vec![json!({"ok": false, "reason": "r"})]);
+        assert_eq!(json_values("Sure! ```json\n{\"ok\": true,}\n```"), vec![json!({"ok": true})]);
+        assert!(json_values("no json here").is_empty());
+    }
+
+    #[test]
+    fn partial_strings_decode_as_far_as_they_are_complete() {
+        assert_eq!(decode_partial_string("Hello, wor"), ("Hello, wor".into(), false));
+        assert_eq!(decode_partial_string("a\\nb\" , "), ("a\nb".into(), true));
+        assert_eq!(decode_partial_string("x\\u00d"), ("x".into(), false));
+        assert_eq!(decode_partial_string("x\\u00d7\""), ("x×".into(), true));
+        assert_eq!(decode_partial_string("\\ud83d\\ude00\""), ("😀".into(), true));
+        assert_eq!(decode_partial_string("tail\\"), ("tail".into(), false));
     }
 }

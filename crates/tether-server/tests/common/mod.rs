@@ -286,7 +286,7 @@ impl DirectModel {
 
     fn reply(request: &tether_agent::ChatRequest) -> tether_agent::ModelReply {
         use tether_agent::{ChatMessage, ModelReply, ModelToolCall};
-        let text = |t: String| ModelReply { text: t, tool_calls: Vec::new(), malformed_tool_call: None };
+        let text = |t: String| ModelReply { text: t, ..ModelReply::default() };
         let Some(position) = request.messages.iter().rposition(
             |m| matches!(m, ChatMessage::User { content } if !content.starts_with(tether_agent::HOOK_LABEL)),
         ) else {
@@ -305,7 +305,7 @@ impl DirectModel {
             ["loop", name] => ModelReply {
                 text: String::new(),
                 tool_calls: vec![ModelToolCall { id: "l".into(), name: (*name).into(), arguments: json!({}) }],
-                malformed_tool_call: None,
+                ..ModelReply::default()
             },
             ["call", name, rest @ ..] if results.is_empty() => {
                 let (times, args) = match rest.last().and_then(|w| w.strip_prefix('x')).and_then(|n| n.parse().ok()) {
@@ -317,7 +317,7 @@ impl DirectModel {
                 let tool_calls = (0..times)
                     .map(|n| ModelToolCall { id: format!("d{n}"), name: (*name).into(), arguments: arguments.clone() })
                     .collect();
-                ModelReply { text: String::new(), tool_calls, malformed_tool_call: None }
+                ModelReply { tool_calls, ..ModelReply::default() }
             }
             ["call", ..] => text(format!("done: {}", results.last().unwrap())),
             _ => text("ok".into()),

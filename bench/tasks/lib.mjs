@@ -1,0 +1,202 @@
+// Shared by the task benchmark (run.mjs) and its extras (extras.mjs): a counting proxy in front
+// of the model, the page's state, setting a task up through the UI, and running one task.
+
+import http from "node:http";
+import { recordFrames, answers, say } from "../../tests/e2e/harness.mjs";
+
+export const TASK_TIMEOUT_MS = Number(process.env.BENCH_TASK_TIMEOUT_S ?? 240) * 1000;
+
+// ---------------------------------------------------------------------------------------------
+// The counting proxy: every model call, with its prompt tokens (the server's own count).
+
+export function startProxy(target) {
+  const calls = [];
+  const upstream = new URL(target);
+  const server = http.createServer((request, response) => {
+    const chunks = [];
+    request.on("data", (c) => chunks.push(c));
+    request.on("end", () => {
+      const body = Buffer.concat(chunks);
+      const call = { start: Date.now(), end: null, promptTokens: null, completionTokens: null, status: null };
+      calls.push(call);
+      const forward = http.request(
+        { host: upstream.hostname, port: upstream.port, path: request.url, method: request.method, headers: { ...request.headers, host: upstream.host } },
+        (reply) => {
+          call.status = reply.statusCode;
+          response.writeHead(reply.statusCode, reply.headers);
+          let text = "";
+          reply.on("data", (c) => {
+            text += c;
+            response.write(c);
+          });
+          reply.on("end", () => {
+            call.end = Date.now();
+            readUsage(text, call);
+            response.end();
+          });
+        },
+      );
+      forward.on("error", (error) => {
+        call.end = Date.now();
+        call.status = 502;
+        response.writeHead(502).end(String(error));
+      });
+      forward.end(body);
+    });
+  });
+  return new Promise((done) =>
+    server.listen(0, "127.0.0.1", () => done({ url: `http://127.0.0.1:${server.address().port}`, calls, stop: () => server.close() })),
+  );
+}
+
+/** Reads llama.cpp's `timings`/`usage` from a JSON reply or the last SSE event that has them. */
+function readUsage(text, call) {
+  const events = text.startsWith("{") ? [text] : text.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim());
+  for (const event of events) {
+    try {
+      const value = JSON.parse(event);
+      if (value.usage?.prompt_tokens != null) {
+        call.promptTokens = value.usage.prompt_tokens;
+        call.completionTokens = value.usage.completion_tokens;
+      } else if (value.timings?.prompt_n != null) {
+        call.promptTokens = value.timings.prompt_n + (value.timings.cache_n ?? 0);
+        call.completionTokens = value.timings.predicted_n;
+      }
+    } catch {}
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The page: state, setup through the UI, one task.
+
+const DONE = '[data-testid="chat-message"][data-status]:not([data-status=""])';
+
+export async function pageState(page) {
+  return page.evaluate(() => {
+    const badge = document.querySelector('[data-testid="cart-badge"]');
+    const cart = {};
+    for (const pair of (badge?.getAttribute("data-cart") ?? "").split(" ").filter(Boolean)) {
+      const [id, quantity] = pair.split("=");
+      cart[id] = Number(quantity);
+    }
+    const order = document.querySelector('[data-testid="order-number"]')?.textContent.trim() || null;
+    return { cart, path: location.pathname, order };
+  });
+}
+
+/** Brings the cart up to `needs` and the page to `at` with clicks, as a user would. */
+async function setUp(page, task) {
+  const needs = task.needs ?? {};
+  let state = await pageState(page);
+  const missing = Object.entries(needs).filter(([id, q]) => (state.cart[id] ?? 0) < q);
+  if (missing.length) {
+    if (state.path !== "/") await page.locator("header a").first().click();
+    for (const [id, q] of missing) {
+      for (let n = state.cart[id] ?? 0; n < q; n++) {
+        await page.locator(`[data-testid="product-card"][data-product="${id}"] button`).click();
+      }
+    }
+  }
+  state = await pageState(page);
+  const go = task.at ?? (task.away && state.path === task.away ? "/" : null);
+  if (go && state.path !== go) {
+    if (go === "/cart") await page.locator("header .cart-link").click();
+    else await page.locator("header a").first().click();
+    await page.waitForFunction((path) => location.pathname === path, go);
+  }
+}
+
+/** Sends the task's request, answers approval dialogs, waits for the answer. */
+export async function runTask(page, frames, calls, task) {
+  await setUp(page, task);
+  const before = await pageState(page);
+  const count = await answers(page);
+  const firstFrame = frames.length;
+  const firstCall = calls.length;
+  const started = Date.now();
+  await say(page, task.say);
+  const approvals = [];
+  let timedOut = false;
+  for (;;) {
+    const remaining = TASK_TIMEOUT_MS - (Date.now() - started);
+    if (remaining <= 0) {
+      timedOut = true;
+      break;
+    }
+    try {
+      await page.waitForFunction(
+        ([selector, n]) => document.querySelectorAll(selector).length > n || document.querySelector('[data-testid="approval-dialog"]'),
+        [DONE, count],
+        { timeout: remaining },
+      );
+    } catch {
+      timedOut = true;
+      break;
+    }
+    const dialog = page.getByTestId("approval-dialog");
+    if (await dialog.count()) {
+      const risk = (await page.getByTestId("approval-risk").textContent()).trim();
+      const approve = task.approve !== false;
+      approvals.push({ risk, approve });
+      await page.getByTestId(approve ? "approval-approve" : "approval-reject").click();
+      await dialog.waitFor({ state: "detached" });
+      continue;
+    }
+    break;
+  }
+  const seconds = (Date.now() - started) / 1000;
+  const last = page.locator(DONE).nth(count);
+  const answer = timedOut ? "" : (await last.innerText()).trim();
+  const status = timedOut ? "bench_timeout" : await last.getAttribute("data-status");
+  const after = await pageState(page);
+  // Tool calls the page received (and ran) in this run; identical ones counted twice.
+  const toolCalls = frames
+    .slice(firstFrame)
+    .filter((f) => f.dir === "received" && f.frame.type === "TOOL_CALL")
+    .filter((f, i, all) => all.findIndex((g) => g.frame.callId === f.frame.callId) === i);
+  const keys = toolCalls.map((f) => `${f.frame.name} ${stable(f.frame.args)}`);
+  const repeated = keys.length - new Set(keys).size;
+  const serverEnded = frames
+    .slice(firstFrame)
+    .filter((f) => f.dir === "received" && f.frame.type === "EVENT" && f.frame.event.kind === "tool_execution_end").length;
+  const modelCalls = calls.slice(firstCall);
+  const hooks = frames
+    .slice(firstFrame)
+    .filter((f) => f.dir === "received" && f.frame.type === "EVENT" && f.frame.event.kind === "hook")
+    .map((f) => ({ event: f.frame.event.hookEvent, decision: f.frame.event.decision, decidedBy: f.frame.event.decidedBy, reason: f.frame.event.reason }));
+  const problems = timedOut ? [`no answer within ${TASK_TIMEOUT_MS / 1000} s`] : task.check({ before, after, answer });
+  if (!timedOut && !answer) problems.push("empty answer");
+  return {
+    id: task.id,
+    ok: problems.length === 0,
+    problems,
+    seconds,
+    status,
+    answer,
+    before,
+    after,
+    approvals,
+    pageToolCalls: toolCalls.length,
+    toolEnds: serverEnded,
+    repeatedIdenticalCalls: repeated,
+    modelCalls: modelCalls.length,
+    promptTokens: modelCalls.map((c) => c.promptTokens).filter((n) => n != null),
+    emptyAnswer: !timedOut && !answer,
+    hooks,
+  };
+}
+
+export function stable(value) {
+  if (Array.isArray(value)) return `[${value.map(stable).join(",")}]`;
+  if (value && typeof value === "object") return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${stable(value[k])}`).join(",")}}`;
+  return JSON.stringify(value);
+}
+
+export async function openPage(browser, port) {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  const frames = recordFrames(page);
+  await page.goto(`http://127.0.0.1:${port}/`);
+  await page.getByTestId("inspector-connection").filter({ hasText: "Open" }).waitFor();
+  return { page, frames, close: () => context.close() };
+}
