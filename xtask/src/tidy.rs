@@ -167,3 +167,16 @@ fn every_crate_is_in_the_architecture_code_map() {
         .collect();
     assert!(missing.is_empty(), "ARCHITECTURE.md's code map does not list {missing:?}");
 }
+
+#[test]
+fn both_toolkits_ship_the_same_component_styles() {
+    // tether-leptos embeds its copy (`STYLES`, include_str!) so that the crate stands alone; the
+    // React package ships its own. They must not drift apart.
+    let root = repo_root();
+    let leptos = std::fs::read_to_string(root.join("crates/tether-leptos/src/styles.css")).unwrap();
+    let react = std::fs::read_to_string(root.join("www/packages/react/styles.css")).unwrap();
+    assert!(
+        leptos == react,
+        "crates/tether-leptos/src/styles.css and www/packages/react/styles.css differ: change both"
+    );
+}
