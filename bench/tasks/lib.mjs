@@ -197,6 +197,6 @@ export async function openPage(browser, port) {
   const page = await context.newPage();
   const frames = recordFrames(page);
   await page.goto(`http://127.0.0.1:${port}/`);
-  await page.getByTestId("inspector-connection").filter({ hasText: "Open" }).waitFor();
+  await page.locator('[data-testid="inspector-connection"][data-state="open"]').waitFor();
   return { page, frames, close: () => context.close() };
 }
