@@ -7,34 +7,14 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
-use axum::Router;
-use axum::response::IntoResponse;
-use axum::routing::post;
 use common::serve::{Serve, Served};
 use serde_json::{Value, json};
 use tether_agent::DATA_RULE;
 use tether_protocol::{ResultStatus, Risk, RunStatus, ServerFrame};
 
-/// An OpenAI-compatible provider that answers "Hello." and records every request body.
+/// A provider that answers "Hello." and records every request body.
 async fn provider() -> (String, Arc<Mutex<Vec<Value>>>) {
-    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let recorded = seen.clone();
-    let app = Router::new().route(
-        "/v1/chat/completions",
-        post(move |body: String| {
-            let recorded = recorded.clone();
-            async move {
-                recorded.lock().unwrap().push(serde_json::from_str::<Value>(&body).unwrap());
-                let message = json!({"role": "assistant", "content": "Hello."});
-                axum::Json(json!({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}))
-                    .into_response()
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (base, seen)
+    common::recording_provider(|_| json!({"role": "assistant", "content": "Hello."})).await
 }
 
 /// A file in a directory of this test's own.

@@ -343,3 +343,30 @@ impl tether_agent::ChatModel for DirectModel {
         })
     }
 }
+
+/// An OpenAI-compatible provider on 127.0.0.1:0 that records every request body and answers
+/// each with the assistant message `reply` makes of it. Returns its base URL and the bodies.
+pub async fn recording_provider(
+    reply: impl Fn(&Value) -> Value + Clone + Send + Sync + 'static,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
+    use axum::response::IntoResponse;
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<Value>>> = std::sync::Arc::default();
+    let recorded = seen.clone();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |body: String| {
+            let (recorded, reply) = (recorded.clone(), reply.clone());
+            async move {
+                let body: Value = serde_json::from_str(&body).unwrap();
+                let message = reply(&body);
+                recorded.lock().unwrap().push(body);
+                axum::Json(json!({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}))
+                    .into_response()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (base, seen)
+}
