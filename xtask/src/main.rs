@@ -34,6 +34,8 @@ cargo xtask <task>
                    browser latency benchmark (`--browser`: only that one)
                    `--tasks`: the task benchmark with a real local model (see docs/models.md;
                    narrow it with --modes, --apps, --suites, --only, --task-timeout, --no-extras)
+  fuzz             explore the fuzz targets from fresh seeds (--seconds N each, default 300);
+                   `test` runs them 30 s each from a fixed seed
   protocol-schema  regenerate crates/tether-protocol/protocol.schema.json after a version bump
 ";
 
@@ -50,6 +52,7 @@ fn main() -> Result<()> {
         "e2e" => tasks::e2e(rest),
         "size" => tasks::size(),
         "bench" => tasks::bench(rest),
+        "fuzz" => tasks::fuzz_explore(rest),
         "protocol-schema" => tasks::protocol_schema(),
         "help" | "--help" | "-h" => {
             eprint!("{HELP}");

@@ -254,14 +254,22 @@ fn task_bench(args: &[String]) -> Result<()> {
         .env("BENCH_OUT", &out))
 }
 
-/// Runs each fuzz target for `seconds` (cargo-fuzz, libFuzzer; no sanitizer, so stable Rust works).
-fn fuzz(seconds: u32) -> Result<()> {
+/// The seed of the test command's fuzz smoke: a fixed seed makes it try the same inputs in the
+/// same order every run (how far it gets in the time depends on the machine), so a red CI means
+/// a change broke something, not that the dice found an old bug. `cargo xtask fuzz` explores with
+/// fresh seeds.
+const FUZZ_SMOKE_SEED: u64 = 20_261_201;
+
+/// Runs each fuzz target for `seconds` (cargo-fuzz, libFuzzer; no sanitizer, so stable Rust
+/// works), from `seed` (libFuzzer picks one when `None`).
+fn fuzz(seconds: u32, seed: Option<u64>) -> Result<()> {
     if !crate::cmd::on_path("cargo-fuzz") {
         step("installing cargo-fuzz (first use)");
         run(Command::new("cargo").args(["install", "cargo-fuzz", "--locked"]).current_dir(std::env::temp_dir()))?;
     }
     for (target, dict) in [("decode_client", "json"), ("decode_server", "json"), ("hooks_config", "yaml")] {
-        run(in_repo("cargo")
+        let mut command = in_repo("cargo");
+        command
             .args(["fuzz", "run", "--sanitizer", "none", target])
             .arg(format!("fuzz/corpus/{target}"))
             .arg(format!("fuzz/seeds/{target}"))
@@ -269,9 +277,24 @@ fn fuzz(seconds: u32) -> Result<()> {
             .arg(format!("-max_total_time={seconds}"))
             .arg("-rss_limit_mb=1024")
             .arg(format!("-dict=fuzz/dicts/{dict}.dict"))
-            .env("RUSTC_BOOTSTRAP", "1"))?;
+            .env("RUSTC_BOOTSTRAP", "1");
+        if let Some(seed) = seed {
+            command.arg(format!("-seed={seed}"));
+        }
+        run(&mut command)?;
     }
     Ok(())
+}
+
+/// `cargo xtask fuzz [--seconds N]`: explores each target for N seconds (default 300) from a
+/// fresh seed, keeping what it finds in fuzz/corpus (crashes in fuzz/artifacts).
+pub(crate) fn fuzz_explore(args: &[String]) -> Result<()> {
+    let seconds = match args {
+        [] => 300,
+        [flag, value] if flag == "--seconds" => value.parse().context("--seconds takes a whole number")?,
+        _ => bail!("usage: cargo xtask fuzz [--seconds N]"),
+    };
+    fuzz(seconds, None)
 }
 
 /// A child process killed when dropped.
@@ -323,8 +346,10 @@ pub(crate) fn test(_args: &[String]) -> Result<()> {
     step("tether-leptos for a hydrating (SSR) app: without leptos/csr, with leptos/hydrate");
     run(in_repo("cargo").args(["check", "-p", "tether-leptos", "--no-default-features", "--features", "hydrate"]))?;
 
-    step("fuzzing: the protocol decoders and the hooks-config loader, 30 s each (see docs/security.md)");
-    fuzz(30)?;
+    step(
+        "fuzzing: the protocol decoders and the hooks-config loader, 30 s each from a fixed seed (see docs/security.md)",
+    );
+    fuzz(30, Some(FUZZ_SMOKE_SEED))?;
 
     step("wasm32: the core builds; the browser runtime's tests in Node and headless Chromium");
     run(toolchain.cargo("build").args(["-p", "tether-core", "-p", "tether-protocol"]))?;

@@ -393,6 +393,8 @@ fn json_leaf() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(Value::from),
         (-1e9f64..1e9).prop_map(Value::from),
+        // Any finite f64, tiny, huge and subnormal ones too: each must come back bit for bit.
+        (prop::num::f64::NORMAL | prop::num::f64::SUBNORMAL | prop::num::f64::ZERO).prop_map(Value::from),
         ".{0,12}".prop_map(Value::String),
     ]
 }
@@ -623,6 +625,34 @@ fn decode_errors_name_the_first_problem() {
         let value: Value = serde_json::from_str(text).unwrap();
         let error = ServerFrame::from_value(&value).unwrap_err();
         assert_eq!(error, expected, "{text}");
+    }
+}
+
+/// Found by the fuzzer (fuzz/seeds/decode_server/float-roundtrip): `216e+26` decoded to the f64
+/// whose shortest text is `2.16e+28`, which the default parser then read one ulp off, so the
+/// frame was not the same after one more round.
+#[test]
+fn numbers_come_back_bit_for_bit_through_encode_and_decode() {
+    for text in [
+        "216e+26",
+        "2.16e+28",
+        "1.7976931348623157e308",
+        "5e-324",
+        "0.1",
+        "2.2250738585072011e-308",
+        "9007199254740993",
+    ] {
+        let frame = format!(
+            r#"{{"type":"TOOL_CALL","id":"s1","callId":"c1","runId":"r1","name":"t","args":{{"x":{text}}},"risk":"none"}}"#
+        );
+        let decoded = decode_server_frame(&frame, usize::MAX).unwrap();
+        let encoded = encode_frame(&decoded);
+        let again = decode_server_frame(&encoded, usize::MAX).unwrap();
+        assert_eq!(again, decoded, "{text}");
+        assert_eq!(encode_frame(&again), encoded, "{text}");
+        let ServerFrame::ToolCall(call) = &decoded else { panic!("a TOOL_CALL") };
+        let expected: f64 = text.parse().unwrap();
+        assert_eq!(call.args["x"].as_f64().map(f64::to_bits), Some(expected.to_bits()), "{text}");
     }
 }
 
