@@ -143,15 +143,20 @@ test("todo-react: the Vite dev server on another port reaches `tether serve` thr
     stdio: ["ignore", "pipe", "pipe"],
   });
   let viteLog = "";
-  vite.stdout.on("data", (chunk) => (viteLog += chunk));
-  vite.stderr.on("data", (chunk) => (viteLog += chunk));
+  // Vite prints its URL once it listens. The promise exists before anything else is awaited, so
+  // output that arrives while the browser page opens is not missed.
+  const listening = new Promise((ready, fail) => {
+    const check = () => viteLog.includes(`:${vitePort}`) && ready();
+    vite.stdout.on("data", (chunk) => {
+      viteLog += chunk;
+      check();
+    });
+    vite.stderr.on("data", (chunk) => (viteLog += chunk));
+    vite.on("exit", (code) => fail(new Error(`vite exited with ${code}: ${viteLog}`)));
+  });
   const { page, errors, close } = await newPage();
   try {
-    // Vite prints its URL once it listens.
-    await new Promise((ready, fail) => {
-      vite.stdout.on("data", () => viteLog.includes(`:${vitePort}`) && ready());
-      vite.on("exit", (code) => fail(new Error(`vite exited with ${code}: ${viteLog}`)));
-    });
+    await listening;
     await page.goto(`http://127.0.0.1:${vitePort}/`);
     await page
       .locator('[data-testid="inspector-connection"][data-state="open"]')

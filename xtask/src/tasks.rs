@@ -405,7 +405,8 @@ fn walkthroughs_end_to_end(runtime: &ModuleSizes, storefront: &Path, only: &[Str
     let all = ["leptos", "react", "todo"].map(String::from);
     let files: Vec<String> =
         if only.is_empty() { &all[..] } else { only }.iter().map(|name| format!("tests/e2e/{name}.test.mjs")).collect();
-    run(in_repo("node").args(["--test", "--test-concurrency=1"]).args(&files).env("TETHER_LEPTOS_DIST", storefront))
+    // Each test is bounded: a test that hangs fails with its name instead of holding CI.
+    run(in_repo("node").args(["--test", "--test-concurrency=1", "--test-timeout=180000"]).args(&files).env("TETHER_LEPTOS_DIST", storefront))
 }
 
 /// `cargo xtask e2e [leptos|react|todo ...]`: only the browser part of `cargo xtask test`, with
