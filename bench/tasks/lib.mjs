@@ -17,7 +17,12 @@ export function startProxy(target) {
     request.on("data", (c) => chunks.push(c));
     request.on("end", () => {
       const body = Buffer.concat(chunks);
-      const call = { start: Date.now(), end: null, promptTokens: null, completionTokens: null, status: null };
+      const call = { start: Date.now(), end: null, promptTokens: null, evaluatedTokens: null, completionTokens: null, status: null, messages: null, reply: null };
+      try {
+        // What the model read (the schema of a constrained turn is left out: it is large and
+        // follows from the tools) and, below, what it wrote: results.json keeps both per task.
+        call.messages = JSON.parse(body.toString()).messages ?? null;
+      } catch {}
       calls.push(call);
       const forward = http.request(
         { host: upstream.hostname, port: upstream.port, path: request.url, method: request.method, headers: { ...request.headers, host: upstream.host } },
@@ -32,6 +37,7 @@ export function startProxy(target) {
           reply.on("end", () => {
             call.end = Date.now();
             readUsage(text, call);
+            call.reply = readReply(text);
             response.end();
           });
         },
@@ -49,6 +55,28 @@ export function startProxy(target) {
   );
 }
 
+/** The reply's text: the message of a JSON reply, or the content deltas of an SSE stream joined. */
+function readReply(text) {
+  if (text.startsWith("{")) {
+    try {
+      const value = JSON.parse(text);
+      return value.choices?.[0]?.message?.content ?? null;
+    } catch {
+      return null;
+    }
+  }
+  let out = "";
+  for (const line of text.split("\n")) {
+    if (!line.startsWith("data:")) continue;
+    try {
+      const delta = JSON.parse(line.slice(5).trim()).choices?.[0]?.delta;
+      out += delta?.content ?? "";
+      for (const call of delta?.tool_calls ?? []) out += JSON.stringify(call.function ?? call);
+    } catch {}
+  }
+  return out;
+}
+
 /** Reads llama.cpp's `timings`/`usage` from a JSON reply or the last SSE event that has them. */
 function readUsage(text, call) {
   const events = text.startsWith("{") ? [text] : text.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim());
@@ -62,6 +90,9 @@ function readUsage(text, call) {
         call.promptTokens = value.timings.prompt_n + (value.timings.cache_n ?? 0);
         call.completionTokens = value.timings.predicted_n;
       }
+      // The prompt tokens the server had to read (not in its cache): what the machine's speed
+      // does not change, unlike the seconds.
+      if (value.timings?.prompt_n != null) call.evaluatedTokens = value.timings.prompt_n;
     } catch {}
   }
 }
@@ -164,6 +195,13 @@ export async function runTask(page, frames, calls, task) {
     .slice(firstFrame)
     .filter((f) => f.dir === "received" && f.frame.type === "EVENT" && f.frame.event.kind === "hook")
     .map((f) => ({ event: f.frame.event.hookEvent, decision: f.frame.event.decision, decidedBy: f.frame.event.decidedBy, reason: f.frame.event.reason }));
+  // What the page ran and how each call ended, in order (for the report's failure analysis).
+  const calledTools = toolCalls.map((f) => {
+    const end = frames
+      .slice(firstFrame)
+      .find((g) => g.dir === "received" && g.frame.type === "EVENT" && g.frame.event.kind === "tool_execution_end" && g.frame.event.callId === f.frame.callId);
+    return { name: f.frame.name, args: f.frame.args, status: end?.frame.event.status ?? null, output: end?.frame.event.output ?? null };
+  });
   const problems = timedOut ? [`no answer within ${TASK_TIMEOUT_MS / 1000} s`] : task.check({ before, after, answer });
   if (!timedOut && !answer) problems.push("empty answer");
   return {
@@ -183,6 +221,9 @@ export async function runTask(page, frames, calls, task) {
     promptTokens: modelCalls.map((c) => c.promptTokens).filter((n) => n != null),
     emptyAnswer: !timedOut && !answer,
     hooks,
+    calledTools,
+    evaluatedTokens: modelCalls.map((c) => c.evaluatedTokens).filter((n) => n != null),
+    model: modelCalls.map((c) => ({ seconds: c.end && (c.end - c.start) / 1000, promptTokens: c.promptTokens, evaluatedTokens: c.evaluatedTokens, last: c.messages?.slice(-2), reply: c.reply })),
   };
 }
 

@@ -6,7 +6,7 @@
 // Environment (set by xtask): TETHER_LLM_URL (the model server), TETHER_LEPTOS_DIST,
 // TETHER_REACT_DIST, BENCH_OUT (a folder for results.json), and optionally BENCH_MODES
 // (native,text,constrained,auto), BENCH_APPS (leptos,react), BENCH_SUITES (fresh,conversation),
-// BENCH_TASKS (task ids), BENCH_TASK_TIMEOUT_S; `cargo xtask bench --tasks` sets them from its flags
+// BENCH_TASKS (task ids), BENCH_TASK_TIMEOUT_S, BENCH_SERVE_ARGS (more `tether serve` flags); `cargo xtask bench --tasks` sets them from its flags
 // (--modes, --apps, --suites, --only, --task-timeout). Prints one table per mode and suite (task,
 // success, status, tool calls, model calls, seconds, failure reason) and a summary; writes
 // BENCH_OUT/results.json and BENCH_OUT/report.md.
@@ -26,7 +26,14 @@ const SUITES = list("BENCH_SUITES", ["fresh", "conversation"]);
 const ONLY = list("BENCH_TASKS", null);
 const OUT = env.BENCH_OUT ?? resolve(ROOT, "target/bench-tasks");
 const DISTS = { leptos: env.TETHER_LEPTOS_DIST, react: env.TETHER_REACT_DIST };
-const MODEL_ARGS = ["--model-name", "qwen2.5-coder-1.5b-instruct", "--temperature", "0", "--max-tokens", "300"];
+// As `cargo xtask demo --local-model` serves the storefront: the same model settings and the
+// storefront's instructions (the system prompt).
+const EXTRA_ARGS = env.BENCH_SERVE_ARGS ? env.BENCH_SERVE_ARGS.split(" ").filter(Boolean) : [];
+const MODEL_ARGS = [
+  ...EXTRA_ARGS,
+  "--model-name", "qwen2.5-coder-1.5b-instruct", "--temperature", "0", "--max-tokens", "300",
+  "--instructions", resolve(ROOT, "examples/storefront-leptos/instructions.md"),
+];
 
 const log = (...parts) => console.error("[bench]", ...parts);
 
@@ -72,6 +79,7 @@ function summarise(results) {
     medianSeconds: median(results.map((r) => r.seconds)),
     toolCallsPerTask: results.length ? results.reduce((n, r) => n + r.pageToolCalls, 0) / results.length : 0,
     medianPromptTokensPerCall: median(results.flatMap((r) => r.promptTokens)),
+    evaluatedTokensPerTask: results.length ? results.reduce((n, r) => n + (r.evaluatedTokens ?? []).reduce((a, b) => a + b, 0), 0) / results.length : 0,
     modelCallsPerTask: results.length ? results.reduce((n, r) => n + r.modelCalls, 0) / results.length : 0,
     emptyAnswers: results.filter((r) => r.emptyAnswer).length,
     repeatedIdenticalCalls: results.reduce((n, r) => n + r.repeatedIdenticalCalls, 0),
@@ -80,7 +88,7 @@ function summarise(results) {
 }
 
 function table(rows) {
-  const header = ["app", "mode", "suite", "success", "median s/task", "tool calls/task", "model calls/task", "prompt tokens/call (median)", "empty answers", "repeated identical calls run"];
+  const header = ["app", "mode", "suite", "success", "median s/task", "tool calls/task", "model calls/task", "prompt tokens/call (median)", "prompt tokens read/task (not cached)", "empty answers", "repeated identical calls run"];
   const lines = [header, header.map(() => "---")];
   for (const r of rows) {
     const s = r.summary;
@@ -93,6 +101,7 @@ function table(rows) {
       s.toolCallsPerTask.toFixed(2),
       s.modelCallsPerTask.toFixed(2),
       s.medianPromptTokensPerCall ?? "-",
+      Math.round(s.evaluatedTokensPerTask),
       s.emptyAnswers,
       s.repeatedIdenticalCalls,
     ]);

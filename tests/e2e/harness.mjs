@@ -19,7 +19,9 @@ export const ARTIFACTS = resolve(ROOT, "target/e2e-artifacts");
 export async function startServer(dist, addr = "127.0.0.1:0", modelArgs = ["--model", "scripted"]) {
   const binary = resolve(ROOT, "target/debug/tether");
   const pages = dist ? ["--static", dist] : [];
-  const child = spawn(binary, ["serve", ...modelArgs, "--addr", addr, ...pages], {
+  // In memory unless a test names a store: the default SQLite file is one server's at a time.
+  const store = modelArgs.includes("--store") ? [] : ["--store", "memory"];
+  const child = spawn(binary, ["serve", ...modelArgs, ...store, "--addr", addr, ...pages], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   let log = "";

@@ -175,7 +175,9 @@ pub(crate) fn demo(args: &[String]) -> Result<()> {
         return run(Command::new(repo_root().join("target/debug/tether"))
             .args(["serve", "--model", &model.url])
             .args(LOCAL_MODEL_ARGS)
-            .args(["--addr", addr, "--static"])
+            .args(["--addr", addr, "--instructions"])
+            .arg(repo_root().join("examples/storefront-leptos/instructions.md"))
+            .arg("--static")
             .arg(&dist));
     }
     step("serving the Leptos storefront with the built-in model (Ctrl-C stops); open the URL below");
@@ -406,7 +408,10 @@ fn walkthroughs_end_to_end(runtime: &ModuleSizes, storefront: &Path, only: &[Str
     let files: Vec<String> =
         if only.is_empty() { &all[..] } else { only }.iter().map(|name| format!("tests/e2e/{name}.test.mjs")).collect();
     // Each test is bounded: a test that hangs fails with its name instead of holding CI.
-    run(in_repo("node").args(["--test", "--test-concurrency=1", "--test-timeout=180000"]).args(&files).env("TETHER_LEPTOS_DIST", storefront))
+    run(in_repo("node")
+        .args(["--test", "--test-concurrency=1", "--test-timeout=180000"])
+        .args(&files)
+        .env("TETHER_LEPTOS_DIST", storefront))
 }
 
 /// `cargo xtask e2e [leptos|react|todo ...]`: only the browser part of `cargo xtask test`, with

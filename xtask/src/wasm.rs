@@ -106,7 +106,7 @@ pub(crate) fn finish_module(raw_path: &Path, out_dir: &Path, label: &str) -> Res
     })
 }
 
-/// Runs `wasm-opt -Oz` on the module, shortens its import and export names (wasm-bindgen's
+/// Runs `wasm-opt -Oz` (with two rounds of `--flatten --rereloop -Oz` after it) on the module, shortens its import and export names (wasm-bindgen's
 /// carry hashes and mangled paths: about 3 kB gzip of the runtime across the wasm and its JS
 /// glue) and strips the producers and target-features sections, in one run; then renames the
 /// names in the JS glue that uses them, and drops the wasm's own `.d.ts`, which would list the
@@ -118,7 +118,11 @@ pub(crate) fn finish_module(raw_path: &Path, out_dir: &Path, label: &str) -> Res
 fn optimize(wasm: &Path, glue: &Path) -> Result<()> {
     let output = in_repo(wasm_opt())
         .arg(wasm)
-        .args(["-Oz", "--minify-imports-and-exports-and-modules", "--strip-producers", "--strip-target-features"])
+        // Two more rounds of flattening and re-reloop after -Oz let -Oz find more: measured on the
+        // runtime, 57,369 bytes of gzipped wasm against 57,879 with -Oz alone (-Os, --converge
+        // and --gufa gave less).
+        .args(["-Oz", "--flatten", "--rereloop", "-Oz", "--flatten", "--rereloop", "-Oz"])
+        .args(["--minify-imports-and-exports-and-modules", "--strip-producers", "--strip-target-features"])
         .arg("-o")
         .arg(wasm)
         .output()

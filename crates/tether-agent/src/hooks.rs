@@ -157,7 +157,8 @@ pub enum RunBeginDecision {
 }
 
 /// A tool's result as the model will read it (input and output of `after_tool_execution`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ToolOutput {
     /// How the call ended.
     pub status: ResultStatus,
@@ -165,6 +166,7 @@ pub struct ToolOutput {
     pub content: String,
     /// Extra context to add to the conversation after the tool results, each as its own
     /// labelled message (declarative `PostToolUse` hooks' `additionalContext`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_context: Vec<String>,
 }
 

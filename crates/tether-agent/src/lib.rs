@@ -8,13 +8,15 @@
 //! deterministic built-in [`ScriptedModel`], which only calls tools the request lists.
 
 mod agent_loop;
+mod claims;
 mod error;
 pub mod hooks;
 pub mod model;
 
 pub use agent_loop::{
-    AgentLoop, DATA_RULE, DEFAULT_INSTRUCTIONS, DEFAULT_MAX_CALLS_PER_TOOL, DEFAULT_MAX_TURNS, DEFAULT_RUN_TIMEOUT,
-    DEFAULT_SYSTEM_PROMPT, LoopGuard, MAX_TOOL_RESULT_BYTES, RunOutcome, RunSink, ToolHost,
+    AgentLoop, CONTEXT_LABEL, DATA_RULE, DEFAULT_INSTRUCTIONS, DEFAULT_MAX_CALLS_PER_TOOL, DEFAULT_MAX_TURNS,
+    DEFAULT_RUN_TIMEOUT, DEFAULT_SYSTEM_PROMPT, LoopGuard, MAX_TOOL_RESULT_BYTES, RunCheckpoint, RunOutcome, RunSink,
+    ToolHost, context_message,
 };
 pub use error::AgentError;
 pub use hooks::{

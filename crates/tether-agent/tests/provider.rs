@@ -556,8 +556,10 @@ async fn a_constrained_answer_after_a_short_result_reaches_the_user() {
     // The result reached the model as labelled user text, the call as the model wrote it.
     let sent = mock.requests.lock().unwrap()[0].1.clone();
     let roles: Vec<&str> = sent["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
-    assert_eq!(roles, ["system", "user", "assistant", "user"]);
-    assert!(sent["messages"][3]["content"].as_str().unwrap().starts_with("[result of cart_add] added 2 × Red mug"));
+    // The tools come right before the run's request, after the instructions.
+    assert_eq!(roles, ["system", "system", "user", "assistant", "user"]);
+    assert!(sent["messages"][1]["content"].as_str().unwrap().starts_with("# Tools"));
+    assert!(sent["messages"][4]["content"].as_str().unwrap().starts_with("[result of cart_add] added 2 × Red mug"));
     assert_sent_as_recorded(&mock, "constrained_answer_after_result");
 }
 
@@ -580,10 +582,10 @@ async fn auto_asks_the_provider_once_and_chooses_constrained_for_llama_cpp() {
     let provider = local_provider(&mock.base, ToolMode::Auto);
     let said = provider.describe_mode().await.unwrap();
     assert_eq!(said, "tool mode auto: constrained (the provider honours response_format json_schema)");
-    let request = ChatRequest { messages: conversation("Show me the blue mug."), tools: storefront_home() };
+    let request = ChatRequest { messages: conversation("Add the blue mug to my cart."), tools: storefront_home() };
     let (reply, _) = complete(&provider, &request).await;
     let reply = reply.unwrap();
-    assert_eq!(reply.tool_calls[0].name, "product_view");
+    assert_eq!(reply.tool_calls[0].name, "cart_add");
     let sent: Vec<Value> = mock.requests.lock().unwrap().iter().map(|(_, body)| body.clone()).collect();
     assert_eq!(sent.len(), 2, "one probe, then the turn");
     assert!(sent[1].get("response_format").is_some());
@@ -748,4 +750,32 @@ async fn the_issue_trace_runs_the_call_once_and_answers() {
         })
         .collect();
     assert_eq!(written, replies);
+}
+
+#[tokio::test]
+async fn a_template_that_wants_the_system_message_first_gets_the_tools_there_from_then_on() {
+    // Like chat templates that raise "system message must be first": a 400 for any other order.
+    let mock = mock(Arc::new(|_, _, body| {
+        let messages = body["messages"].as_array().unwrap();
+        if messages.iter().skip(1).any(|m| m["role"] == "system") {
+            return (StatusCode::BAD_REQUEST, "{\"error\":{\"message\":\"System message must be at the beginning.\"}}")
+                .into_response();
+        }
+        axum::Json(json!({"choices": [{"message": {"content": "{\"answer\": \"hi\"}"}}]})).into_response()
+    }))
+    .await;
+    let provider = provider_in(&mock.base, ToolMode::Constrained);
+    let request = ChatRequest { messages: conversation("hello"), tools: storefront_home() };
+    for _ in 0..2 {
+        let (reply, _) = complete(&provider, &request).await;
+        assert_eq!(reply.unwrap().text, "hi");
+    }
+    let sent: Vec<Value> = mock.requests.lock().unwrap().iter().map(|(_, body)| body.clone()).collect();
+    let system_count =
+        |body: &Value| body["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "system").count();
+    assert_eq!(sent.len(), 3, "the refused order once, then the first-message order for both requests");
+    assert_eq!(system_count(&sent[0]), 2);
+    assert_eq!(system_count(&sent[1]), 1);
+    assert!(sent[1]["messages"][0]["content"].as_str().unwrap().contains("# Tools"));
+    assert_eq!(system_count(&sent[2]), 1);
 }

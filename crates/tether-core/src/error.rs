@@ -43,6 +43,19 @@ pub enum CoreError {
         /// What is wrong.
         reason: String,
     },
+    /// App state shared with the agent was refused: its key is not a valid name, or it would
+    /// make more than [`MAX_CONTEXT_ENTRIES`](tether_protocol::MAX_CONTEXT_ENTRIES) entries or
+    /// more than [`MAX_CONTEXT_BYTES`](tether_protocol::MAX_CONTEXT_BYTES) of JSON together (an
+    /// `agent.context.limit` event was emitted). One fixed message: the browser module carries
+    /// no number formatting for it.
+    #[error(
+        "context {} refused: a key is 1 to 64 of A-Z a-z 0-9 _ -, and a page shares at most 16 entries of 8 KiB of JSON together",
+        Quoted(.key)
+    )]
+    ContextLimit {
+        /// The refused entry's key.
+        key: String,
+    },
     /// A tool's schema was refused when the tool was registered.
     #[error("tool {} refused: {source}", Quoted(.tool))]
     ToolSchema {

@@ -57,7 +57,7 @@ pub(crate) fn canonical_key(value: &Value, out: &mut String) {
         Value::Number(number) => {
             // Integral floats are written as the integer they equal, so `1.0` and `1` agree.
             let integer = number.as_f64().filter(|_| as_i128(number).is_none()).and_then(integer_number);
-            out.push_str(&integer.as_ref().unwrap_or(number).to_string());
+            out.push_str(&number_text(integer.as_ref().unwrap_or(number)));
         }
         Value::Array(items) => {
             out.push('[');
@@ -92,7 +92,7 @@ pub(crate) fn write_json(value: &Value, out: &mut String) {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(flag) => out.push_str(if *flag { "true" } else { "false" }),
-        Value::Number(number) => out.push_str(&number.to_string()),
+        Value::Number(number) => out.push_str(&number_text(number)),
         Value::String(text) => write_string(text, out),
         Value::Array(items) => {
             out.push('[');
@@ -124,6 +124,57 @@ fn write_string(text: &str, out: &mut String) {
     use std::fmt::Write;
     // Writing into a String cannot fail.
     let _ = write!(out, "{}", tether_protocol::Quoted(text));
+}
+
+/// A number as JSON text: integers in full, other numbers in their shortest form that reads
+/// back as the same `f64` (serde_json's printer, or in the browser the host's, see
+/// [`set_float_printer`]).
+pub(crate) fn number_text(number: &Number) -> String {
+    if let Some(n) = number.as_u64() {
+        return n.to_string();
+    }
+    if let Some(n) = number.as_i64() {
+        return n.to_string();
+    }
+    float_text(number)
+}
+
+#[cfg(not(all(feature = "host-floats", target_arch = "wasm32")))]
+fn float_text(number: &Number) -> String {
+    number.to_string()
+}
+
+/// The printer [`set_float_printer`] installed.
+#[cfg(all(feature = "host-floats", target_arch = "wasm32"))]
+static FLOAT_PRINTER: std::sync::OnceLock<fn(f64) -> String> = std::sync::OnceLock::new();
+
+#[cfg(all(feature = "host-floats", target_arch = "wasm32"))]
+fn float_text(number: &Number) -> String {
+    let value = number.as_f64().unwrap_or(f64::NAN);
+    match FLOAT_PRINTER.get() {
+        Some(print) => print(value),
+        // Only an embedder that never installed a printer sees this (in messages).
+        None => String::from("(a number)"),
+    }
+}
+
+/// Feature `host-floats`, in a wasm32 build: numbers that are not integers are printed (in
+/// messages, `uniqueItems` keys and `multipleOf` checks) by `printer`, which must write the
+/// shortest text that reads back as the same `f64` (JavaScript's `String(number)` does), so
+/// that the module carries no float printer of its own. The first call wins. Elsewhere
+/// serde_json's printer is always used and this does nothing.
+pub fn set_float_printer(printer: fn(f64) -> String) {
+    #[cfg(all(feature = "host-floats", target_arch = "wasm32"))]
+    let _ = FLOAT_PRINTER.set(printer);
+    #[cfg(not(all(feature = "host-floats", target_arch = "wasm32")))]
+    let _ = printer;
+}
+
+/// How many bytes `value` takes as compact JSON (what the app-state limits count).
+pub(crate) fn json_len(value: &Value) -> usize {
+    let mut text = String::new();
+    write_json(value, &mut text);
+    text.len()
 }
 
 /// Renders a value for an error message, cut to a readable length.
@@ -246,7 +297,7 @@ fn decimal(number: &Number) -> Option<(u64, i32)> {
     }
     // serde_json writes the shortest representation that round-trips: `0.0075`, `7.5e-9`,
     // `1e+300` or `12.5`. (Its own formatter, so the module carries only one float printer.)
-    let text = number.to_string();
+    let text = number_text(number);
     let text = text.trim_start_matches('-');
     let (mantissa, exponent) = match text.split_once(['e', 'E']) {
         Some((mantissa, exponent)) => (mantissa, exponent.trim_start_matches('+').parse::<i32>().ok()?),

@@ -29,12 +29,12 @@ pub use executor::{
     ApprovalDecision, ApprovalRequest, CallRequest, DEFAULT_APPROVAL_TIMEOUT_MS, DEFAULT_HANDLER_TIMEOUT_MS, Executor,
     ExecutorConfig, HookOutcome, Outcome, Phase, Step,
 };
-pub use json::integer_number;
+pub use json::{integer_number, set_float_printer};
 pub use policy::{PolicyDecision, decide, effective_risk};
 pub use recent::RecentIds;
 pub use registry::{
-    ContextSnapshot, LIMIT_EVENT, MAX_TOOL_NAME_LEN, OwnerId, RefusedTool, Registered, RegisteredTool, RegistryEvent,
-    ToolDef, ToolRegistry, check_tool_name, resolver_tool_name,
+    CONTEXT_LIMIT_EVENT, ContextSnapshot, LIMIT_EVENT, MAX_TOOL_NAME_LEN, OwnerId, RefusedTool, Registered,
+    RegisteredTool, RegistryEvent, ToolDef, ToolRegistry, check_tool_name, resolver_tool_name,
 };
 pub use small_map::SmallMap;
 pub use tether_protocol::{ResultStatus, Risk, ToolSpec};

@@ -8,13 +8,16 @@
 //! two [`ToolRegistry::flush`] calls into at most one [`ContextSnapshot`].
 
 use serde_json::Value;
-use tether_protocol::{DEFAULT_MAX_ACTIVE_TOOLS, Risk, ToolSpec};
+use tether_protocol::{ContextEntry, DEFAULT_MAX_ACTIVE_TOOLS, MAX_CONTEXT_BYTES, MAX_CONTEXT_ENTRIES, Risk, ToolSpec};
 
 use crate::CoreError;
 use crate::validate::Validator;
 
 /// The name of the event emitted when a tool is refused because the registry is full.
 pub const LIMIT_EVENT: &str = "tool.registry.limit";
+
+/// The name of the event emitted when app state for the agent is refused as over its limits.
+pub const CONTEXT_LIMIT_EVENT: &str = "agent.context.limit";
 
 /// How many refused registrations the registry remembers for inspection.
 const MAX_REFUSED_KEPT: usize = 64;
@@ -173,6 +176,7 @@ impl RegistryEvent {
             RegistryEvent::Replaced { .. } => "tool.registry.replaced",
             RegistryEvent::Unregistered { .. } => "tool.registry.unregistered",
             RegistryEvent::Refused { error: CoreError::ToolLimit { .. }, .. } => LIMIT_EVENT,
+            RegistryEvent::Refused { error: CoreError::ContextLimit { .. }, .. } => CONTEXT_LIMIT_EVENT,
             RegistryEvent::Refused { .. } => "tool.registry.refused",
         }
     }
@@ -187,13 +191,15 @@ pub enum Registered {
     Replaced,
 }
 
-/// The full tool list to announce, with its revision: one `CONTEXT_UPDATE`.
+/// The full tool list and app state to announce, with its revision: one `CONTEXT_UPDATE`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContextSnapshot {
     /// Strictly increasing per registry.
     pub revision: u64,
     /// Every active tool, in registration order.
     pub tools: Vec<ToolSpec>,
+    /// Every piece of app state shared with the agent, in the order it was first set.
+    pub context: Vec<ContextEntry>,
 }
 
 /// The registry of active tools. `H` is whatever the edge runs for a tool (a closure, a JS
@@ -207,7 +213,8 @@ pub struct ToolRegistry<H, V: Validator> {
     events: Vec<RegistryEvent>,
     revision: u64,
     dirty: bool,
-    last_sent: Option<Vec<ToolSpec>>,
+    last_sent: Option<(Vec<ToolSpec>, Vec<ContextEntry>)>,
+    context: Vec<(OwnerId, ContextEntry)>,
 }
 
 /// Checks a tool name: 1 to 64 characters of `A-Z a-z 0-9 _ -`.
@@ -241,6 +248,7 @@ impl<H, V: Validator> ToolRegistry<H, V> {
             revision: 0,
             dirty: false,
             last_sent: None,
+            context: Vec::new(),
         }
     }
 
@@ -355,11 +363,60 @@ impl<H, V: Validator> ToolRegistry<H, V> {
         self.remove_where(|tool| tool.owner == owner && tool.def.spec.name == name).len() == 1
     }
 
-    /// Removes every non-global tool of `owner` (the component unmounted) and forgets its
-    /// refused registrations. Returns the names removed.
+    /// Removes every non-global tool and every context entry of `owner` (the component
+    /// unmounted) and forgets its refused registrations. Returns the tool names removed.
     pub fn unregister_owner(&mut self, owner: OwnerId) -> Vec<String> {
         self.refused.retain(|refused| refused.owner != owner);
+        let before = self.context.len();
+        self.context.retain(|(o, _)| *o != owner);
+        self.dirty |= self.context.len() != before;
         self.remove_where(|tool| tool.owner == owner && !tool.def.spec.global)
+    }
+
+    /// Shares app state with the agent for `owner` (a component), replacing the entry of the
+    /// same key. Refused loudly (an `agent.context.limit` event) when the key is not a valid
+    /// name, or when it would make more than [`MAX_CONTEXT_ENTRIES`] entries or more than
+    /// [`MAX_CONTEXT_BYTES`] of JSON together; the entry it would replace is then removed too,
+    /// so the agent never reads a stale value.
+    pub fn set_context(&mut self, owner: OwnerId, entry: ContextEntry) -> Result<(), CoreError> {
+        let position = self.context.iter().position(|(_, e)| e.key == entry.key);
+        let size = |e: &ContextEntry| {
+            crate::json::json_len(&Value::String(e.description.clone())) + crate::json::json_len(&e.value)
+        };
+        let others: usize = self.context.iter().filter(|(_, e)| e.key != entry.key).map(|(_, e)| size(e)).sum();
+        let count = self.context.len() + usize::from(position.is_none());
+        if check_tool_name(&entry.key).is_err()
+            || count > MAX_CONTEXT_ENTRIES
+            || others + size(&entry) > MAX_CONTEXT_BYTES
+        {
+            if let Some(position) = position {
+                self.context.remove(position);
+                self.dirty = true;
+            }
+            let error = CoreError::ContextLimit { key: entry.key.clone() };
+            self.refuse(entry.key, owner, error.clone());
+            return Err(error);
+        }
+        self.dirty = true;
+        match position {
+            Some(position) => self.context[position] = (owner, entry),
+            None => self.context.push((owner, entry)),
+        }
+        Ok(())
+    }
+
+    /// Stops sharing the entry `key` if `owner` set it. Returns whether it was removed.
+    pub fn remove_context(&mut self, owner: OwnerId, key: &str) -> bool {
+        let before = self.context.len();
+        self.context.retain(|(o, e)| !(*o == owner && e.key == key));
+        let removed = self.context.len() != before;
+        self.dirty |= removed;
+        removed
+    }
+
+    /// The app state shared with the agent now, in the order it was first set.
+    pub fn context(&self) -> Vec<ContextEntry> {
+        self.context.iter().map(|(_, e)| e.clone()).collect()
     }
 
     fn remove_where(&mut self, mut doomed: impl FnMut(&RegisteredTool<H, V::Compiled>) -> bool) -> Vec<String> {
@@ -425,31 +482,33 @@ impl<H, V: Validator> ToolRegistry<H, V> {
     }
 
     /// The one snapshot to send for every change since the last flush, or `None` when the
-    /// tool list is the same as the last one sent (including changes that cancelled out).
+    /// tool list and the app state are the same as the last ones sent (including changes that
+    /// cancelled out).
     pub fn flush(&mut self) -> Option<ContextSnapshot> {
         if !self.dirty {
             return None;
         }
         self.dirty = false;
-        let specs = self.specs();
-        if self.last_sent.as_ref() == Some(&specs) {
+        let now = (self.specs(), self.context());
+        if self.last_sent.as_ref() == Some(&now) {
             return None;
         }
-        Some(self.snapshot(specs))
+        Some(self.snapshot(now))
     }
 
     /// A snapshot of the current list under a new revision, whether or not it changed: for a
     /// new or resumed connection, where the server must hear the whole list again.
     pub fn resync(&mut self) -> ContextSnapshot {
         self.dirty = false;
-        let specs = self.specs();
-        self.snapshot(specs)
+        let now = (self.specs(), self.context());
+        self.snapshot(now)
     }
 
-    fn snapshot(&mut self, specs: Vec<ToolSpec>) -> ContextSnapshot {
+    fn snapshot(&mut self, now: (Vec<ToolSpec>, Vec<ContextEntry>)) -> ContextSnapshot {
         self.revision += 1;
-        self.last_sent = Some(specs.clone());
-        ContextSnapshot { revision: self.revision, tools: specs }
+        self.last_sent = Some(now.clone());
+        let (tools, context) = now;
+        ContextSnapshot { revision: self.revision, tools, context }
     }
 }
 
@@ -579,6 +638,54 @@ mod tests {
         registry.unregister("t12");
         assert_eq!(registry.flush(), None);
         assert_eq!(registry.resync().revision, 3);
+    }
+
+    fn entry(key: &str, value: Value) -> ContextEntry {
+        ContextEntry { key: key.into(), description: format!("the {key}"), value }
+    }
+
+    #[test]
+    fn context_is_flushed_with_the_tools_and_leaves_with_its_owner() {
+        let mut registry = registry();
+        registry.register(PAGE, ToolDef::new("cart_add", "Add."), "add").unwrap();
+        registry.set_context(CART, entry("cart", json!("empty"))).unwrap();
+        registry.set_context(CART, entry("cart", json!("1 × Red mug"))).unwrap();
+        registry.set_context(PAGE, entry("page", json!({"id": "home"}))).unwrap();
+        let snapshot = registry.flush().expect("one snapshot for tools and context");
+        assert_eq!(snapshot.tools.len(), 1);
+        assert_eq!(snapshot.context, vec![entry("cart", json!("1 × Red mug")), entry("page", json!({"id": "home"}))]);
+        // The same value again is no change; a new value is.
+        registry.set_context(CART, entry("cart", json!("1 × Red mug"))).unwrap();
+        assert_eq!(registry.flush(), None);
+        // Only its owner removes an entry; unmounting the owner removes all of its entries.
+        assert!(!registry.remove_context(PAGE, "cart"));
+        registry.unregister_owner(CART);
+        let snapshot = registry.flush().expect("the cart's entry left");
+        assert_eq!(snapshot.context, vec![entry("page", json!({"id": "home"}))]);
+        assert!(registry.remove_context(PAGE, "page"));
+        assert_eq!(registry.flush().expect("a snapshot").context, vec![]);
+    }
+
+    #[test]
+    fn context_over_its_limits_is_refused_loudly_and_no_stale_value_stays() {
+        let mut registry = registry();
+        registry.set_context(PAGE, entry("cart", json!("small"))).unwrap();
+        registry.drain_events();
+        let big = "x".repeat(MAX_CONTEXT_BYTES);
+        let error = registry.set_context(PAGE, entry("cart", json!(big))).unwrap_err();
+        assert!(error.to_string().contains("8 KiB of JSON together"), "{error}");
+        let events = registry.drain_events();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].name(), CONTEXT_LIMIT_EVENT);
+        assert_eq!(registry.context(), vec![], "the old value is not left for the agent to read");
+        let error = registry.set_context(PAGE, entry("bad key", json!(1))).unwrap_err().to_string();
+        assert!(error.contains("\"bad key\"") && error.contains("1 to 64 of A-Z"), "{error}");
+        for n in 0..MAX_CONTEXT_ENTRIES {
+            registry.set_context(PAGE, entry(&format!("k{n}"), json!(n))).unwrap();
+        }
+        let error = registry.set_context(PAGE, entry("one_more", json!(1))).unwrap_err();
+        assert!(matches!(error, CoreError::ContextLimit { .. }), "{error}");
+        assert_eq!(registry.context().len(), MAX_CONTEXT_ENTRIES);
     }
 
     #[test]

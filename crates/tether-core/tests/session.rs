@@ -228,6 +228,7 @@ impl Sim {
                     delta: "text".into(),
                     done: false,
                     status: None,
+                    reset: false,
                 };
                 self.server.send(ServerFrame::AgentMessage(frame));
                 self.server_flush(false);
@@ -353,6 +354,7 @@ impl Sim {
                     revision: 1,
                     tools: self.registry.specs(),
                     page: None,
+                    context: Vec::new(),
                 });
                 let welcomed = self.client.welcomed(&welcome, context, self.now);
                 assert_eq!(welcomed.lost, 0);
@@ -383,7 +385,7 @@ impl Sim {
             }
             ServerFrame::ToolResultAck(ack) => self.client.acknowledged(&ack.call_id),
             ServerFrame::Error(error) => panic!("the server refused something: {error:?}"),
-            ServerFrame::AgentMessage(_) | ServerFrame::Event(_) => {}
+            ServerFrame::AgentMessage(_) | ServerFrame::Event(_) | ServerFrame::History(_) => {}
         }
     }
 

@@ -159,7 +159,7 @@ async fn one_case(event: HookEvent, failure: Failure, block: bool, dir: &TestDir
                 "answer rejected; after maxRejections the run ends `capped`".to_string()
             } else {
                 assert_eq!(run.outcome.status, RunStatus::Completed, "{label}");
-                assert!(run.hook_messages().is_empty(), "{label}");
+                assert!(run.hook_messages().is_empty(), "{label}: {:?}", run.outcome.messages);
                 "answer delivered, run `completed`".to_string()
             }
         }

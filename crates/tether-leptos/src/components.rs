@@ -93,6 +93,10 @@ pub fn ApprovalDialog() -> impl IntoView {
                                         >
                                             "Reject"
                                         </button>
+                                        // Ends the whole run, not only this call.
+                                        <button class="tether-stop" data-testid="approval-stop" on:click=move |_| context.stop()>
+                                            "Stop the run"
+                                        </button>
                                     </div>
                                 </div>
                             </div>
@@ -105,6 +109,7 @@ pub fn ApprovalDialog() -> impl IntoView {
 
 /// A chat with the agent: the answer streams in as `AGENT_MESSAGE` frames arrive. While not
 /// connected it says so, and a message written meanwhile is marked as waiting until it leaves.
+/// While a run is in progress, Stop ends it (`data-testid="chat-stop"`).
 #[component]
 pub fn ChatPanel() -> impl IntoView {
     let context = agent_for("<ChatPanel/>");
@@ -165,6 +170,11 @@ pub fn ChatPanel() -> impl IntoView {
                         (true, false) => "Waiting for the server…",
                     }}
                 </button>
+                <Show when=move || state.running.get() && open()>
+                    <button type="button" class="tether-stop" data-testid="chat-stop" on:click=move |_| context.stop()>
+                        "Stop"
+                    </button>
+                </Show>
             </form>
         </section>
     }

@@ -191,6 +191,12 @@ impl AgentContext {
         });
     }
 
+    /// Stops the run in progress (a Stop button): it ends as `aborted`, and the calls it waits
+    /// for are cancelled (an open approval is dismissed).
+    pub fn stop(&self) {
+        self.with_client(Client::stop);
+    }
+
     /// Answers the approval request of `call_id`.
     pub fn answer_approval(&self, call_id: &str, decision: ApprovalDecision) {
         let responder = self.responders.try_update_value(|responders| responders.remove(call_id)).flatten();
@@ -259,9 +265,12 @@ fn apply_event(state: &AgentState, url: &str, event: &ClientEvent) {
                 calls.remove(0);
             }
         }),
-        ClientEvent::AgentMessage { run_id, delta, done, status } => {
+        ClientEvent::AgentMessage { run_id, delta, done, status, reset } => {
             state.messages.update(|lines| match lines.iter_mut().find(|l| &l.key == run_id) {
                 Some(line) => {
+                    if *reset {
+                        line.text.clear();
+                    }
                     line.text.push_str(delta);
                     line.status = *status;
                 }
@@ -275,6 +284,32 @@ fn apply_event(state: &AgentState, url: &str, event: &ClientEvent) {
             });
             if *done {
                 state.running.set(false);
+            }
+        }
+        // After a reload: the conversation so far comes first (the lines this page added since
+        // are kept after it).
+        ClientEvent::History { lines } => {
+            // A line the runtime could not read is left out (the rest still shows).
+            let lines: Vec<tether_web::HistoryLine> =
+                lines.iter().filter_map(|line| tether_web::HistoryLine::from_value(line).ok()).collect();
+            let restored: Vec<ChatLine> = lines
+                .iter()
+                .enumerate()
+                .map(|(n, line)| ChatLine {
+                    key: line.run_id.clone().unwrap_or_else(|| format!("history-{n}")),
+                    role: if line.role == tether_web::HistoryRole::User { ChatRole::User } else { ChatRole::Agent },
+                    text: line.text.clone(),
+                    status: line.status,
+                    waiting: false,
+                })
+                .collect();
+            let running = lines.iter().any(|l| l.role == tether_web::HistoryRole::Agent && l.status.is_none());
+            state.messages.update(|shown| {
+                shown.retain(|line| !restored.iter().any(|r| r.key == line.key));
+                shown.splice(0..0, restored);
+            });
+            if running {
+                state.running.set(true);
             }
         }
         // The error itself reaches the list through the error callback.
@@ -329,6 +364,10 @@ pub fn AgentProvider(
     };
 
     client.subscribe(move |event| {
+        // A call that ended while its approval was open (Stop, a timeout): the dialog goes.
+        if let ClientEvent::CallFinished { record } = event {
+            context.answer_approval(&record.call_id, ApprovalDecision::Dismissed);
+        }
         apply_event(&state, &url, event);
         if matches!(event, ClientEvent::ContextSent { .. } | ClientEvent::ToolRefused { .. }) {
             context.refresh_tools();
@@ -422,6 +461,61 @@ where
         context.with_client(|client| client.unregister_owner(owner));
         context.refresh_tools();
     });
+}
+
+/// Shares app state with the agent while the calling component is mounted: the model reads
+/// `description` and the value (any JSON; a string is read as it is) as data, never as
+/// instructions, before the user's message. `value` is computed from signals and sent again, in
+/// the same `CONTEXT_UPDATE` as this tick's tool changes, whenever a signal it reads changes:
+///
+/// ```ignore
+/// use_agent_context("The shopping cart", move || json!(cart_summary(&cart.get())));
+/// ```
+///
+/// The key that identifies the entry is made from the description (`the_shopping_cart`); use
+/// [`use_agent_context_keyed`] to choose it. At most 16 entries and 8 KiB of JSON together per
+/// page; past that the entry is refused loudly (the error list and the inspector show
+/// `agent.context.limit`) and not sent.
+#[track_caller]
+pub fn use_agent_context(description: impl Into<String>, value: impl Fn() -> Value + 'static) {
+    let description = description.into();
+    let key = context_key(&description);
+    use_agent_context_keyed(&key, description, value);
+}
+
+/// [`use_agent_context`] with a key of your own (1 to 64 of `A-Z a-z 0-9 _ -`).
+#[track_caller]
+pub fn use_agent_context_keyed(key: &str, description: impl Into<String>, value: impl Fn() -> Value + 'static) {
+    let context = agent_for(&format!("use_agent_context(\"{key}\")"));
+    let Some(owner) = context.with_client(Client::new_owner) else { return };
+    let entry = Rc::new((key.to_string(), description.into()));
+    let set = move |value: Value| {
+        context.with_client(|client| {
+            // A refusal has already been reported to the error callback and subscribers.
+            let _ = client.set_context(owner, &entry.0, &entry.1, value);
+        });
+    };
+    // Now, so that the entry goes out with the tools this render registers (one CONTEXT_UPDATE),
+    // then again whenever a signal it reads changes.
+    set(untrack(&value));
+    Effect::new(move |_| set(value()));
+    on_cleanup(move || {
+        context.with_client(|client| client.unregister_owner(owner));
+    });
+}
+
+/// A context key made from a description: lowercase letters and digits, `_` between words, at
+/// most 64 characters (`"The shopping cart"` gives `the_shopping_cart`).
+pub fn context_key(description: &str) -> String {
+    let mut key = String::new();
+    for word in description.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()) {
+        if !key.is_empty() {
+            key.push('_');
+        }
+        key.push_str(&word.to_ascii_lowercase());
+    }
+    key.truncate(64);
+    if key.is_empty() { "context".into() } else { key }
 }
 
 /// The JSON Schema of an argument type, as tool schemas use it.

@@ -211,10 +211,45 @@ impl ServerFrame {
     }
 }
 
-impl<E: EventPayload> ServerFrameOf<E> {
+/// What the lines of a `HISTORY` frame are decoded into.
+pub trait LinePayload: Sized {
+    /// Reads one line from its JSON value.
+    fn from_line_value(value: &Value) -> Result<Self, String>;
+}
+
+impl LinePayload for HistoryLine {
+    fn from_line_value(value: &Value) -> Result<Self, String> {
+        HistoryLine::from_value(value)
+    }
+}
+
+/// The line as the server sent it: for a receiver that only forwards lines (the browser
+/// runtime hands them to the page as they came). It is checked to be an object, nothing more.
+impl LinePayload for Value {
+    fn from_line_value(value: &Value) -> Result<Self, String> {
+        Fields::of(value, "a history line")?.finish(value.clone())
+    }
+}
+
+impl HistoryLine {
+    /// Decodes a history line from its JSON value.
+    pub fn from_value(value: &Value) -> Result<HistoryLine, String> {
+        let line = Fields::of(value, "a history line")?;
+        let built = HistoryLine {
+            role: line.name("role", HistoryRole::parse, HistoryRole::Agent),
+            text: line.string("text"),
+            run_id: line.opt_string("runId"),
+            status: line.opt_name("status", RunStatus::parse),
+        };
+        line.finish(built)
+    }
+}
+
+impl<E: EventPayload, L: LinePayload> ServerFrameOf<E, L> {
     /// Decodes a server frame from its JSON value, reading the events of `EVENT` frames as `E`
-    /// (`ServerFrameOf::<serde_json::Value>::decode_value` leaves them as sent).
-    pub fn decode_value(value: &Value) -> Result<ServerFrameOf<E>, String> {
+    /// and the lines of `HISTORY` frames as `L` (`ServerFrameOf::<Value, Value>::decode_value`
+    /// leaves both as sent).
+    pub fn decode_value(value: &Value) -> Result<ServerFrameOf<E, L>, String> {
         let f = Fields::of(value, "a frame")?;
         let kind = f.string("type");
         let id = f.string("id");
@@ -256,7 +291,23 @@ impl<E: EventPayload> ServerFrameOf<E> {
                 delta: f.string("delta"),
                 done: f.bool("done"),
                 status: f.opt_name("status", RunStatus::parse),
+                reset: f.optional("reset").is_some_and(|v| v == &Value::Bool(true)),
             }),
+            "HISTORY" => {
+                let mut lines = Vec::new();
+                match f.required("lines").as_array() {
+                    Some(items) => {
+                        for item in items {
+                            match L::from_line_value(item) {
+                                Ok(line) => lines.push(line),
+                                Err(error) => f.fail(error),
+                            }
+                        }
+                    }
+                    None => f.wrong("lines", "an array"),
+                }
+                ServerFrameOf::History(History { id, lines })
+            }
             "EVENT" => match E::from_event_value(f.required("event")) {
                 Ok(event) => ServerFrameOf::Event(EventFrame { id, run_id: f.opt_string("runId"), event }),
                 // The first problem wins: a bad `id`, or a missing `event` (recorded by `required`).
@@ -276,7 +327,7 @@ impl<E: EventPayload> ServerFrameOf<E> {
     }
 }
 
-impl<'de, E: EventPayload> Deserialize<'de> for ServerFrameOf<E> {
+impl<'de, E: EventPayload, L: LinePayload> Deserialize<'de> for ServerFrameOf<E, L> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         ServerFrameOf::decode_value(&Value::deserialize(deserializer)?).map_err(D::Error::custom)
     }

@@ -68,6 +68,17 @@ impl ToolSpec {
     }
 }
 
+impl ContextEntry {
+    /// The entry as a JSON value, as `CONTEXT_UPDATE` carries it.
+    pub fn to_value(&self) -> Value {
+        JsonObject::new()
+            .text("key", &self.key)
+            .text("description", &self.description)
+            .value("value", self.value.clone())
+            .build()
+    }
+}
+
 impl ClientFrame {
     /// The frame as a JSON value, exactly as [`encode_frame`](crate::encode_frame) writes it.
     ///
@@ -82,6 +93,7 @@ impl ClientFrame {
                         .text("sessionId", &resume.session_id)
                         .text("token", &resume.token)
                         .maybe("lastSeq", resume.last_seq.map(Value::from))
+                        .maybe("history", resume.history.then_some(Value::Bool(true)))
                         .build()
                 });
                 object
@@ -94,10 +106,13 @@ impl ClientFrame {
                     let title = (!page.title.is_empty()).then_some(&page.title);
                     JsonObject::new().text("url", &page.url).maybe_text("title", title).build()
                 });
+                let context = (!update.context.is_empty())
+                    .then(|| Value::Array(update.context.iter().map(ContextEntry::to_value).collect()));
                 object
                     .value("revision", Value::from(update.revision))
                     .value("tools", Value::Array(update.tools.iter().map(ToolSpec::to_value).collect()))
                     .maybe("page", page)
+                    .maybe("context", context)
             }
             ClientFrame::UserMessage(message) => object.text("text", &message.text),
             ClientFrame::ToolResult(result) => object
@@ -107,6 +122,7 @@ impl ClientFrame {
             ClientFrame::ToolProgress(progress) => {
                 object.text("callId", &progress.call_id).text("message", &progress.message)
             }
+            ClientFrame::StopRun(stop) => object.maybe_text("runId", stop.run_id.as_ref()),
         }
         .build()
     }

@@ -107,6 +107,11 @@ pub struct Resume {
     /// client was away.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_seq: Option<u64>,
+    /// The client lost what it showed (the page was reloaded): the server answers the
+    /// [`Welcome`] with a [`History`] of the conversation so far, and replays no older frame
+    /// than it covers. Since protocol 3.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub history: bool,
 }
 
 /// How a tool call ended, as the client reports it.
@@ -129,11 +134,14 @@ pub enum ResultStatus {
     Cancelled,
     /// The handler did not finish in time.
     Timeout,
+    /// The handler was running when its page went away (a reload): whether it did what it
+    /// does is unknown, and it is not run again by itself. Since protocol 3.
+    Interrupted,
 }
 
 impl ResultStatus {
     /// Every status.
-    pub const ALL: [ResultStatus; 8] = [
+    pub const ALL: [ResultStatus; 9] = [
         ResultStatus::Ok,
         ResultStatus::Error,
         ResultStatus::InvalidArgs,
@@ -142,6 +150,7 @@ impl ResultStatus {
         ResultStatus::Blocked,
         ResultStatus::Cancelled,
         ResultStatus::Timeout,
+        ResultStatus::Interrupted,
     ];
 
     /// Parses a wire name.
@@ -165,6 +174,7 @@ impl ResultStatus {
             ResultStatus::Blocked => "blocked",
             ResultStatus::Cancelled => "cancelled",
             ResultStatus::Timeout => "timeout",
+            ResultStatus::Interrupted => "interrupted",
         }
     }
 }
@@ -323,7 +333,8 @@ pub struct Hello {
     pub client: Option<String>,
 }
 
-/// `CONTEXT_UPDATE`: the complete list of tools the client has now.
+/// `CONTEXT_UPDATE`: the complete list of tools the client has now, and the app state the agent
+/// may read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextUpdate {
@@ -336,6 +347,29 @@ pub struct ContextUpdate {
     /// The page the tools belong to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page: Option<PageInfo>,
+    /// Every piece of app state the components share with the agent now (a full list, not a
+    /// diff; since protocol 3). The model reads it as data, never as instructions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context: Vec<ContextEntry>,
+}
+
+/// A piece of app state a component shares with the agent while it is mounted
+/// (`useAgentContext`, `use_agent_context`): the model reads `description` and `value` as
+/// labelled data before the user's message. At most [`MAX_CONTEXT_ENTRIES`] per client, whose
+/// descriptions and values are at most [`MAX_CONTEXT_BYTES`] of JSON together.
+///
+/// [`MAX_CONTEXT_ENTRIES`]: crate::MAX_CONTEXT_ENTRIES
+/// [`MAX_CONTEXT_BYTES`]: crate::MAX_CONTEXT_BYTES
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextEntry {
+    /// Unique per client, like a tool name (1 to 64 of `A-Z a-z 0-9 _ -`): an entry of the same
+    /// key replaces the older one.
+    pub key: String,
+    /// What the value is, for the model (e.g. "The shopping cart").
+    pub description: String,
+    /// The state: any JSON value; a string is read as it is.
+    pub value: Value,
 }
 
 /// `USER_MESSAGE`: the user asks the agent something; starts a run.
@@ -346,6 +380,20 @@ pub struct UserMessage {
     pub id: String,
     /// What the user wrote.
     pub text: String,
+}
+
+/// `STOP_RUN`: the user stops the run in progress (the chat's Stop button). The run ends as
+/// `aborted`, its calls still waiting get `TOOL_CANCEL` (their handlers are told to stop), and
+/// what was done so far stays in the conversation. Nothing happens when no run is in progress
+/// (or `runId` names another). Since protocol 3.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StopRun {
+    /// Frame id.
+    pub id: String,
+    /// The run to stop; absent: whichever is in progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 /// `TOOL_RESULT`: how a [`ToolCall`] ended. Sent until acknowledged by [`ToolResultAck`].
@@ -452,6 +500,65 @@ pub struct AgentMessage {
     /// How the run ended; present when `done` is true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<RunStatus>,
+    /// The text shown for this run so far is replaced by `delta` (a run that goes on after a
+    /// server restart repeats its last model turn). Since protocol 3.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reset: bool,
+}
+
+/// `HISTORY`: the conversation so far, for a client that lost what it showed (it resumed with
+/// `history: true`, after a reload). Sent right after the [`Welcome`]; the frames the replay
+/// sends after it are newer. Since protocol 3.
+/// `L` is what the lines are read as: [`HistoryLine`], or JSON values as sent (the browser
+/// runtime forwards them to the page).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct History<L = HistoryLine> {
+    /// Frame id.
+    pub id: String,
+    /// The lines, oldest first: each user message and each run's answer as the user saw it.
+    pub lines: Vec<L>,
+}
+
+/// One line of a [`History`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryLine {
+    /// Who wrote it.
+    pub role: HistoryRole,
+    /// What was shown.
+    pub text: String,
+    /// The run an agent line belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// How that run ended; absent while it is in progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<RunStatus>,
+}
+
+/// Who wrote a [`HistoryLine`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryRole {
+    /// The user.
+    User,
+    /// The agent.
+    Agent,
+}
+
+impl HistoryRole {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HistoryRole::User => "user",
+            HistoryRole::Agent => "agent",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(name: &str) -> Option<HistoryRole> {
+        [HistoryRole::User, HistoryRole::Agent].into_iter().find(|role| role.as_str() == name)
+    }
 }
 
 /// `EVENT`: something happened in a run. Observe-only, for dev tools and audit.
@@ -692,6 +799,8 @@ pub enum ClientFrame {
     ToolResult(ToolResult),
     /// `TOOL_PROGRESS`
     ToolProgress(ToolProgress),
+    /// `STOP_RUN`
+    StopRun(StopRun),
 }
 
 /// A frame sent by the server to the browser runtime, with `EVENT` frames carrying typed
@@ -699,11 +808,12 @@ pub enum ClientFrame {
 pub type ServerFrame = ServerFrameOf<RunEvent>;
 
 /// A frame sent by the server to the browser runtime; `E` is what `EVENT` frames carry (see
-/// [`EventFrame`]). Usually named through [`ServerFrame`].
+/// [`EventFrame`]) and `L` what the lines of `HISTORY` frames are read as. Usually named through
+/// [`ServerFrame`].
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
 #[schemars(rename = "ServerFrame", description = "A frame sent by the server to the browser runtime.")]
-pub enum ServerFrameOf<E> {
+pub enum ServerFrameOf<E, L = HistoryLine> {
     /// `WELCOME`
     Welcome(Welcome),
     /// `TOOL_CALL`
@@ -718,11 +828,14 @@ pub enum ServerFrameOf<E> {
     Event(EventFrame<E>),
     /// `ERROR`
     Error(ErrorFrame),
+    /// `HISTORY`
+    History(History<L>),
 }
 
 impl ClientFrame {
     /// Every `type` tag a client frame can have.
-    pub const TYPES: [&'static str; 5] = ["HELLO", "CONTEXT_UPDATE", "USER_MESSAGE", "TOOL_RESULT", "TOOL_PROGRESS"];
+    pub const TYPES: [&'static str; 6] =
+        ["HELLO", "CONTEXT_UPDATE", "USER_MESSAGE", "TOOL_RESULT", "TOOL_PROGRESS", "STOP_RUN"];
 
     /// The frame's `type` tag.
     pub fn type_name(&self) -> &'static str {
@@ -732,6 +845,7 @@ impl ClientFrame {
             ClientFrame::UserMessage(_) => "USER_MESSAGE",
             ClientFrame::ToolResult(_) => "TOOL_RESULT",
             ClientFrame::ToolProgress(_) => "TOOL_PROGRESS",
+            ClientFrame::StopRun(_) => "STOP_RUN",
         }
     }
 
@@ -743,17 +857,18 @@ impl ClientFrame {
             ClientFrame::UserMessage(f) => &f.id,
             ClientFrame::ToolResult(f) => &f.id,
             ClientFrame::ToolProgress(f) => &f.id,
+            ClientFrame::StopRun(f) => &f.id,
         }
     }
 }
 
 impl ServerFrame {
     /// Every `type` tag a server frame can have.
-    pub const TYPES: [&'static str; 7] =
-        ["WELCOME", "TOOL_CALL", "TOOL_CANCEL", "TOOL_RESULT_ACK", "AGENT_MESSAGE", "EVENT", "ERROR"];
+    pub const TYPES: [&'static str; 8] =
+        ["WELCOME", "TOOL_CALL", "TOOL_CANCEL", "TOOL_RESULT_ACK", "AGENT_MESSAGE", "EVENT", "ERROR", "HISTORY"];
 }
 
-impl<E> ServerFrameOf<E> {
+impl<E, L> ServerFrameOf<E, L> {
     /// Sets the frame's id (the server numbers a session's frames as it sends them).
     pub fn set_id(&mut self, id: String) {
         match self {
@@ -764,6 +879,7 @@ impl<E> ServerFrameOf<E> {
             ServerFrameOf::AgentMessage(f) => f.id = id,
             ServerFrameOf::Event(f) => f.id = id,
             ServerFrameOf::Error(f) => f.id = id,
+            ServerFrameOf::History(f) => f.id = id,
         }
     }
 
@@ -782,6 +898,7 @@ impl<E> ServerFrameOf<E> {
             ServerFrameOf::AgentMessage(_) => "AGENT_MESSAGE",
             ServerFrameOf::Event(_) => "EVENT",
             ServerFrameOf::Error(_) => "ERROR",
+            ServerFrameOf::History(_) => "HISTORY",
         }
     }
 
@@ -795,6 +912,7 @@ impl<E> ServerFrameOf<E> {
             ServerFrameOf::AgentMessage(f) => &f.id,
             ServerFrameOf::Event(f) => &f.id,
             ServerFrameOf::Error(f) => &f.id,
+            ServerFrameOf::History(f) => &f.id,
         }
     }
 }
@@ -805,4 +923,5 @@ tagged_deserialize!(ClientFrame, "type", {
     "USER_MESSAGE" => UserMessage(UserMessage),
     "TOOL_RESULT" => ToolResult(ToolResult),
     "TOOL_PROGRESS" => ToolProgress(ToolProgress),
+    "STOP_RUN" => StopRun(StopRun),
 });

@@ -22,10 +22,17 @@ pub use frames::*;
 pub use quoted::Quoted;
 
 /// The version of the wire format. Bump it whenever a frame changes shape.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Default largest frame, in bytes, that either side accepts.
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 256 * 1024;
+
+/// Most [`ContextEntry`]s a client shares at once.
+pub const MAX_CONTEXT_ENTRIES: usize = 16;
+
+/// Most bytes of JSON that a client's [`ContextEntry`] descriptions and values take together
+/// (as compact JSON: what `serde_json::to_string` writes, in bytes).
+pub const MAX_CONTEXT_BYTES: usize = 8 * 1024;
 
 /// Default cap on the number of tools a session may have active at once.
 pub const DEFAULT_MAX_ACTIVE_TOOLS: u32 = 30;

@@ -33,7 +33,12 @@ fn sample_frames() -> (Vec<ClientFrame>, Vec<ServerFrame>) {
         ClientFrame::Hello(Hello {
             id: "c2".into(),
             protocol_version: PROTOCOL_VERSION,
-            resume: Some(Resume { session_id: "s-1".into(), token: "secret".into(), last_seq: Some(41) }),
+            resume: Some(Resume {
+                session_id: "s-1".into(),
+                token: "secret".into(),
+                last_seq: Some(41),
+                history: true,
+            }),
             client: Some("tether-web/0.1.0".into()),
         }),
         ClientFrame::ContextUpdate(ContextUpdate {
@@ -41,8 +46,22 @@ fn sample_frames() -> (Vec<ClientFrame>, Vec<ServerFrame>) {
             revision: 7,
             tools: vec![tool("cart_add", Risk::None, false), tool("navigate", Risk::Low, true)],
             page: Some(PageInfo { url: "/product/mug-red".into(), title: "Red mug".into() }),
+            context: vec![
+                ContextEntry { key: "cart".into(), description: "The cart".into(), value: json!("2 × Red mug") },
+                ContextEntry {
+                    key: "page".into(),
+                    description: "The product".into(),
+                    value: json!({"id": "mug-red", "price": 12.5}),
+                },
+            ],
         }),
-        ClientFrame::ContextUpdate(ContextUpdate { id: "c4".into(), revision: 8, tools: vec![], page: None }),
+        ClientFrame::ContextUpdate(ContextUpdate {
+            id: "c4".into(),
+            revision: 8,
+            tools: vec![],
+            page: None,
+            context: vec![],
+        }),
         ClientFrame::UserMessage(UserMessage { id: "c5".into(), text: "add the red mug".into() }),
         ClientFrame::ToolResult(ToolResult {
             id: "c6".into(),
@@ -61,6 +80,8 @@ fn sample_frames() -> (Vec<ClientFrame>, Vec<ServerFrame>) {
             call_id: "call-3".into(),
             message: "half way".into(),
         }),
+        ClientFrame::StopRun(StopRun { id: "c9".into(), run_id: Some("run-1".into()) }),
+        ClientFrame::StopRun(StopRun { id: "c10".into(), run_id: None }),
     ];
     let server = vec![
         ServerFrame::Welcome(Welcome {
@@ -89,6 +110,7 @@ fn sample_frames() -> (Vec<ClientFrame>, Vec<ServerFrame>) {
             delta: "Done".into(),
             done: false,
             status: None,
+            reset: false,
         }),
         ServerFrame::AgentMessage(AgentMessage {
             id: "s6".into(),
@@ -96,6 +118,25 @@ fn sample_frames() -> (Vec<ClientFrame>, Vec<ServerFrame>) {
             delta: String::new(),
             done: true,
             status: Some(RunStatus::Capped),
+            reset: true,
+        }),
+        ServerFrame::History(History {
+            id: "s9".into(),
+            lines: vec![
+                HistoryLine { role: HistoryRole::User, text: "add the red mug".into(), run_id: None, status: None },
+                HistoryLine {
+                    role: HistoryRole::Agent,
+                    text: "Added 1 × Red mug.".into(),
+                    run_id: Some("run-1".into()),
+                    status: Some(RunStatus::Completed),
+                },
+                HistoryLine {
+                    role: HistoryRole::Agent,
+                    text: "Work".into(),
+                    run_id: Some("run-2".into()),
+                    status: None,
+                },
+            ],
         }),
         ServerFrame::Error(ErrorFrame {
             id: "s7".into(),
@@ -198,11 +239,13 @@ fn wire_names_are_the_documented_ones() {
         revision: 1,
         tools: vec![tool("t", Risk::High, true)],
         page: None,
+        context: vec![ContextEntry { key: "k".into(), description: "d".into(), value: json!(1) }],
     });
     let value: Value = serde_json::from_str(&encode_frame(&frame)).unwrap();
     assert_eq!(value["type"], "CONTEXT_UPDATE");
     assert_eq!(value["tools"][0]["risk"], "high");
     assert_eq!(value["tools"][0]["global"], true);
+    assert_eq!(value["context"][0], json!({"key": "k", "description": "d", "value": 1}));
     let welcome = sample_frames().1.remove(0);
     let value: Value = serde_json::from_str(&encode_frame(&welcome)).unwrap();
     assert_eq!(value["maxActiveTools"], 30);
@@ -429,21 +472,36 @@ fn client_frame() -> impl Strategy<Value = ClientFrame> {
         (
             id,
             any::<u32>(),
-            prop::option::of(("[a-z0-9-]{1,8}", ".{0,8}", prop::option::of(any::<u64>()))),
+            prop::option::of(("[a-z0-9-]{1,8}", ".{0,8}", prop::option::of(any::<u64>()), any::<bool>())),
             prop::option::of(".{0,8}")
         )
             .prop_map(|(id, protocol_version, resume, client)| ClientFrame::Hello(Hello {
                 id,
                 protocol_version,
-                resume: resume.map(|(session_id, token, last_seq)| Resume { session_id, token, last_seq }),
+                resume: resume.map(|(session_id, token, last_seq, history)| Resume {
+                    session_id,
+                    token,
+                    last_seq,
+                    history
+                }),
                 client,
             })),
-        (id, any::<u64>(), prop::collection::vec(tool_spec(), 0..4), prop::option::of(("/[a-z]{0,8}", ".{0,8}")))
-            .prop_map(|(id, revision, tools, page)| ClientFrame::ContextUpdate(ContextUpdate {
+        (
+            id,
+            any::<u64>(),
+            prop::collection::vec(tool_spec(), 0..4),
+            prop::option::of(("/[a-z]{0,8}", ".{0,8}")),
+            prop::collection::vec(("[a-z_]{1,8}", ".{0,12}", json_value()), 0..3)
+        )
+            .prop_map(|(id, revision, tools, page, context)| ClientFrame::ContextUpdate(ContextUpdate {
                 id,
                 revision,
                 tools,
                 page: page.map(|(url, title)| PageInfo { url, title }),
+                context: context
+                    .into_iter()
+                    .map(|(key, description, value)| ContextEntry { key, description, value })
+                    .collect(),
             })),
         (id, ".{0,40}").prop_map(|(id, text)| ClientFrame::UserMessage(UserMessage { id, text })),
         (id, "[a-z0-9-]{1,8}", result_status(), json_value()).prop_map(|(id, call_id, status, content)| {
@@ -454,6 +512,7 @@ fn client_frame() -> impl Strategy<Value = ClientFrame> {
             call_id,
             message
         })),
+        (id, prop::option::of("[a-z0-9-]{1,8}")).prop_map(|(id, run_id)| ClientFrame::StopRun(StopRun { id, run_id })),
     ]
 }
 
@@ -545,15 +604,35 @@ fn server_frame() -> impl Strategy<Value = ServerFrame> {
             reason
         })),
         (id, "[a-z0-9.-]{1,8}").prop_map(|(id, call_id)| ServerFrame::ToolResultAck(ToolResultAck { id, call_id })),
-        (id, "[a-z0-9-]{1,8}", ".{0,12}", any::<bool>(), prop::option::of(run_status())).prop_map(
-            |(id, run_id, delta, done, status)| ServerFrame::AgentMessage(AgentMessage {
+        (id, "[a-z0-9-]{1,8}", ".{0,12}", any::<bool>(), prop::option::of(run_status()), any::<bool>()).prop_map(
+            |(id, run_id, delta, done, status, reset)| ServerFrame::AgentMessage(AgentMessage {
                 id,
                 run_id,
                 delta,
                 done,
-                status
+                status,
+                reset
             })
         ),
+        (
+            id,
+            prop::collection::vec(
+                (any::<bool>(), ".{0,12}", prop::option::of("[a-z0-9-]{1,8}"), prop::option::of(run_status())),
+                0..4
+            )
+        )
+            .prop_map(|(id, lines)| ServerFrame::History(History {
+                id,
+                lines: lines
+                    .into_iter()
+                    .map(|(user, text, run_id, status)| HistoryLine {
+                        role: if user { HistoryRole::User } else { HistoryRole::Agent },
+                        text,
+                        run_id,
+                        status
+                    })
+                    .collect()
+            })),
         (id, prop::option::of("[a-z0-9-]{1,8}"), run_event())
             .prop_map(|(id, run_id, event)| ServerFrame::Event(EventFrame { id, run_id, event })),
         (id, prop::sample::select(ErrorCode::ALL.to_vec()), ".{0,12}", prop::option::of("[a-z0-9]{1,8}"))
@@ -572,6 +651,9 @@ fn the_hand_written_server_decoder_refuses_bad_frames() {
         r#"{"type":"EVENT","id":"s1","event":{"kind":"turn_start","turn":-1}}"#,
         r#"{"type":"ERROR","id":"s1","code":"oops","message":"m"}"#,
         r#"{"type":"ERROR","id":7,"code":"internal","message":"m"}"#,
+        r#"{"type":"HISTORY","id":"s1"}"#,
+        r#"{"type":"HISTORY","id":"s1","lines":[{"role":"robot","text":"x"}]}"#,
+        r#"{"type":"HISTORY","id":"s1","lines":[{"role":"user"}]}"#,
     ] {
         let error = decode_server_frame(text, 4096).unwrap_err();
         assert_eq!(error.code(), ErrorCode::MalformedFrame, "{text}");

@@ -85,7 +85,17 @@ async fn main() {
         risk: Risk::None,
         global: false,
     }];
-    send(&mut ws, ClientFrame::ContextUpdate(ContextUpdate { id: "c".into(), revision: 1, tools, page: None })).await;
+    send(
+        &mut ws,
+        ClientFrame::ContextUpdate(ContextUpdate {
+            id: "c".into(),
+            revision: 1,
+            tools,
+            page: None,
+            context: Vec::new(),
+        }),
+    )
+    .await;
     let (mut to_call, mut to_ack) = (Vec::new(), Vec::new());
     for n in 0..2000 {
         let started = Instant::now();

@@ -64,8 +64,13 @@ pub struct ServerConfig {
     /// How long the server waits for a `TOOL_RESULT`. Default 330 s (a user may take up to
     /// 300 s to approve a risky call, and the handler 10 s more).
     pub tool_result_timeout: Duration,
-    /// How long a disconnected session waits for its client to come back. Default 30 s.
+    /// How long a disconnected session's run waits in memory for its client to come back.
+    /// Default 30 s. (With a durable store the session itself lives on for `session_ttl`: a
+    /// client that comes back later resumes it from the store.)
     pub reconnect_grace: Duration,
+    /// How long a durable store keeps a session after its last change. Default a day
+    /// ([`crate::store::DEFAULT_SESSION_TTL`]).
+    pub session_ttl: Duration,
     /// How many of the most recent frames a session keeps to replay after a reconnect (what a
     /// dying socket lost, and what was sent while the client was away). Default 1024.
     pub outbox_limit: usize,
@@ -88,6 +93,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("risk_floors", &self.risk_floors)
             .field("tool_result_timeout", &self.tool_result_timeout)
             .field("reconnect_grace", &self.reconnect_grace)
+            .field("session_ttl", &self.session_ttl)
             .field("outbox_limit", &self.outbox_limit)
             .finish()
     }
@@ -109,6 +115,7 @@ impl Default for ServerConfig {
             risk_floors: Vec::new(),
             tool_result_timeout: Duration::from_secs(330),
             reconnect_grace: Duration::from_secs(30),
+            session_ttl: crate::store::DEFAULT_SESSION_TTL,
             outbox_limit: 1024,
         }
     }

@@ -14,19 +14,23 @@ use axum::http::{HeaderMap, Uri, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use tether_protocol::{
-    ClientFrame, ErrorCode, ErrorFrame, Hello, PROTOCOL_VERSION, RunEvent, ServerFrame, ToolCollisionEvent,
+    ClientFrame, ErrorCode, ErrorFrame, Hello, PROTOCOL_VERSION, Resume, RunEvent, ServerFrame, ToolCollisionEvent,
     ToolProgressEvent, Welcome, decode_client_frame,
 };
 use tokio::sync::mpsc;
 
 use crate::config::ServerConfig;
 use crate::policy::{origin_allowed, presented_token, token_accepted};
-use crate::run::start_run;
+use crate::run::{resume_run, start_run};
 use crate::server::{App, Stats};
 use crate::session::{Applied, Outbound, Session};
 
 /// The WebSocket close code for a refused connection (policy violation).
 const CLOSE_POLICY: u16 = 1008;
+/// The WebSocket close code for "the server is restarting" (a draining shutdown).
+pub(crate) const CLOSE_RESTART: u16 = 1012;
+/// The WebSocket close code for "try again later" (the session store is unavailable).
+const CLOSE_TRY_AGAIN: u16 = 1013;
 
 /// Why a connection may not open a session (its origin or its token), or `None`.
 fn admission(config: &ServerConfig, headers: &HeaderMap, query: Option<&str>) -> Option<String> {
@@ -147,6 +151,14 @@ fn send_direct_error(tx: &mpsc::UnboundedSender<Outbound>, code: ErrorCode, mess
 }
 
 async fn connection(socket: WebSocket, app: Arc<App>, peer_ip: Option<IpAddr>) {
+    app.open_connections.fetch_add(1, Ordering::AcqRel);
+    serve_connection(socket, &app, peer_ip).await;
+    app.open_connections.fetch_sub(1, Ordering::AcqRel);
+    app.connection_closed.notify_waiters();
+}
+
+async fn serve_connection(socket: WebSocket, app: &Arc<App>, peer_ip: Option<IpAddr>) {
+    let app = app.clone();
     let connection_id = app.connection_counter.fetch_add(1, Ordering::Relaxed);
     let (mut sink, mut stream) = socket.split();
     let (tx, mut rx) = mpsc::unbounded_channel::<Outbound>();
@@ -214,7 +226,7 @@ async fn connection(socket: WebSocket, app: Arc<App>, peer_ip: Option<IpAddr>) {
             }
         };
         match (frame, &session) {
-            (ClientFrame::Hello(hello), None) => match handshake(&app, hello, connection_id, &tx, peer_ip) {
+            (ClientFrame::Hello(hello), None) => match handshake(&app, hello, connection_id, &tx, peer_ip).await {
                 Some(attached) => session = Some(attached),
                 None => break,
             },
@@ -251,7 +263,53 @@ async fn connection(socket: WebSocket, app: Arc<App>, peer_ip: Option<IpAddr>) {
     let _ = writer.await;
 }
 
-fn handshake(
+/// What a `HELLO` that resumes a session found.
+enum Found {
+    /// The session, held in memory or read back from the store.
+    Session(Arc<Session>, bool),
+    /// No such session (or it expired): a new one is started.
+    Missing,
+    /// The session exists but the token is wrong: a new one is started, and the client told.
+    WrongToken,
+    /// The store could not be read: the connection is closed, so the client tries again later
+    /// instead of losing its session to a new one.
+    StoreFailed(String),
+}
+
+/// Finds the session a `HELLO` resumes: in memory, or (after a restart, or on another
+/// instance) in the store, checking the token against its stored hash. The bool: it was read
+/// back from the store (its run, if it was in one, goes on).
+async fn find_session(app: &Arc<App>, resume: &Resume, peer_ip: Option<IpAddr>) -> Found {
+    if let Some(session) = app.sessions.get(&resume.session_id) {
+        return if session.token_matches(&resume.token) { Found::Session(session, false) } else { Found::WrongToken };
+    }
+    let Some(store) = &app.store else { return Found::Missing };
+    let stored = match store.load(&resume.session_id, crate::store::now_ms()).await {
+        Ok(Some(stored)) => stored,
+        Ok(None) => return Found::Missing,
+        Err(error) => {
+            tracing::error!(session = resume.session_id, %error, "the session store could not be read");
+            return Found::StoreFailed(error.to_string());
+        }
+    };
+    if !crate::store::same_hash(&stored.token_hash, &crate::store::token_hash(&resume.token)) {
+        return Found::WrongToken;
+    }
+    match Session::restore(app.config.clone(), peer_ip, store.clone(), stored, &resume.token) {
+        // Two connections resuming at once: the first one in memory is the session.
+        Ok(restored) => match app.sessions.insert_or_get(restored, app.config.max_sessions_per_ip) {
+            Ok((session, fresh)) => Found::Session(session, fresh),
+            Err(_) => Found::StoreFailed("too many sessions from this address (max_sessions_per_ip)".into()),
+        },
+        Err(error) => {
+            // A stored session this version cannot read is not resumed; the client gets a new one.
+            tracing::error!(session = resume.session_id, error = error.0, "a stored session could not be read back");
+            Found::Missing
+        }
+    }
+}
+
+async fn handshake(
     app: &Arc<App>,
     hello: Hello,
     connection_id: u64,
@@ -265,27 +323,32 @@ fn handshake(
         let _ = tx.send(Outbound::Close(1002, message));
         return None;
     }
+    if app.draining.load(Ordering::Relaxed) {
+        let _ = tx.send(Outbound::Close(CLOSE_RESTART, "the server is restarting; connect again".into()));
+        return None;
+    }
     // Only the resume token proves a client owns a session: a known session id with a wrong
     // token gets nothing of that session (no calls, no results, no frames), only a new one.
-    let mut wrong_token = false;
-    let resumed = hello.resume.as_ref().and_then(|resume| {
-        let session = app.sessions.get(&resume.session_id)?;
-        if session.token_matches(&resume.token) {
-            Some(session)
-        } else {
-            tracing::warn!(session = resume.session_id, peer = ?peer_ip, "resume refused: wrong token");
-            wrong_token = true;
-            None
+    let found = match &hello.resume {
+        Some(resume) => find_session(app, resume, peer_ip).await,
+        None => Found::Missing,
+    };
+    let (session, was_resumed, from_store) = match found {
+        Found::Session(session, from_store) => (session, true, from_store),
+        Found::StoreFailed(error) => {
+            let message = format!("the session could not be read back ({error}); connect again later");
+            send_direct_error(tx, ErrorCode::Internal, message, Some(hello.id));
+            let _ = tx.send(Outbound::Close(CLOSE_TRY_AGAIN, "the session store is unavailable".into()));
+            return None;
         }
-    });
-    if wrong_token {
-        let message = "resume refused: the token does not match that session; a new session is started";
-        send_direct_error(tx, ErrorCode::Unauthorized, message.into(), Some(hello.id.clone()));
-    }
-    let (session, was_resumed) = match resumed {
-        Some(session) => (session, true),
-        None => {
-            let session = Session::new(app.config.clone(), peer_ip);
+        found => {
+            if matches!(found, Found::WrongToken) {
+                let id = hello.resume.as_ref().map(|r| r.session_id.as_str()).unwrap_or_default();
+                tracing::warn!(session = id, peer = ?peer_ip, "resume refused: wrong token");
+                let message = "resume refused: the token does not match that session; a new session is started";
+                send_direct_error(tx, ErrorCode::Unauthorized, message.into(), Some(hello.id.clone()));
+            }
+            let session = Session::new(app.config.clone(), peer_ip, app.store.clone());
             let limit = app.config.max_sessions_per_ip;
             if let Err(count) = app.sessions.insert(session.clone(), limit) {
                 tracing::warn!(peer = ?peer_ip, count, limit, "session refused: too many sessions from this address");
@@ -297,7 +360,7 @@ fn handshake(
                 let _ = tx.send(Outbound::Close(CLOSE_POLICY, "too many sessions from this address".into()));
                 return None;
             }
-            (session, false)
+            (session, false, false)
         }
     };
     // One WELCOME per connection; it is not numbered (replays never include it).
@@ -309,11 +372,23 @@ fn handshake(
         resumed: was_resumed,
         max_active_tools: app.config.max_active_tools,
         max_frame_bytes: app.config.max_frame_bytes as u64,
-        capabilities: vec!["tool_result_ack".into(), "resume".into(), "events".into(), "risk_floor".into()],
+        capabilities: vec![
+            "tool_result_ack".into(),
+            "resume".into(),
+            "events".into(),
+            "risk_floor".into(),
+            "history".into(),
+            "stop".into(),
+        ],
     });
-    tracing::info!(session = session.id(), resumed = was_resumed, "client connected");
-    let last_seq = if was_resumed { hello.resume.as_ref().and_then(|r| r.last_seq) } else { None };
-    session.attach(connection_id, tx.clone(), &welcome, last_seq);
+    tracing::info!(session = session.id(), resumed = was_resumed, from_store, "client connected");
+    let resume = hello.resume.as_ref().filter(|_| was_resumed);
+    let last_seq = resume.and_then(|r| r.last_seq);
+    let with_history = resume.is_some_and(|r| r.history);
+    session.attach(connection_id, tx.clone(), &welcome, last_seq, with_history);
+    if from_store {
+        resume_run(app, &session);
+    }
     Some(session)
 }
 
@@ -361,6 +436,11 @@ fn handle(app: &Arc<App>, session: &Arc<Session>, frame: ClientFrame) {
                 None,
                 RunEvent::ToolProgress(ToolProgressEvent { call_id: progress.call_id, message: progress.message }),
             );
+        }
+        ClientFrame::StopRun(stop) => {
+            if session.stop_run(stop.run_id.as_deref()) {
+                tracing::info!(session = session.id(), "the user stopped the run");
+            }
         }
     }
 }

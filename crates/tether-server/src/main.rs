@@ -54,6 +54,12 @@ struct ServeArgs {
     /// Most tokens of one model reply (default: the provider's own).
     #[arg(long)]
     max_tokens: Option<u32>,
+    /// In the `text` and `constrained` tool modes, list the tools in the first system message
+    /// (by default they go in a system message right before each run's request, so that a
+    /// model server's prompt cache keeps the conversation when the page's tools change; a chat
+    /// template that refuses that gets the first message by itself). See docs/models.md.
+    #[arg(long)]
+    tools_in_system_prompt: bool,
     /// Most calls to one tool per run; the calls over it are not run and the model reads why
     /// (0: no limit).
     #[arg(long, default_value_t = tether_agent::DEFAULT_MAX_CALLS_PER_TOOL)]
@@ -106,9 +112,19 @@ struct ServeArgs {
     /// Most tool calls one session may have outstanding at once.
     #[arg(long, default_value_t = tether_server::DEFAULT_MAX_PENDING_CALLS)]
     max_pending_calls: usize,
-    /// How long a disconnected session waits for its client to come back, in seconds.
+    /// How long a disconnected session's run waits in memory for its client to come back, in
+    /// seconds (with a durable store the session itself is kept for --session-ttl-seconds).
     #[arg(long, default_value_t = 30)]
     reconnect_grace_seconds: u64,
+    /// Where sessions are kept, so that a page reload, a restart or a deploy loses nothing:
+    /// `sqlite:PATH` (the default, a file in $XDG_STATE_HOME/tether or ~/.local/state/tether,
+    /// printed at start; one server per file), `redis://HOST:PORT/DB` (shared by several
+    /// servers), or `memory` (nothing outlives the process).
+    #[arg(long)]
+    store: Option<String>,
+    /// How long a stored session is kept after its last change, in seconds (default: a day).
+    #[arg(long, default_value_t = tether_server::store::DEFAULT_SESSION_TTL.as_secs())]
+    session_ttl_seconds: u64,
     /// A browser origin allowed to connect, besides this server's own origin; may be given
     /// several times. `*` allows any origin, `localhost` any page on a loopback host, and `*` in
     /// a pattern matches any run of characters (`https://*.example.com`). Default: `localhost`.
@@ -145,6 +161,7 @@ fn model(args: &ServeArgs) -> Result<Arc<dyn ChatModel>> {
     config.tool_mode = args.tool_mode;
     config.temperature = args.temperature;
     config.max_tokens = args.max_tokens;
+    config.late_tools = !args.tools_in_system_prompt;
     if let Some(var) = &args.api_key_env {
         let key = std::env::var(var).with_context(|| format!("--api-key-env {var}: the variable is not set"))?;
         config.api_key = Some(key);
@@ -163,6 +180,7 @@ fn server_config(args: &ServeArgs) -> Result<ServerConfig> {
         max_sessions_per_ip: args.max_sessions_per_ip,
         max_pending_calls: args.max_pending_calls,
         reconnect_grace: Duration::from_secs(args.reconnect_grace_seconds),
+        session_ttl: Duration::from_secs(args.session_ttl_seconds.max(1)),
         risk_floors: args.risk_floors.clone(),
         ..ServerConfig::default()
     };
@@ -243,18 +261,64 @@ async fn serve(args: ServeArgs) -> Result<()> {
         }
         server = server.with_static_dir(dir);
     }
+    let store = store_spec(args.store.as_deref())?;
+    let store = store.open().await.with_context(|| format!("--store {}", describe_spec(&store)))?;
+    let store_name = store.describe();
+    server = server.with_store(store);
     let listener =
         tokio::net::TcpListener::bind(&args.addr).await.with_context(|| format!("cannot listen on {}", args.addr))?;
     let addr = listener.local_addr()?;
     let mode = mode.map(|mode| format!(", {mode}")).unwrap_or_default();
-    println!("Tether listening on http://{addr}  (WebSocket: ws://{addr}/ws, model: {model_name}{mode})");
+    // One write, whose failure (nobody reads stdout any more) does not stop the server.
+    let banner = format!(
+        "Tether listening on http://{addr}  (WebSocket: ws://{addr}/ws, model: {model_name}{mode})\nSessions are \
+         kept in {store_name}\n"
+    );
     use std::io::Write;
-    std::io::stdout().flush()?;
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    server.serve(listener, shutdown).await?;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(banner.as_bytes()).and_then(|()| stdout.flush());
+    drop(stdout);
+    server.serve(listener, shutdown_signal()).await?;
     Ok(())
+}
+
+/// Ctrl-C or SIGTERM (what a deploy sends): the server drains (see `TetherServer::serve`).
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(error) => {
+            tracing::warn!(%error, "cannot listen for SIGTERM; Ctrl-C still stops the server");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down: storing sessions and telling clients to reconnect");
+}
+
+/// The store `--store` names, or the default SQLite file (its directory created).
+fn store_spec(flag: Option<&str>) -> Result<tether_server::store::StoreSpec> {
+    if let Some(flag) = flag {
+        return Ok(flag.parse()?);
+    }
+    let dir = match (std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME")) {
+        (Some(state), _) if !state.is_empty() => PathBuf::from(state).join("tether"),
+        (_, Some(home)) if !home.is_empty() => PathBuf::from(home).join(".local/state/tether"),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {} for the session store", dir.display()))?;
+    Ok(tether_server::store::StoreSpec::Sqlite(dir.join("sessions.db")))
+}
+
+fn describe_spec(spec: &tether_server::store::StoreSpec) -> String {
+    match spec {
+        tether_server::store::StoreSpec::Memory => "memory".into(),
+        tether_server::store::StoreSpec::Sqlite(path) => format!("sqlite:{}", path.display()),
+        tether_server::store::StoreSpec::Redis(url) => url.clone(),
+    }
 }
 
 fn main() -> Result<()> {

@@ -1,5 +1,6 @@
-//! A run started by `USER_MESSAGE`: the agent loop over the session's tools, its events and
-//! streamed text sent as the session's frames, its end recorded (and a panic reported).
+//! A run started by `USER_MESSAGE` (or read back from the store after a restart and going on
+//! from its last checkpoint): the agent loop over the session's tools, its events and streamed
+//! text sent as the session's frames, its end recorded (and a panic reported).
 
 use std::sync::Arc;
 
@@ -8,16 +9,44 @@ use tether_protocol::{ErrorCode, RunEvent, RunStatus};
 use crate::server::{App, Stats};
 use crate::session::Session;
 use crate::tools::SessionTools;
-use tether_agent::RunSink;
+use tether_agent::{RunCheckpoint, RunSink};
 
+/// What a run starts from.
+enum Start {
+    /// The user's message.
+    New(String),
+    /// A checkpoint of a run the previous process did not finish.
+    Resume(Box<RunCheckpoint>),
+}
+
+/// Starts a run for the user's message (or answers `ERROR run_in_progress`).
 pub(crate) fn start_run(app: &Arc<App>, session: &Arc<Session>, frame_id: String, text: String) {
     let run_id = session.next_run_id();
-    let (start, started) = tokio::sync::oneshot::channel::<()>();
+    spawn_run(app, session, run_id, frame_id, Start::New(text));
+}
+
+/// Goes on with the run a session read back from its store was in, if it was in one: the
+/// client's text for it is reset to what it saw at the checkpoint, and the loop continues.
+pub(crate) fn resume_run(app: &Arc<App>, session: &Arc<Session>) {
+    let Some((checkpoint, message_id)) = session.run_to_resume() else { return };
+    tracing::info!(session = session.id(), run = checkpoint.run_id, "going on with the run from its checkpoint");
+    session.send_reset(&checkpoint.run_id);
+    let run_id = checkpoint.run_id.clone();
+    spawn_run(app, session, run_id, message_id, Start::Resume(Box::new(checkpoint)));
+}
+
+fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: String, frame_id: String, start: Start) {
+    let (begin, begun) = tokio::sync::oneshot::channel::<()>();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let text = match &start {
+        Start::New(text) => Some(text.clone()),
+        Start::Resume(_) => None,
+    };
     let task = {
         let (app, session, run_id, message_id) = (app.clone(), session.clone(), run_id.clone(), frame_id.clone());
         tokio::spawn(async move {
             // Wait until the run is registered, so that its end is always recorded after it.
-            if started.await.is_err() {
+            if begun.await.is_err() {
                 return;
             }
             let host = SessionTools { app: app.clone(), session: session.clone() };
@@ -27,8 +56,19 @@ pub(crate) fn start_run(app: &Arc<App>, session: &Arc<Session>, frame_id: String
                 session.send_event(Some(&run_id), event);
             };
             let sink = RunSink { on_delta: &on_delta, on_event: &on_event };
-            let history = session.take_history();
-            let outcome = app.agent.run(&host, &sink, &run_id, &text, history).await;
+            // A dropped sender (the session closed) is no stop: only `STOP_RUN` stops a run.
+            let stop = async move {
+                if stopped.await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            let outcome = match start {
+                Start::New(text) => {
+                    let history = session.take_history();
+                    app.agent.run_until(&host, &sink, &run_id, &text, history, stop).await
+                }
+                Start::Resume(checkpoint) => app.agent.resume(&host, &sink, *checkpoint, stop).await,
+            };
             Stats::count(&app.stats.runs_ended);
             if outcome.status == RunStatus::Completed {
                 Stats::count(&app.stats.runs_completed);
@@ -36,7 +76,7 @@ pub(crate) fn start_run(app: &Arc<App>, session: &Arc<Session>, frame_id: String
             let (status, error) = (outcome.status, outcome.error);
             // The run is over before the client hears so: a message sent right after the last
             // AGENT_MESSAGE starts a new run instead of getting run_in_progress.
-            session.end_run(&run_id, Some(outcome.messages));
+            session.end_run(&run_id, Some(outcome.messages), status);
             if let Some(error) = error {
                 tracing::warn!(run = run_id, %error, "run failed");
                 session.send_error(ErrorCode::RunFailed, error, None);
@@ -59,23 +99,24 @@ pub(crate) fn start_run(app: &Arc<App>, session: &Arc<Session>, frame_id: String
             session.send_delta(&run_id, "", true, Some(status));
         })
     };
-    if !session.begin_run(&run_id, || task.abort_handle(), frame_id) {
+    if !session.begin_run(&run_id, || task.abort_handle(), stop, frame_id, text.as_deref()) {
         task.abort();
         return;
     }
     Stats::count(&app.stats.runs_started);
-    let _ = start.send(());
+    let _ = begin.send(());
     // If the run task panics outside a hook, the session still hears about it and can run again.
     let (app, session, run_id) = (app.clone(), session.clone(), run_id);
     tokio::spawn(async move {
         if let Err(error) = task.await {
-            // Aborted (its session closed) or panicked: it ended all the same.
+            // Aborted (its session closed, or the server is draining) or panicked: it ended all
+            // the same.
             Stats::count(&app.stats.runs_ended);
             if error.is_panic() {
                 tracing::error!(run = run_id, "run panicked");
+                session.end_run(&run_id, None, RunStatus::Failed);
                 session.send_delta(&run_id, "", true, Some(RunStatus::Failed));
                 session.send_error(ErrorCode::RunFailed, "the run failed unexpectedly (internal error)", None);
-                session.end_run(&run_id, None);
             }
         }
     });

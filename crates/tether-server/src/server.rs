@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::routing::get;
@@ -18,6 +19,7 @@ use crate::ServerError;
 use crate::config::ServerConfig;
 use crate::connection::websocket;
 use crate::session::{Session, Sessions};
+use crate::store::SessionStore;
 use crate::tools::ServerTool;
 use tether_agent::AgentLoop;
 
@@ -29,6 +31,13 @@ pub(crate) struct App {
     pub(crate) sessions: Sessions,
     pub(crate) connection_counter: AtomicU64,
     pub(crate) stats: Stats,
+    /// Where sessions are kept between processes; `None`: memory only (`--store memory`).
+    pub(crate) store: Option<Arc<dyn SessionStore>>,
+    /// Set once a draining shutdown began: no new sessions.
+    pub(crate) draining: std::sync::atomic::AtomicBool,
+    /// WebSocket connections open now, and a wake-up when one closes (a drain waits for all).
+    pub(crate) open_connections: std::sync::atomic::AtomicUsize,
+    pub(crate) connection_closed: tokio::sync::Notify,
 }
 
 /// Counters since the server started, reported by `/healthz` (for operators and load tests).
@@ -83,7 +92,7 @@ impl std::fmt::Debug for TetherServer {
 impl TetherServer {
     /// A server running `agent` with `config`.
     pub fn new(config: ServerConfig, agent: AgentLoop) -> Self {
-        TetherServer::build(config, agent, Vec::new(), None)
+        TetherServer::build(config, agent, Vec::new(), None, None)
     }
 
     fn build(
@@ -91,6 +100,7 @@ impl TetherServer {
         agent: AgentLoop,
         server_tools: Vec<ServerTool>,
         static_dir: Option<PathBuf>,
+        store: Option<Arc<dyn SessionStore>>,
     ) -> Self {
         let app = App {
             config: Arc::new(config),
@@ -99,8 +109,30 @@ impl TetherServer {
             sessions: Sessions::default(),
             connection_counter: AtomicU64::new(0),
             stats: Stats::default(),
+            store,
+            draining: std::sync::atomic::AtomicBool::new(false),
+            open_connections: std::sync::atomic::AtomicUsize::new(0),
+            connection_closed: tokio::sync::Notify::new(),
         };
         TetherServer { app: Arc::new(app), static_dir }
+    }
+
+    /// Keeps sessions in `store` (a SQLite file, Redis): written before the frames that depend
+    /// on them leave, read back when a client resumes a session this process does not hold
+    /// (after a restart), runs in progress going on from their last checkpoint. Without it (or
+    /// with a [`crate::store::MemoryStore`]) sessions live in memory only.
+    #[must_use]
+    pub fn with_store(self, store: Arc<dyn SessionStore>) -> Self {
+        let app =
+            Arc::try_unwrap(self.app).unwrap_or_else(|_| panic!("with_store is called before the server is shared"));
+        let durable = store.durable();
+        TetherServer::build(
+            (*app.config).clone(),
+            app.agent,
+            app.server_tools,
+            self.static_dir,
+            durable.then_some(store),
+        )
     }
 
     /// Adds a server-side tool.
@@ -111,7 +143,7 @@ impl TetherServer {
         let mut tools = app.server_tools;
         tools.retain(|t| t.spec.name != tool.spec.name);
         tools.push(tool);
-        TetherServer::build((*app.config).clone(), app.agent, tools, self.static_dir)
+        TetherServer::build((*app.config).clone(), app.agent, tools, self.static_dir, app.store)
     }
 
     /// Serves the files of `dir` at `/` (unknown paths get `index.html`, for client-side routing).
@@ -145,8 +177,16 @@ impl TetherServer {
                 tracing::debug!(%error, "could not set TCP_NODELAY");
             }
         });
+        let app = self.app.clone();
+        if let Some(store) = app.store.clone() {
+            tokio::spawn(expire_sessions(store));
+        }
+        let drain = async move {
+            shutdown.await;
+            app.drain().await;
+        };
         axum::serve(listener, self.router().into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(shutdown)
+            .with_graceful_shutdown(drain)
             .await
             .map_err(|e| ServerError::Io(e.to_string()))
     }
@@ -162,10 +202,66 @@ impl TetherServer {
     }
 }
 
+/// How often expired sessions are removed from the store.
+const EXPIRY_INTERVAL: Duration = Duration::from_secs(600);
+
+/// Removes expired sessions from the store now and then, so that it does not grow without bound.
+async fn expire_sessions(store: Arc<dyn SessionStore>) {
+    loop {
+        match store.expire(crate::store::now_ms()).await {
+            Ok(0) => {}
+            Ok(removed) => tracing::info!(removed, "expired sessions removed from the store"),
+            Err(error) => tracing::warn!(%error, "could not remove expired sessions from the store"),
+        }
+        tokio::time::sleep(EXPIRY_INTERVAL).await;
+    }
+}
+
+/// How long a draining shutdown waits for the store to take what the sessions queued.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl App {
+    /// A draining shutdown (SIGTERM, Ctrl-C): no new sessions; with a durable store, the runs in
+    /// progress stop where they are (their last checkpoint is stored, and the server that reads
+    /// the session back goes on with them), everything queued is stored, and each client is told
+    /// to reconnect (close 1012). Bounded by [`DRAIN_TIMEOUT`].
+    pub(crate) async fn drain(&self) {
+        self.draining.store(true, Ordering::Relaxed);
+        let sessions = self.sessions.all();
+        tracing::info!(sessions = sessions.len(), durable = self.store.is_some(), "draining");
+        if self.store.is_some() {
+            for session in &sessions {
+                session.suspend_run();
+            }
+            let stored = futures_util::future::join_all(sessions.iter().map(|session| session.flushed()));
+            if tokio::time::timeout(DRAIN_TIMEOUT, stored).await.is_err() {
+                tracing::warn!("the store did not take every session within {} s", DRAIN_TIMEOUT.as_secs());
+            }
+        }
+        for session in &sessions {
+            session.close_connection(crate::connection::CLOSE_RESTART, "the server is restarting; reconnect to go on");
+        }
+        // The close frames go out before the process ends (the clients answer them).
+        let closed = async {
+            loop {
+                let notified = self.connection_closed.notified();
+                if self.open_connections.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        if tokio::time::timeout(DRAIN_TIMEOUT, closed).await.is_err() {
+            tracing::warn!("some clients did not close within {} s", DRAIN_TIMEOUT.as_secs());
+        }
+    }
+}
+
 async fn healthz(State(app): State<Arc<App>>) -> Json<Value> {
     Json(serde_json::json!({
         "status": "ok",
         "sessions": app.sessions.len(),
+        "store": app.store.as_ref().map_or_else(|| "memory".to_string(), |store| store.describe()),
         "protocolVersion": PROTOCOL_VERSION,
         "stats": app.stats.json(),
     }))

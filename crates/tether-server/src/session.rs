@@ -7,10 +7,15 @@
 //! holds it under a lock with what it does not know: the socket's writer, the runs waiting for
 //! results, the client's live tool list (from `CONTEXT_UPDATE`) and the conversation. Sessions
 //! never share anything: a call id, a result or a tool of one session means nothing to another.
+//!
+//! With a durable store (`--store sqlite:…`, the default, or Redis) everything a session needs to
+//! go on is written before the frames that depend on it leave (`persist.rs`): the machine's
+//! bookkeeping, the tools and app state, the conversation, what the user saw, and the run in
+//! progress at its last checkpoint. A session the server does not hold (after a restart) is
+//! read back from the store when its client resumes, and its run goes on.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -19,14 +24,17 @@ use tether_core::check_tool_name;
 use tether_core::session::{ResultOutcome, ServerSession, ServerSessionConfig};
 use tether_core::validate::{CompiledSchema, FullSchema, FullValidator, Validator, format_validation_errors};
 use tether_protocol::{
-    AgentMessage, ContextUpdate, ErrorCode, ErrorFrame, EventFrame, PageInfo, ResultStatus, RunEvent, RunStatus,
-    ServerFrame, ToolCall, ToolResult, ToolSpec, encode_frame,
+    AgentMessage, ContextEntry, ContextUpdate, ErrorCode, ErrorFrame, EventFrame, MAX_CONTEXT_BYTES,
+    MAX_CONTEXT_ENTRIES, PageInfo, ResultStatus, RunEvent, RunStatus, ServerFrame, ToolCall, ToolResult, ToolSpec,
+    encode_frame,
 };
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::ServerConfig;
-use tether_agent::ChatMessage;
-use tether_agent::ToolOutput;
+use crate::persist::{Job, Persister, STORED_IDS_KEPT, Snapshot, StoredRun};
+use crate::store::{SessionStore, SessionWrite, StoredSession};
+use tether_agent::{BoxFuture, ChatMessage, RunCheckpoint, ToolOutput};
+use tether_protocol::{History, HistoryLine, HistoryRole};
 
 /// Milliseconds on a monotonic clock (since the first call in this process): the time the
 /// session machines are fed.
@@ -50,6 +58,15 @@ struct Waiter {
     reply: oneshot::Sender<ToolOutput>,
 }
 
+/// The run in progress: its id, its task, and how to stop it as the user asked.
+struct RunHandle {
+    id: String,
+    /// The `USER_MESSAGE` frame that started it.
+    message_id: String,
+    abort: tokio::task::AbortHandle,
+    stop: Option<oneshot::Sender<()>>,
+}
+
 struct State {
     /// Numbered frames, replay log, pending calls, answered and abandoned ids.
     machine: ServerSession,
@@ -58,22 +75,83 @@ struct State {
     waiters: HashMap<String, Waiter>,
     tools: Vec<ToolSpec>,
     schemas: HashMap<String, Arc<FullSchema>>,
+    /// The app state the page shares with the agent (from `CONTEXT_UPDATE`).
+    context: Vec<ContextEntry>,
     revision: u64,
     page: Option<PageInfo>,
-    run: Option<(String, tokio::task::AbortHandle)>,
+    run: Option<RunHandle>,
     history: Vec<ChatMessage>,
+    /// What the user saw: each message and each finished run's answer.
+    transcript: Vec<HistoryLine>,
+    /// The answer text of the run in progress, as streamed so far.
+    run_text: String,
+    /// The run in progress at its last checkpoint (what a restart goes on from).
+    stored_run: Option<StoredRun>,
+    /// The durable store's persister; `None` with `--store memory`.
+    persister: Option<Persister>,
+    /// The state changed since it was last given to the persister.
+    dirty: bool,
+    /// The last frame given to the persister.
+    persisted_seq: u64,
+    /// The resume token's hash, given with the first write.
+    token_hash: Option<[u8; 32]>,
+    /// How long the store keeps the session after its last write.
+    ttl: Duration,
+    run_counter: u64,
 }
 
 impl State {
-    /// Writes what the machine queued, in order, to the attached connection. Called under the
-    /// lock after every event, so frames reach the socket in the order they were numbered.
+    /// Writes what the machine queued, in order, to the attached connection — through the
+    /// persister, which stores first, when the store is durable. Called under the lock after
+    /// every event, so frames reach the socket in the order they were numbered.
     fn flush(&mut self) {
         let writes = self.machine.take_writes();
-        if let Some(tx) = &self.tx {
-            for text in writes {
-                let _ = tx.send(Outbound::Text(text));
+        let Some(persister) = &self.persister else {
+            if let Some(tx) = &self.tx {
+                for text in writes {
+                    let _ = tx.send(Outbound::Text(text));
+                }
             }
+            return;
+        };
+        let append = self.machine.logged_after(self.persisted_seq);
+        if append.is_empty() && writes.is_empty() && !self.dirty && self.token_hash.is_none() {
+            return;
         }
+        self.persisted_seq = self.machine.seq();
+        let state = std::mem::take(&mut self.dirty).then(|| self.snapshot_json());
+        let write = SessionWrite {
+            token_hash: self.token_hash.take(),
+            state,
+            append,
+            trim_below: self.machine.oldest_logged(),
+            expires_at_ms: crate::store::now_ms().saturating_add(self.ttl.as_millis() as u64),
+        };
+        persister.send(Job::Write { write, frames: writes });
+    }
+
+    /// The state as the store keeps it (the log aside, which it keeps itself).
+    fn snapshot_json(&self) -> String {
+        let mut machine = self.machine.snapshot();
+        machine.log.clear();
+        let keep = |ids: &mut Vec<String>| {
+            let extra = ids.len().saturating_sub(STORED_IDS_KEPT);
+            ids.drain(..extra);
+        };
+        keep(&mut machine.answered);
+        keep(&mut machine.abandoned);
+        let snapshot = Snapshot {
+            machine,
+            tools: self.tools.clone(),
+            revision: self.revision,
+            page: self.page.clone(),
+            context: self.context.clone(),
+            history: self.history.clone(),
+            transcript: self.transcript.clone(),
+            run: self.stored_run.clone(),
+            run_counter: self.run_counter,
+        };
+        serde_json::to_string(&snapshot).expect("a snapshot always serialises")
     }
 }
 
@@ -97,7 +175,6 @@ pub struct Session {
     /// The address of the client that opened it, for the per-address session limit.
     peer_ip: Option<IpAddr>,
     config: Arc<ServerConfig>,
-    run_counter: AtomicU64,
     state: Mutex<State>,
 }
 
@@ -152,34 +229,103 @@ fn json_depth(value: &Value) -> usize {
     }
 }
 
+fn machine_config(config: &ServerConfig) -> ServerSessionConfig {
+    ServerSessionConfig {
+        log_limit: config.outbox_limit,
+        max_pending_calls: config.max_pending_calls,
+        result_timeout_ms: config.tool_result_timeout.as_millis() as u64,
+        grace_ms: config.reconnect_grace.as_millis() as u64,
+        ..ServerSessionConfig::default()
+    }
+}
+
+fn empty_state(machine: ServerSession, config: &ServerConfig) -> State {
+    State {
+        machine,
+        tx: None,
+        waiters: HashMap::new(),
+        tools: Vec::new(),
+        schemas: HashMap::new(),
+        context: Vec::new(),
+        revision: 0,
+        page: None,
+        run: None,
+        history: Vec::new(),
+        transcript: Vec::new(),
+        run_text: String::new(),
+        stored_run: None,
+        persister: None,
+        dirty: true,
+        persisted_seq: 0,
+        token_hash: None,
+        ttl: config.session_ttl,
+        run_counter: 0,
+    }
+}
+
+/// Why a stored session could not be read back.
+#[derive(Debug)]
+pub(crate) struct Unreadable(pub(crate) String);
+
 impl Session {
-    pub(crate) fn new(config: Arc<ServerConfig>, peer_ip: Option<IpAddr>) -> Arc<Session> {
-        let machine = ServerSession::new(ServerSessionConfig {
-            log_limit: config.outbox_limit,
-            max_pending_calls: config.max_pending_calls,
-            result_timeout_ms: config.tool_result_timeout.as_millis() as u64,
-            grace_ms: config.reconnect_grace.as_millis() as u64,
-            ..ServerSessionConfig::default()
-        });
-        let state = State {
-            machine,
-            tx: None,
-            waiters: HashMap::new(),
-            tools: Vec::new(),
-            schemas: HashMap::new(),
-            revision: 0,
-            page: None,
-            run: None,
-            history: Vec::new(),
-        };
-        Arc::new(Session {
-            id: format!("s-{}", &random_token()[..16]),
-            resume_token: random_token(),
+    pub(crate) fn new(
+        config: Arc<ServerConfig>,
+        peer_ip: Option<IpAddr>,
+        store: Option<Arc<dyn SessionStore>>,
+    ) -> Arc<Session> {
+        let id = format!("s-{}", &random_token()[..16]);
+        let resume_token = random_token();
+        let mut state = empty_state(ServerSession::new(machine_config(&config)), &config);
+        if let Some(store) = store {
+            state.persister = Some(Persister::spawn(store, id.clone()));
+            state.token_hash = Some(crate::store::token_hash(&resume_token));
+        }
+        Arc::new(Session { id, resume_token, peer_ip, config, state: Mutex::new(state) })
+    }
+
+    /// A session read back from its store (after a restart, or on another instance), for a
+    /// client that presented `token` (the caller checked it against the stored hash).
+    pub(crate) fn restore(
+        config: Arc<ServerConfig>,
+        peer_ip: Option<IpAddr>,
+        store: Arc<dyn SessionStore>,
+        stored: StoredSession,
+        token: &str,
+    ) -> Result<Arc<Session>, Unreadable> {
+        let mut snapshot: Snapshot = serde_json::from_str(&stored.state)
+            .map_err(|error| Unreadable(format!("the stored session cannot be read ({error})")))?;
+        // Frames sent after the last state write are in the log: the numbering goes on after them.
+        let last_logged = stored.log.last().map_or(0, |(seq, _)| *seq);
+        snapshot.machine.seq = snapshot.machine.seq.max(last_logged);
+        snapshot.machine.log = stored.log;
+        let machine = ServerSession::restore(machine_config(&config), snapshot.machine, now_ms());
+        let mut state = empty_state(machine, &config);
+        state.persisted_seq = state.machine.seq();
+        let mut schemas = HashMap::new();
+        for tool in &snapshot.tools {
+            if let Ok(schema) = FullValidator.compile(&tool.parameters) {
+                schemas.insert(tool.name.clone(), Arc::new(schema));
+            }
+        }
+        state.tools = snapshot.tools;
+        state.schemas = schemas;
+        state.revision = snapshot.revision;
+        state.page = snapshot.page;
+        state.context = snapshot.context;
+        state.history = snapshot.history;
+        state.transcript = snapshot.transcript;
+        state.run_text = snapshot.run.as_ref().map(|run| run.text.clone()).unwrap_or_default();
+        state.stored_run = snapshot.run;
+        state.run_counter = snapshot.run_counter;
+        state.dirty = false;
+        state.persister = Some(Persister::spawn(store, stored.id.clone()));
+        Ok(Arc::new(Session {
+            id: stored.id,
+            resume_token: token.to_string(),
             peer_ip,
             config,
-            run_counter: AtomicU64::new(0),
             state: Mutex::new(state),
-        })
+        }))
     }
 
     /// The session's id.
@@ -204,7 +350,10 @@ impl Session {
     pub(crate) fn next_run_id(&self) -> String {
         // The session's id in it makes run (and call) ids unique across sessions, for logs.
         let suffix = self.id.trim_start_matches("s-").get(..8).unwrap_or("");
-        format!("run-{}-{suffix}", self.run_counter.fetch_add(1, Ordering::Relaxed) + 1)
+        let mut state = self.lock();
+        state.run_counter += 1;
+        state.dirty = true;
+        format!("run-{}-{suffix}", state.run_counter)
     }
 
     /// Sends a frame now (and keeps it for a replay after a reconnect).
@@ -228,9 +377,52 @@ impl Session {
 
     /// Sends a streamed piece of the answer.
     pub(crate) fn send_delta(&self, run_id: &str, delta: &str, done: bool, status: Option<RunStatus>) {
-        let frame =
-            AgentMessage { id: String::new(), run_id: run_id.to_string(), delta: delta.to_string(), done, status };
-        self.send(ServerFrame::AgentMessage(frame));
+        let frame = AgentMessage {
+            id: String::new(),
+            run_id: run_id.to_string(),
+            delta: delta.to_string(),
+            done,
+            status,
+            reset: false,
+        };
+        let mut state = self.lock();
+        state.run_text.push_str(delta);
+        state.machine.send(ServerFrame::AgentMessage(frame));
+        state.flush();
+    }
+
+    /// Replaces the text the user sees for `run_id` with what it was at the run's checkpoint (a
+    /// resumed run repeats the model turn that was in progress).
+    pub(crate) fn send_reset(&self, run_id: &str) {
+        let mut state = self.lock();
+        let text = state.stored_run.as_ref().map(|run| run.text.clone()).unwrap_or_default();
+        state.run_text.clone_from(&text);
+        let frame = AgentMessage {
+            id: String::new(),
+            run_id: run_id.to_string(),
+            delta: text,
+            done: false,
+            status: None,
+            reset: true,
+        };
+        state.machine.send(ServerFrame::AgentMessage(frame));
+        state.flush();
+    }
+
+    /// The conversation as the user saw it, for a client that reloaded: each message and
+    /// answer, and the run in progress with its text so far.
+    pub(crate) fn history_frame(&self) -> ServerFrame {
+        let state = self.lock();
+        let mut lines = state.transcript.clone();
+        if let Some(run) = &state.run {
+            lines.push(HistoryLine {
+                role: HistoryRole::Agent,
+                text: state.run_text.clone(),
+                run_id: Some(run.id.clone()),
+                status: None,
+            });
+        }
+        ServerFrame::History(History { id: "history".into(), lines })
     }
 
     /// Makes `tx` the session's connection, then sends `welcome`, the tool calls still waiting
@@ -242,11 +434,26 @@ impl Session {
         tx: mpsc::UnboundedSender<Outbound>,
         welcome: &ServerFrame,
         last_seq: Option<u64>,
+        with_history: bool,
     ) {
+        let mut first = vec![encode_frame(welcome)];
+        // A client that reloaded gets the conversation so far instead of the frames before now
+        // (the calls still waiting are sent again all the same).
+        let last_seq = if with_history {
+            first.push(encode_frame(&self.history_frame()));
+            Some(self.lock().machine.seq())
+        } else {
+            last_seq
+        };
         let mut state = self.lock();
-        let attached = state.machine.attach(connection_id, encode_frame(welcome), last_seq);
+        // Whatever was queued for the previous connection goes first (through the persister).
+        state.flush();
+        let attached = state.machine.attach_with(connection_id, first, last_seq);
         if attached.lost > 0 {
             tracing::warn!(session = self.id, lost = attached.lost, "frames older than the replay log were not resent");
+        }
+        if let Some(persister) = &state.persister {
+            persister.send(Job::Attach(tx.clone()));
         }
         state.tx = Some(tx);
         state.flush();
@@ -258,8 +465,51 @@ impl Session {
         if !state.machine.detach(connection_id, now_ms()) {
             return false;
         }
+        state.flush();
+        if let Some(persister) = &state.persister {
+            persister.send(Job::Detach);
+        }
         state.tx = None;
         true
+    }
+
+    /// Waits until the store has everything this session queued (a draining shutdown).
+    pub(crate) async fn flushed(&self) {
+        let persister = {
+            let mut state = self.lock();
+            state.flush();
+            state.persister.clone()
+        };
+        if let Some(persister) = persister {
+            persister.flushed().await;
+        }
+    }
+
+    /// Stops the run task without ending the run (a draining shutdown): its last checkpoint
+    /// stays in the store, and a server that reads the session back goes on with it.
+    pub(crate) fn suspend_run(&self) {
+        let mut state = self.lock();
+        if let Some(run) = state.run.take() {
+            run.abort.abort();
+        }
+        state.waiters.clear();
+    }
+
+    /// The run to go on with after this session was read back from its store, once (the
+    /// caller starts it): its checkpoint and the `USER_MESSAGE` frame id that started it.
+    pub(crate) fn run_to_resume(&self) -> Option<(RunCheckpoint, String)> {
+        let state = self.lock();
+        if state.run.is_some() {
+            return None;
+        }
+        state.stored_run.as_ref().map(|run| (run.checkpoint.clone(), run.message_id.clone()))
+    }
+
+    /// Closes the attached connection with `code` and `reason`, after the frames queued for it.
+    pub(crate) fn close_connection(&self, code: u16, reason: &str) {
+        if let Some(tx) = &self.lock().tx {
+            let _ = tx.send(Outbound::Close(code, reason.to_string()));
+        }
     }
 
     /// How long until the session expires, if its client is away: `Some(ZERO)` once it has.
@@ -271,8 +521,8 @@ impl Session {
     /// Ends the session: aborts its run and fails the calls waiting for the client.
     pub(crate) fn close(&self) {
         let mut state = self.lock();
-        if let Some((_, abort)) = state.run.take() {
-            abort.abort();
+        if let Some(run) = state.run.take() {
+            run.abort.abort();
         }
         state.machine.close();
         // Dropping the replies tells the waiting runs that the client went away.
@@ -281,6 +531,16 @@ impl Session {
 
     /// Applies a `CONTEXT_UPDATE`, or refuses it and keeps the previous list.
     pub(crate) fn apply_context(&self, update: ContextUpdate) -> Result<usize, Refusal> {
+        let applied = self.apply_context_inner(update);
+        if applied.is_ok() {
+            let mut state = self.lock();
+            state.dirty = true;
+            state.flush();
+        }
+        applied
+    }
+
+    fn apply_context_inner(&self, update: ContextUpdate) -> Result<usize, Refusal> {
         let cap = self.config.max_active_tools as usize;
         if update.tools.len() > cap {
             return Err(Refusal {
@@ -304,10 +564,12 @@ impl Session {
             })?;
             schemas.insert(tool.name.clone(), Arc::new(schema));
         }
+        check_context(&update.context)?;
         let count = update.tools.len();
         let mut state = self.lock();
         state.tools = update.tools;
         state.schemas = schemas;
+        state.context = update.context;
         state.revision = update.revision;
         state.page = update.page;
         Ok(count)
@@ -359,6 +621,11 @@ impl Session {
         self.lock().tools.clone()
     }
 
+    /// The app state the page shares with the agent now.
+    pub fn client_context(&self) -> Vec<ContextEntry> {
+        self.lock().context.clone()
+    }
+
     /// The last applied `CONTEXT_UPDATE` revision.
     pub fn revision(&self) -> u64 {
         self.lock().revision
@@ -379,7 +646,7 @@ impl Session {
     pub(crate) async fn call_client_tool(&self, frame: ToolCall) -> ToolOutput {
         let call_id = frame.call_id.clone();
         let name = frame.name.clone();
-        let (reply, mut answer) = oneshot::channel();
+        let (reply, answer) = oneshot::channel();
         {
             let mut state = self.lock();
             // The agent loop admits no more calls than the limit; this holds it for any caller.
@@ -390,8 +657,34 @@ impl Session {
                 );
             }
             state.waiters.insert(call_id.clone(), Waiter { tool: name.clone(), reply });
+            state.dirty = true;
             state.flush();
         }
+        self.wait_for(call_id, name, answer).await
+    }
+
+    /// For a run that goes on after a restart: the result of a call it had asked for, if this
+    /// session can still give it — kept since it arrived, or still waited for (it is sent again
+    /// with the other waiting calls when the client resumes). `None`: the call never left.
+    pub(crate) fn resume_call(&self, call_id: &str) -> Option<BoxFuture<'_, ToolOutput>> {
+        let mut state = self.lock();
+        let kept = state.stored_run.as_ref().and_then(|run| run.results.iter().find(|(id, _)| id == call_id));
+        if let Some((_, output)) = kept {
+            let output = output.clone();
+            return Some(Box::pin(async move { output }));
+        }
+        let call = state.machine.pending().iter().find(|call| call.call_id == call_id).cloned()?;
+        let name = serde_json::from_str::<Value>(&call.text)
+            .ok()
+            .and_then(|frame| frame["name"].as_str().map(String::from))
+            .unwrap_or_default();
+        let (reply, answer) = oneshot::channel();
+        state.waiters.insert(call_id.to_string(), Waiter { tool: name.clone(), reply });
+        let call_id = call_id.to_string();
+        Some(Box::pin(self.wait_for(call_id, name, answer)))
+    }
+
+    async fn wait_for(&self, call_id: String, name: String, mut answer: oneshot::Receiver<ToolOutput>) -> ToolOutput {
         loop {
             let deadline = {
                 let state = self.lock();
@@ -422,6 +715,7 @@ impl Session {
     fn poll_timeouts(&self) {
         let mut state = self.lock();
         let polled = state.machine.poll(now_ms());
+        state.dirty |= !polled.timed_out.is_empty();
         let seconds = self.config.tool_result_timeout.as_secs();
         for call_id in polled.timed_out {
             if let Some(waiter) = state.waiters.remove(&call_id) {
@@ -438,12 +732,18 @@ impl Session {
         let mut state = self.lock();
         let applied = match state.machine.result(result) {
             ResultOutcome::Applied(result) => {
+                let content = match result.content {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                };
+                let output = ToolOutput::new(result.status, content);
+                // Kept with the run until its next checkpoint, so a restart before then still has it.
+                if let Some(run) = &mut state.stored_run {
+                    run.results.push((result.call_id.clone(), output.clone()));
+                }
+                state.dirty = true;
                 if let Some(waiter) = state.waiters.remove(&result.call_id) {
-                    let content = match result.content {
-                        Value::String(text) => text,
-                        other => other.to_string(),
-                    };
-                    let _ = waiter.reply.send(ToolOutput::new(result.status, content));
+                    let _ = waiter.reply.send(output);
                 }
                 Applied::First
             }
@@ -463,7 +763,9 @@ impl Session {
         &self,
         run_id: &str,
         abort: impl FnOnce() -> tokio::task::AbortHandle,
+        stop: oneshot::Sender<()>,
         frame_id: String,
+        text: Option<&str>,
     ) -> bool {
         let mut state = self.lock();
         if state.run.is_some() {
@@ -478,8 +780,52 @@ impl Session {
             state.flush();
             return false;
         }
-        state.run = Some((run_id.to_string(), abort()));
+        state.run = Some(RunHandle { id: run_id.to_string(), message_id: frame_id, abort: abort(), stop: Some(stop) });
+        // A new run (`text`), not one that goes on after a restart: the user's message is part
+        // of what they saw.
+        if let Some(text) = text {
+            state.transcript.push(HistoryLine {
+                role: HistoryRole::User,
+                text: text.to_string(),
+                run_id: None,
+                status: None,
+            });
+            state.run_text.clear();
+            state.dirty = true;
+        }
         true
+    }
+
+    /// Where the run in progress is ([`tether_agent::ToolHost::checkpoint`]): kept (stored,
+    /// when the store is durable) so that a restart goes on from here.
+    pub(crate) fn checkpoint(&self, checkpoint: &RunCheckpoint) {
+        let mut state = self.lock();
+        let Some(message_id) = state.run.as_ref().map(|run| run.message_id.clone()) else { return };
+        let answered: std::collections::HashSet<&str> = checkpoint
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                ChatMessage::Tool { call_id, .. } => Some(call_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        // Results the checkpoint already holds need not be kept apart any more.
+        let mut results = state.stored_run.take().map(|run| run.results).unwrap_or_default();
+        results.retain(|(id, _)| !answered.contains(id.as_str()));
+        let text = state.run_text.clone();
+        state.stored_run = Some(StoredRun { checkpoint: checkpoint.clone(), text, message_id, results });
+        state.dirty = true;
+        state.flush();
+    }
+
+    /// Stops the run in progress (`STOP_RUN`), if there is one and it is `run_id` (any, when
+    /// `None`): it ends as `aborted` and records what it did. `false` when nothing was stopped.
+    pub(crate) fn stop_run(&self, run_id: Option<&str>) -> bool {
+        let mut state = self.lock();
+        match state.run.as_mut().filter(|run| run_id.is_none_or(|id| id == run.id)) {
+            Some(run) => run.stop.take().is_some_and(|stop| stop.send(()).is_ok()),
+            None => false,
+        }
     }
 
     /// Whether a run is in progress.
@@ -492,14 +838,23 @@ impl Session {
     }
 
     /// Records the end of a run (and the conversation to continue).
-    pub(crate) fn end_run(&self, run_id: &str, history: Option<Vec<ChatMessage>>) {
+    pub(crate) fn end_run(&self, run_id: &str, history: Option<Vec<ChatMessage>>, status: RunStatus) {
         let mut state = self.lock();
-        if state.run.as_ref().is_some_and(|(id, _)| id == run_id) {
+        if state.run.as_ref().is_some_and(|run| run.id == run_id) {
             state.run = None;
         }
         if let Some(history) = history {
             state.history = history;
         }
+        let text = std::mem::take(&mut state.run_text);
+        state.transcript.push(HistoryLine {
+            role: HistoryRole::Agent,
+            text,
+            run_id: Some(run_id.to_string()),
+            status: Some(status),
+        });
+        state.stored_run = None;
+        state.dirty = true;
         // Its calls still waiting are cancelled (a result that comes anyway is acknowledged as late).
         for call_id in state.machine.end_run(run_id) {
             state.waiters.remove(&call_id);
@@ -511,6 +866,36 @@ impl Session {
     pub fn page(&self) -> Option<PageInfo> {
         self.lock().page.clone()
     }
+}
+
+/// Checks a page's shared app state against the limits every client applies too (so a refusal
+/// here means a client that does not), keeping the previous list when refused.
+fn check_context(context: &[ContextEntry]) -> Result<(), Refusal> {
+    let refuse =
+        |code, message: String| Err(Refusal { code, message: format!("{message}; the previous list is kept") });
+    if context.len() > MAX_CONTEXT_ENTRIES {
+        return refuse(
+            ErrorCode::LimitExceeded,
+            format!("CONTEXT_UPDATE has {} context entries, over the limit of {MAX_CONTEXT_ENTRIES}", context.len()),
+        );
+    }
+    let mut bytes = 0;
+    for (n, entry) in context.iter().enumerate() {
+        if let Err(error) = check_tool_name(&entry.key) {
+            return refuse(ErrorCode::InvalidTool, format!("context key {:?} is invalid ({error})", entry.key));
+        }
+        if context[..n].iter().any(|other| other.key == entry.key) {
+            return refuse(ErrorCode::InvalidTool, format!("context key {:?} appears twice", entry.key));
+        }
+        bytes += json_bytes(&Value::String(entry.description.clone())) + json_bytes(&entry.value);
+    }
+    if bytes > MAX_CONTEXT_BYTES {
+        return refuse(
+            ErrorCode::LimitExceeded,
+            format!("the context entries take {bytes} bytes of JSON, over the limit of {MAX_CONTEXT_BYTES}"),
+        );
+    }
+    Ok(())
 }
 
 /// All sessions of a server, and how many each client address has.
@@ -525,6 +910,20 @@ struct SessionIndex {
     per_ip: HashMap<IpAddr, usize>,
 }
 
+impl SessionIndex {
+    fn insert(&mut self, session: Arc<Session>, per_ip_limit: usize) -> Result<(), usize> {
+        if let Some(ip) = session.peer_ip {
+            let count = self.per_ip.entry(ip).or_insert(0);
+            if per_ip_limit > 0 && *count >= per_ip_limit {
+                return Err(*count);
+            }
+            *count += 1;
+        }
+        self.by_id.insert(session.id.clone(), session);
+        Ok(())
+    }
+}
+
 impl Sessions {
     fn lock(&self) -> std::sync::MutexGuard<'_, SessionIndex> {
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -533,16 +932,27 @@ impl Sessions {
     /// Adds a session unless its client address already has `per_ip_limit` sessions (0: no
     /// limit). `Err` carries how many it has.
     pub(crate) fn insert(&self, session: Arc<Session>, per_ip_limit: usize) -> Result<(), usize> {
+        self.lock().insert(session, per_ip_limit)
+    }
+
+    /// Adds a session read back from the store, unless one with its id is held already (two
+    /// connections resumed it at once): then that one. The bool: `session` was added.
+    pub(crate) fn insert_or_get(
+        &self,
+        session: Arc<Session>,
+        per_ip_limit: usize,
+    ) -> Result<(Arc<Session>, bool), usize> {
         let mut index = self.lock();
-        if let Some(ip) = session.peer_ip {
-            let count = index.per_ip.entry(ip).or_insert(0);
-            if per_ip_limit > 0 && *count >= per_ip_limit {
-                return Err(*count);
-            }
-            *count += 1;
+        if let Some(held) = index.by_id.get(&session.id) {
+            return Ok((held.clone(), false));
         }
-        index.by_id.insert(session.id.clone(), session);
-        Ok(())
+        index.insert(session.clone(), per_ip_limit)?;
+        Ok((session, true))
+    }
+
+    /// Every session held now.
+    pub(crate) fn all(&self) -> Vec<Arc<Session>> {
+        self.lock().by_id.values().cloned().collect()
     }
 
     pub(crate) fn get(&self, id: &str) -> Option<Arc<Session>> {

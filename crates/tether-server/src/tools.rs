@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tether_core::validate::{CompiledSchema, FullSchema, FullValidator, Validator, format_validation_errors};
-use tether_protocol::{ErrorCode, ResultStatus, Risk, ToolCall, ToolSpec};
+use tether_protocol::{ContextEntry, ErrorCode, ResultStatus, Risk, ToolCall, ToolSpec};
 
 use crate::ServerError;
 use crate::server::App;
 use crate::session::Session;
-use tether_agent::{BoxFuture, ToolHost, ToolOutput};
+use tether_agent::{BoxFuture, RunCheckpoint, ToolHost, ToolOutput};
 
 /// What a server-side tool's handler returns.
 pub type ServerToolResult = Result<Value, String>;
@@ -65,6 +65,18 @@ impl ToolHost for SessionTools {
         let mut tools: Vec<ToolSpec> = self.app.server_tools.iter().map(|t| t.spec.clone()).collect();
         tools.extend(self.session.client_tools().into_iter().filter(|t| self.server_tool(&t.name).is_none()));
         tools
+    }
+
+    fn context(&self) -> Vec<ContextEntry> {
+        self.session.client_context()
+    }
+
+    fn checkpoint(&self, checkpoint: &RunCheckpoint) {
+        self.session.checkpoint(checkpoint);
+    }
+
+    fn resume_call<'a>(&'a self, _run_id: &'a str, call_id: &'a str) -> Option<BoxFuture<'a, ToolOutput>> {
+        self.session.resume_call(call_id)
     }
 
     fn check(&self, name: &str, args: &Value) -> Result<(), ToolOutput> {

@@ -100,7 +100,7 @@ async fn a_guessed_session_id_gets_nothing_of_that_session() {
     // Someone who knows (or guessed) the session id, but not the token.
     let mut intruder = server.client().await;
     let id = intruder.id();
-    let guess = Resume { session_id: resume.session_id.clone(), token: "0".repeat(32), last_seq: None };
+    let guess = Resume { session_id: resume.session_id.clone(), token: "0".repeat(32), last_seq: None, history: false };
     intruder
         .send(ClientFrame::Hello(Hello { id, protocol_version: PROTOCOL_VERSION, resume: Some(guess), client: None }))
         .await;

@@ -323,7 +323,12 @@ async fn a_wrong_resume_token_gets_a_new_session_not_the_old_one() {
     let first = client.hello(None).await;
     let mut intruder = server.client().await;
     let welcome = intruder
-        .hello(Some(Resume { session_id: first.session_id.clone(), token: "guess".into(), last_seq: None }))
+        .hello(Some(Resume {
+            session_id: first.session_id.clone(),
+            token: "guess".into(),
+            last_seq: None,
+            history: false,
+        }))
         .await;
     assert!(!welcome.resumed);
     assert_ne!(welcome.session_id, first.session_id);

@@ -66,6 +66,7 @@ async fn answer(socket: &mut Socket, run: &str, text: String) -> Result<()> {
         delta: text,
         done: true,
         status: Some(RunStatus::Completed),
+        reset: false,
     };
     send(socket, &ServerFrame::AgentMessage(frame)).await
 }

@@ -22,7 +22,7 @@ use tether_core::{
     ApprovalDecision, ApprovalRequest, CallRequest, Executor, HookOutcome, Outcome, OwnerId, RefusedTool,
     RegistryEvent, SmallMap, Step, ToolDef, ToolRegistry,
 };
-use tether_protocol::{ClientFrame, ContextUpdate, PageInfo, ResultStatus, ServerFrameOf, ToolSpec};
+use tether_protocol::{ClientFrame, ContextEntry, ContextUpdate, PageInfo, ResultStatus, ServerFrameOf, ToolSpec};
 use wasm_bindgen_futures::spawn_local;
 
 use crate::WebError;
@@ -108,6 +108,10 @@ struct CallState {
     url_before: Option<String>,
     revision_before: u64,
     changes_before: u64,
+    /// Its handler ran, so it holds `CONTEXT_UPDATE`s back until its result leaves.
+    held: bool,
+    /// Its handler started (a reload before its result is recorded makes it `interrupted`).
+    ran: bool,
 }
 
 struct Inner {
@@ -124,6 +128,10 @@ struct Inner {
     /// Counts every registry change, to see whether a navigation is still mounting tools.
     changes: u64,
     flush_scheduled: bool,
+    /// Handlers whose result has not left yet: while any runs, changes to the tools and the app
+    /// state are gathered into the one `CONTEXT_UPDATE` sent before its result (a navigation,
+    /// with the effects it triggers, is one update).
+    holding: u32,
     timer_at: Option<u64>,
     approver: Option<Approver>,
     notify: Option<NotifyCallback>,
@@ -132,6 +140,9 @@ struct Inner {
     next_listener: u32,
     recent: VecDeque<CallRecord>,
     running: bool,
+    /// Calls whose handler was running when the previous page went away (a reload): if the
+    /// server sends one again, it is answered `interrupted`, never run twice.
+    interrupted: Vec<String>,
 }
 
 struct Shared {
@@ -160,6 +171,11 @@ fn current_page() -> Option<PageInfo> {
     Some(PageInfo { url, title })
 }
 
+/// The tab's `sessionStorage`, where a page keeps its session across a reload.
+fn storage() -> Option<web_sys::Storage> {
+    web_sys::window()?.session_storage().ok().flatten()
+}
+
 fn current_url() -> Option<String> {
     web_sys::window()?.location().href().ok()
 }
@@ -173,6 +189,7 @@ enum Effect {
 impl Client {
     /// A client for `config`. Call [`Client::connect`] to open the connection.
     pub fn new(config: ClientConfig) -> Self {
+        crate::install_float_printer();
         let inner = Inner {
             registry: ToolRegistry::new(browser_validator()),
             resolvers: SmallMap::default(),
@@ -185,6 +202,7 @@ impl Client {
             next_owner: 0,
             changes: 0,
             flush_scheduled: false,
+            holding: 0,
             timer_at: None,
             approver: None,
             notify: None,
@@ -193,8 +211,56 @@ impl Client {
             next_listener: 0,
             recent: VecDeque::new(),
             running: false,
+            interrupted: Vec::new(),
         };
-        Client(Rc::new(Shared { config, inner: RefCell::new(inner) }))
+        let client = Client(Rc::new(Shared { config, inner: RefCell::new(inner) }));
+        client.restore_saved();
+        client
+    }
+
+    /// The `sessionStorage` key under which this page keeps its session.
+    fn storage_key(&self) -> String {
+        format!("tether:{}", self.0.config.url)
+    }
+
+    /// After a reload: goes on with the session the previous page kept in `sessionStorage` (the
+    /// next `HELLO` resumes it and asks for the conversation). The calls it had run without an
+    /// acknowledged result are answered `interrupted` if the server sends them again: never run
+    /// twice. Anything unreadable starts afresh.
+    fn restore_saved(&self) {
+        let Some(text) = storage().and_then(|storage| storage.get_item(&self.storage_key()).ok().flatten()) else {
+            return;
+        };
+        // Lines: session id, resume token, then call ids (none holds a newline).
+        let mut lines = text.split('\n').map(String::from);
+        let (Some(id), Some(token)) = (lines.next(), lines.next()) else { return };
+        let mut inner = self.inner();
+        // Frame ids go on from the time in milliseconds: above any count the old page reached.
+        inner.session.reloaded(id, token, Vec::new(), js_sys::Date::now() as u64);
+        inner.interrupted = lines.collect();
+    }
+
+    /// Keeps what a reload needs in `sessionStorage` (tab-scoped; a new tab starts afresh): the
+    /// session id and resume token, and the calls whose handler ran and whose result the server
+    /// has not acknowledged. Written before a handler runs and whenever a result is kept or
+    /// acknowledged.
+    #[inline(never)]
+    fn save(&self) {
+        let saved = {
+            let inner = self.0.inner.borrow();
+            let Some((id, token)) = inner.session.resume_info() else { return };
+            let mut saved = format!("{id}\n{token}");
+            let ran = inner.calls.iter().filter(|(_, call)| call.ran).map(|(id, _)| id.as_str());
+            for call_id in ran.chain(inner.session.unacknowledged().iter().map(|entry| entry.result.call_id.as_str())) {
+                saved.push('\n');
+                saved.push_str(call_id);
+            }
+            saved
+        };
+        if let Some(storage) = storage() {
+            // A full or refused storage only costs a reload its session.
+            let _ = storage.set_item(&self.storage_key(), &saved);
+        }
     }
 
     fn inner(&self) -> RefMut<'_, Inner> {
@@ -292,6 +358,17 @@ impl Client {
         }
     }
 
+    /// Shares app state with the agent for `owner` (replacing the entry of the same key); it goes
+    /// out with the tools in this tick's `CONTEXT_UPDATE` and leaves when `owner` unmounts.
+    /// Refused (and reported like a refused tool, as `agent.context.limit`) over the limits of
+    /// [`tether_protocol::MAX_CONTEXT_ENTRIES`] and [`tether_protocol::MAX_CONTEXT_BYTES`].
+    pub fn set_context(&self, owner: OwnerId, key: &str, description: &str, value: Value) -> Result<(), WebError> {
+        let entry = ContextEntry { key: key.to_string(), description: description.to_string(), value };
+        let result = self.inner().registry.set_context(owner, entry);
+        self.registry_changed();
+        result.map_err(WebError::from)
+    }
+
     /// Removes one tool of `owner` (if `owner` still owns it) and aborts its calls in flight.
     pub fn unregister(&self, owner: OwnerId, name: &str) {
         let steps = {
@@ -342,6 +419,20 @@ impl Client {
     pub fn send_message(&self, text: &str) {
         let frame = self.inner().session.message(text);
         if let Some(frame) = frame {
+            self.send_frame(&frame);
+        }
+    }
+
+    /// Stops the run in progress (the user's Stop button): the server ends it as `aborted`,
+    /// and the calls it waits for are cancelled here. Nothing happens when no run is in
+    /// progress or the client is not connected.
+    pub fn stop(&self) {
+        let frame = {
+            let mut inner = self.inner();
+            let id = inner.session.next_id();
+            ClientFrame::StopRun(tether_protocol::StopRun { id, run_id: None })
+        };
+        if self.connection_state() == ConnectionState::Open {
             self.send_frame(&frame);
         }
     }
@@ -444,7 +535,9 @@ impl Client {
         self.emit(&ClientEvent::Connection { state, attempt });
     }
 
-    /// Marks the registry changed and schedules one flush for this tick.
+    /// Marks the registry changed and schedules one flush for this tick. (Not inlined: every
+    /// registration method calls it.)
+    #[inline(never)]
     fn registry_changed(&self) {
         let schedule = {
             let mut inner = self.inner();
@@ -458,8 +551,13 @@ impl Client {
         }
     }
 
-    /// Reports registry events and sends one `CONTEXT_UPDATE` if the tool list changed.
+    /// Reports registry events and sends one `CONTEXT_UPDATE` if the tool list or the app state
+    /// changed, unless a handler's result is pending (it sends the update before it leaves).
     pub(crate) fn flush(&self) {
+        self.flush_unless_held(true);
+    }
+
+    fn flush_unless_held(&self, hold: bool) {
         let mut effects = Vec::new();
         let frame = {
             let mut inner = self.inner();
@@ -474,8 +572,8 @@ impl Client {
                     effects.push(Effect::Error(WebError::Registry(error.clone())));
                 }
             }
-            let welcomed = inner.state == ConnectionState::Open;
-            match inner.registry.flush().filter(|_| welcomed) {
+            let welcomed = inner.state == ConnectionState::Open && !(hold && inner.holding > 0);
+            match if welcomed { inner.registry.flush() } else { None } {
                 Some(snapshot) => {
                     let id = inner.session.next_id();
                     let names = snapshot.tools.iter().map(|t| t.name.clone()).collect();
@@ -485,6 +583,7 @@ impl Client {
                         revision: snapshot.revision,
                         tools: snapshot.tools,
                         page: current_page(),
+                        context: snapshot.context,
                     }))
                 }
                 None => None,
@@ -544,13 +643,13 @@ impl Client {
 
     /// Handles one text frame from the server.
     pub(crate) fn receive(&self, text: &str) {
-        match crate::json::parse(text).and_then(|value| ServerFrameOf::<Value>::decode_value(&value)) {
+        match crate::json::parse(text).and_then(|value| ServerFrameOf::<Value, Value>::decode_value(&value)) {
             Ok(frame) => self.on_frame(frame),
             Err(error) => self.report(&WebError::Protocol(error)),
         }
     }
 
-    fn on_frame(&self, frame: ServerFrameOf<Value>) {
+    fn on_frame(&self, frame: ServerFrameOf<Value, Value>) {
         // A frame processed before (delivered again after a reconnect) is skipped.
         if !self.inner().session.received(&frame) {
             return;
@@ -581,13 +680,18 @@ impl Client {
                     self.drive(step);
                 }
             }
-            ServerFrameOf::ToolResultAck(ack) => self.inner().session.acknowledged(&ack.call_id),
+            ServerFrameOf::ToolResultAck(ack) => {
+                self.inner().session.acknowledged(&ack.call_id);
+                self.save();
+            }
             ServerFrameOf::AgentMessage(message) => self.emit(&ClientEvent::AgentMessage {
                 run_id: message.run_id,
                 delta: message.delta,
                 done: message.done,
                 status: message.status,
+                reset: message.reset,
             }),
+            ServerFrameOf::History(history) => self.emit(&ClientEvent::History { lines: history.lines }),
             ServerFrameOf::Event(event) => self.emit(&ClientEvent::Run { run_id: event.run_id, event: event.event }),
             ServerFrameOf::Error(error) => {
                 // `unknown_call` naming a kept result: the server will never take it.
@@ -621,6 +725,7 @@ impl Client {
                 revision: snapshot.revision,
                 tools: snapshot.tools,
                 page: current_page(),
+                context: snapshot.context,
             });
             // The tool list first, so that results and messages are read against it.
             let welcomed = inner.session.welcomed(&welcome, context, now_ms());
@@ -639,6 +744,7 @@ impl Client {
         for frame in send {
             self.send_frame(&frame);
         }
+        self.save();
         // Unacknowledged results are sent again if no acknowledgement comes.
         self.arm_timer();
         self.apply(effects);
@@ -650,6 +756,22 @@ impl Client {
 
     fn start_call_with(&self, request: CallRequest, local: Option<futures_channel::oneshot::Sender<Outcome>>) {
         let call_id = request.call_id.clone();
+        // A call whose handler ran in the page before a reload (its result never reached the
+        // server): it may or may not have taken effect, so it is not run again.
+        let interrupted = {
+            let mut inner = self.inner();
+            let at = inner.interrupted.iter().position(|id| *id == call_id);
+            at.map(|at| inner.interrupted.swap_remove(at))
+        };
+        if interrupted.is_some() && local.is_none() {
+            let outcome = Outcome {
+                call_id,
+                tool: request.tool,
+                status: ResultStatus::Interrupted,
+                content: Value::from("Interrupted by a page reload: whether it took effect is unknown; check first."),
+            };
+            return self.send_result(&outcome, None);
+        }
         let step = {
             let mut inner = self.inner();
             let Inner { executor, registry, .. } = &mut *inner;
@@ -744,13 +866,21 @@ impl Client {
             let mut inner = self.inner();
             let handler = inner.registry.get(tool).map(|t| t.handler().handler.clone());
             let (revision, changes) = (inner.registry.revision(), inner.changes);
+            let held = handler.is_some() && inner.calls.get(&call_id).is_some_and(|c| c.local.is_none());
             if let Some(state) = inner.calls.get_mut(&call_id) {
                 state.url_before = current_url();
                 state.revision_before = revision;
                 state.changes_before = changes;
+                state.held = held;
+                state.ran = held;
             }
+            inner.holding += u32::from(held);
             (handler, inner.notify.clone())
         };
+        // Kept before the handler starts: a reload while it runs answers it `interrupted`.
+        if handler.is_some() {
+            self.save();
+        }
         let Some(handler) = handler else {
             let step =
                 self.inner().executor.handler_done(&call_id, Err(format!("tool \"{tool}\" is no longer available")));
@@ -839,12 +969,20 @@ impl Client {
                     && (current_url() != state.url_before || inner.changes != state.changes_before)
             };
             let settle_ms = if navigated { Some(client.settle().await) } else { None };
+            if state.held {
+                client.inner().holding -= 1;
+            }
+            if state.held || navigated {
+                // What changed while it ran goes first (nothing is sent when nothing did).
+                client.flush_unless_held(false);
+            }
             client.send_result(&outcome, settle_ms);
         });
     }
 
     /// Waits until the registry stops changing (no change for one frame) or the bounded wait
-    /// ends, then flushes, so that the new page's tools reach the server before the result.
+    /// ends; the caller then flushes, so that the new page's tools reach the server before the
+    /// result.
     async fn settle(&self) -> f64 {
         let started = js_sys::Date::now();
         let limit = f64::from(self.0.config.max_settle_ms);
@@ -858,7 +996,6 @@ impl Client {
                 break;
             }
         }
-        self.flush();
         js_sys::Date::now() - started
     }
 
@@ -870,6 +1007,7 @@ impl Client {
             self.send_frame(&frame);
             self.arm_timer();
         }
+        self.save();
         self.record(outcome, settle_ms);
     }
 

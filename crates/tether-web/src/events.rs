@@ -126,6 +126,18 @@ pub enum ClientEvent {
         done: bool,
         /// How the run ended, when done.
         status: Option<RunStatus>,
+        /// The text shown for this run so far is replaced by `delta` (a run the server goes on
+        /// with after a restart).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        reset: bool,
+    },
+    /// The conversation so far, after a reload (the page asked the server for it): the chat
+    /// shows these lines first.
+    History {
+        /// Oldest first, as the server sent them (`{role, text, runId?, status?}`, see
+        /// [`tether_protocol::HistoryLine`], whose `from_value` reads one); an agent line without
+        /// a status is the run in progress.
+        lines: Vec<Value>,
     },
     /// A run event from the server.
     #[serde(rename_all = "camelCase")]
@@ -257,12 +269,16 @@ impl ClientEvent {
             ClientEvent::CallFinished { record } => {
                 object.text("type", "callFinished").value("record", record.to_value())
             }
-            ClientEvent::AgentMessage { run_id, delta, done, status } => object
+            ClientEvent::AgentMessage { run_id, delta, done, status, reset } => object
                 .text("type", "agentMessage")
                 .text("runId", run_id)
                 .text("delta", delta)
                 .value("done", Value::Bool(*done))
-                .value("status", status.map_or(Value::Null, |status| Value::from(status.as_str()))),
+                .value("status", status.map_or(Value::Null, |status| Value::from(status.as_str())))
+                .maybe("reset", reset.then_some(Value::Bool(true))),
+            ClientEvent::History { lines } => {
+                object.text("type", "history").value("lines", Value::Array(lines.clone()))
+            }
             ClientEvent::Run { run_id, event } => {
                 object.text("type", "run").value("runId", Value::from(run_id.clone())).value("event", event.clone())
             }
@@ -311,8 +327,15 @@ mod tests {
                 delta: "hi".into(),
                 done: true,
                 status: Some(RunStatus::Completed),
+                reset: false,
             },
-            ClientEvent::AgentMessage { run_id: "r".into(), delta: "".into(), done: false, status: None },
+            ClientEvent::AgentMessage { run_id: "r".into(), delta: "".into(), done: false, status: None, reset: true },
+            ClientEvent::History {
+                lines: vec![
+                    json!({"role": "user", "text": "hi"}),
+                    json!({"role": "agent", "text": "Hello", "runId": "r", "status": "completed"}),
+                ],
+            },
             ClientEvent::Run {
                 run_id: Some("r".into()),
                 event: json!({"kind": "run_end", "status": "failed", "turns": 2, "error": "x"}),

@@ -68,7 +68,8 @@ export type TetherEvent =
   | { type: "callStarted"; callId: string; tool: string; args: any }
   | { type: "approvalRequested"; request: ApprovalRequest }
   | { type: "callFinished"; record: CallRecord }
-  | { type: "agentMessage"; runId: string; delta: string; done: boolean; status?: string | null }
+  | { type: "agentMessage"; runId: string; delta: string; done: boolean; status?: string | null; reset?: boolean }
+  | { type: "history"; lines: { role: "user" | "agent"; text: string; runId?: string; status?: string }[] }
   | { type: "run"; runId?: string | null; event: { kind: string; [key: string]: unknown } }
   | { type: "serverError"; code: string; message: string };
 "#;
@@ -116,6 +117,14 @@ extern "C" {
 // Values cross the boundary as JavaScript objects, converted by walking them (`crate::json`);
 // Rust view types are turned into JSON values by their `to_value` methods first. The module
 // carries no JSON text parser or writer: the browser's `JSON` does that work.
+
+/// A refusal as the JavaScript error a method throws (one copy of the formatting for every
+/// method).
+#[inline(never)]
+#[allow(clippy::needless_pass_by_value, reason = "it is `map_err`'s function")]
+fn refusal(error: WebError) -> JsError {
+    JsError::new(&error.to_string())
+}
 
 fn from_js(value: &JsValue, what: &str) -> Result<Value, JsError> {
     crate::json::from_js(value).map_err(|error| JsError::new(&format!("invalid {what}: {error}")))
@@ -293,9 +302,7 @@ impl TetherClient {
     ) -> Result<(), JsError> {
         let def = self::definition(definition)?;
         let handler = self::handler(function(handler.into(), "handler")?);
-        self.client
-            .register_handler(tether_core::OwnerId(owner as u64), def, handler)
-            .map_err(|e| JsError::new(&e.to_string()))
+        self.client.register_handler(tether_core::OwnerId(owner as u64), def, handler).map_err(refusal)
     }
 
     /// Registers a resolver group: `definitions[i]` (named `prefix_name`) runs `handlers[i]`,
@@ -349,12 +356,24 @@ impl TetherClient {
         }
         let results = self.client.register_resolver(tether_core::OwnerId(owner as u64), prefix, tools, resolver);
         match results.into_iter().find_map(Result::err) {
-            Some(error) => Err(JsError::new(&error.to_string())),
+            Some(error) => Err(refusal(error)),
             None => Ok(()),
         }
     }
 
-    /// Removes every non-global tool of `owner` and aborts their calls in flight.
+    /// Shares app state with the agent for `owner` (replacing the entry of the same key): the
+    /// model reads `description` and `value` (any JSON value) as data. Throws when refused (a
+    /// key that is not a valid name, more than 16 entries or 8 KiB of JSON together); the
+    /// refusal is also reported to `onError` and subscribers as `agent.context.limit`. The entry
+    /// leaves with `unregisterOwner(owner)`.
+    #[wasm_bindgen(js_name = setContext)]
+    pub fn set_context(&self, owner: f64, key: &str, description: &str, value: &JsValue) -> Result<(), JsError> {
+        let value = from_js(value, "context value")?;
+        self.client.set_context(tether_core::OwnerId(owner as u64), key, description, value).map_err(refusal)
+    }
+
+    /// Removes every non-global tool and every context entry of `owner`, and aborts their
+    /// calls in flight.
     #[wasm_bindgen(js_name = unregisterOwner)]
     pub fn unregister_owner(&self, owner: f64) {
         self.client.unregister_owner(tether_core::OwnerId(owner as u64));
@@ -414,6 +433,12 @@ impl TetherClient {
     }
 
     /// Sends the user's message (queued until connected).
+    /// Stops the run in progress (a Stop button): the server ends it as `aborted` and the
+    /// calls it waits for are cancelled in this page. Does nothing when none is in progress.
+    pub fn stop(&self) {
+        self.client.stop();
+    }
+
     #[wasm_bindgen(js_name = sendMessage)]
     pub fn send_message(&self, text: &str) {
         self.client.send_message(text);
@@ -425,7 +450,9 @@ impl TetherClient {
         to_js(&Value::Array(tools)).unchecked_into()
     }
 
-    /// The most recent refused registrations: `{name, reason, event}`.
+    /// The most recent refused registrations: `{name, reason, event}`. Feature `dev-api`
+    /// (subscribers get each refusal as a `toolRefused` event).
+    #[cfg(feature = "dev-api")]
     pub fn refused(&self) -> JsValue {
         let refused: Vec<Value> = self
             .client
@@ -434,6 +461,7 @@ impl TetherClient {
             .map(|r| {
                 let event = match r.error {
                     tether_core::CoreError::ToolLimit { .. } => tether_core::LIMIT_EVENT,
+                    tether_core::CoreError::ContextLimit { .. } => tether_core::CONTEXT_LIMIT_EVENT,
                     _ => "tool.registry.refused",
                 };
                 JsonObject::new()
@@ -446,7 +474,9 @@ impl TetherClient {
         to_js(&Value::Array(refused))
     }
 
-    /// The most recent finished calls.
+    /// The most recent finished calls. Feature `dev-api` (subscribers get each as a
+    /// `callFinished` event).
+    #[cfg(feature = "dev-api")]
     #[wasm_bindgen(js_name = recentCalls)]
     pub fn recent_calls(&self) -> JsCallRecords {
         let calls: Vec<Value> = self.client.recent_calls().iter().map(crate::CallRecord::to_value).collect();

@@ -32,10 +32,20 @@ pub use client::{
 };
 pub use events::{ApprovalView, CallRecord, ClientEvent, ConnectionState, Notification};
 pub use regex::{BrowserRegex, JsRegex};
+
+/// Makes the browser print the numbers the core writes as text (`String(number)`: the shortest
+/// form that reads back as the same `f64`), so that the module carries no float printer of its
+/// own (see `tether_core::set_float_printer`). [`Client::new`] calls it; call it yourself before
+/// using the compact validator without a client (its `multipleOf` and messages need it).
+pub fn install_float_printer() {
+    tether_core::set_float_printer(|value| {
+        js_sys::Number::from(value).to_string_with_radix(10).map(String::from).unwrap_or_default()
+    });
+}
 pub use tether_core::{
     ApprovalDecision, ApprovalRequest, CoreError, OwnerId, RefusedTool, ResultStatus, Risk, ToolDef, ToolSpec,
 };
-pub use tether_protocol::{ErrorCode, RunEvent, RunStatus};
+pub use tether_protocol::{ErrorCode, HistoryLine, HistoryRole, RunEvent, RunStatus};
 
 /// The message of a thrown JavaScript `Error`, when the value is one.
 pub(crate) fn js_error_message(error: &wasm_bindgen::JsValue) -> Option<String> {

@@ -10,7 +10,8 @@ extern "C" {
     fn new_regexp(pattern: &str, flags: &str) -> Result<js_sys::RegExp, JsValue>;
 }
 
-/// A [`RegexEngine`] that compiles patterns with the browser's `RegExp` (flag `u`).
+/// A [`RegexEngine`] that compiles patterns with the browser's `RegExp` (flag `u`). Numbers in
+/// `multipleOf` and in messages need [`crate::install_float_printer`] (a [`crate::Client`] installs it).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BrowserRegex;
 

@@ -46,6 +46,9 @@ struct Harness {
 impl Harness {
     /// A client for `config` whose events are recorded, not yet connected.
     fn new(config: ClientConfig) -> Harness {
+        // Every test is a fresh page: no session kept from the test before (the runtime keeps
+        // its session in sessionStorage, for a reload).
+        web_sys::window().unwrap().session_storage().unwrap().unwrap().clear().unwrap();
         let client = Client::new(config);
         let (sender, events) = mpsc::unbounded();
         client.subscribe(move |event| {

@@ -45,6 +45,7 @@ const FILES: [(&str, &str); 27] = suite![
 
 #[wasm_bindgen_test]
 fn the_suite_passes_with_javascript_regexp() {
+    tether_web::install_float_printer();
     let validator = CompactValidator::new(BrowserRegex);
     let (mut groups, mut cases) = (0, 0);
     for (file, text) in FILES {

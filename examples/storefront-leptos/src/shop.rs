@@ -36,6 +36,11 @@ pub(crate) fn price(cents: u32) -> String {
     format!("${}.{:02}", cents / 100, cents % 100)
 }
 
+/// A product as the agent reads it: `Red mug (mug-red): $12.00. A red ceramic mug, 350 ml.`
+pub(crate) fn product_line(p: &Product) -> String {
+    format!("{} ({}): {}. {}", p.name, p.id, price(p.price), p.description)
+}
+
 /// One line of the cart.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct CartLine {
@@ -175,6 +180,31 @@ impl Shop {
 
     pub(crate) fn clear(&self) {
         self.cart.set(Vec::new());
+    }
+
+    /// The cart as the agent reads it (`use_agent_context`): `3 items (2 × Red mug, 1 × Black
+    /// T-shirt), total $44.00`, or `empty`. Tracked: the entry is sent again when the cart changes.
+    pub(crate) fn cart_context(&self) -> Value {
+        self.cart.track();
+        match self.cart.with_untracked(Vec::is_empty) {
+            true => json!("empty"),
+            false => json!(format!("{}, total {}", self.cart_summary(), price(self.total()))),
+        }
+    }
+
+    /// The page the user is on, in words (`use_agent_context`). Tracked.
+    pub(crate) fn page_context(&self) -> Value {
+        json!(match self.route.get() {
+            Route::Home => "the home page, with every product".to_string(),
+            Route::Product(id) => match product(&id) {
+                Some(p) => format!("the page of {}", p.name),
+                None => "a page for a product that does not exist".to_string(),
+            },
+            Route::Cart => "the cart page".to_string(),
+            Route::Done => "the order confirmation".to_string(),
+            Route::Stress => "the stress page".to_string(),
+            Route::NotFound => "a page that does not exist".to_string(),
+        })
     }
 
     /// The `cart_view` result: `cart: 3 items (…); total $44.00`.

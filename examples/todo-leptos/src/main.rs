@@ -5,8 +5,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use tether_leptos::{
-    AgentProvider, ApprovalDialog, ChatPanel, Risk, RuntimeErrors, ToolDef, ToolInspector, use_agent_tool_reactive,
-    use_agent_tool_typed,
+    AgentProvider, ApprovalDialog, ChatPanel, Risk, RuntimeErrors, ToolDef, ToolInspector, use_agent_context,
+    use_agent_tool_reactive, use_agent_tool_typed,
 };
 
 /// The arguments of `todo_add`; the doc comments become the schema's descriptions.
@@ -19,6 +19,9 @@ struct TodoAdd {
 #[component]
 fn Todos() -> impl IntoView {
     let todos = RwSignal::new(Vec::<String>::new());
+    // The agent reads the list as it is now (as data, before each message): "what is on my list?"
+    // needs no tool.
+    use_agent_context("The to-do list", move || json!(todos.get()));
     // The agent may call todo_add while <Todos/> is mounted; the handler reads the signal when it runs.
     use_agent_tool_typed::<TodoAdd>(
         ToolDef::new("todo_add", "Add an item to the to-do list."),

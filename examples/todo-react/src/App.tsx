@@ -1,10 +1,21 @@
 import { useState } from "react";
 import { z } from "zod";
-import { ApprovalDialog, ChatPanel, RuntimeErrors, TetherProvider, ToolInspector, useAgentTool } from "@tether/react";
+import {
+  ApprovalDialog,
+  ChatPanel,
+  RuntimeErrors,
+  TetherProvider,
+  ToolInspector,
+  useAgentContext,
+  useAgentTool,
+} from "@tether/react";
 import "@tether/react/styles.css";
 
 function Todos() {
   const [todos, setTodos] = useState<string[]>([]);
+  // The agent reads the list as it is now (as data, before each message): "what is on my list?"
+  // needs no tool.
+  useAgentContext({ description: "The to-do list", value: todos });
   // The agent may call todo_add while <Todos/> is mounted; the handler sees the current state.
   useAgentTool(
     { name: "todo_add", description: "Add an item to the to-do list.", schema: z.object({ title: z.string().min(1) }) },

@@ -7,6 +7,7 @@ import {
   RuntimeErrors,
   TetherProvider,
   ToolInspector,
+  useAgentContext,
   useAgentTool,
 } from "@tether/react";
 import {
@@ -15,12 +16,15 @@ import {
   ShopProvider,
   addToCart,
   cartAttribute,
+  cartContext,
   cartSummary,
   cartText,
   itemCount,
+  pageContext,
   pageOpened,
   price,
   product,
+  productLine,
   total,
   useShop,
 } from "./shop.js";
@@ -63,6 +67,9 @@ function Layout() {
       return pageOpened(shop.cart, "cart");
     },
   );
+  // What the agent reads without calling a tool: where the user is and what is in the cart.
+  useAgentContext({ description: "The page the user is on", value: pageContext(shop.route) });
+  useAgentContext({ description: "The shopping cart", value: cartContext(shop.cart) });
   const { route } = shop;
   return (
     <>
@@ -71,12 +78,7 @@ function Layout() {
           Tether Shop
         </a>
         <span className="spacer" />
-        <a className="cart-link" href="/cart" onClick={shop.link("/cart")}>
-          Cart{" "}
-          <span className="badge" data-testid="cart-badge" data-cart={cartAttribute(shop.cart)}>
-            {itemCount(shop.cart)}
-          </span>
-        </a>
+        <MiniCart />
         <span hidden data-testid="cart-add-runs">
           {shop.cartAddRuns}
         </span>
@@ -133,6 +135,7 @@ function ProductGrid() {
     shop.setCart(cart);
     return `added ${quantity} × ${product(productId)?.name ?? productId}; cart: ${cartSummary(cart)}`;
   });
+  useAgentContext({ description: "The products in the shop", value: PRODUCTS.map(productLine).join("\n") });
   return (
     <>
       <h1>Products</h1>
@@ -184,6 +187,7 @@ function ProductPage({ id }: { id: string }) {
       return `added ${args.quantity} × ${product(args.productId)?.name ?? args.productId}; cart: ${cartSummary(cart)}`;
     },
   );
+  useAgentContext({ description: "The product on this page", value: found ? productLine(found) : "no such product" });
   if (!found) return <p>No such product.</p>;
   return (
     <article className="card" data-testid="product-page" data-product={found.id}>
@@ -199,37 +203,6 @@ function CartPage() {
   const shop = useShop();
   const { cart } = shop;
   useAgentTool({ name: "cart_view", description: "Show the items in the cart and the total.", schema: NO_ARGS }, () => cartText(shop.cart));
-  // Re-registered when the cart changes: the enum lists what can be removed now.
-  useAgentTool(
-    {
-      name: "cart_remove",
-      description: "Remove a product from the cart.",
-      risk: "high",
-      schema: {
-        type: "object",
-        properties: { productId: { type: "string", enum: cart.map((l) => l.productId) } },
-        required: ["productId"],
-        additionalProperties: false,
-      },
-    },
-    ({ productId }: { productId: string }) => {
-      const next = shop.cart.filter((l) => l.productId !== productId);
-      shop.setCart(next);
-      return `removed ${product(productId)?.name ?? productId}; cart: ${cartSummary(next)}`;
-    },
-  );
-  useAgentTool({ name: "cart_clear", description: "Empty the cart.", risk: "high", schema: NO_ARGS }, () => {
-    shop.setCart([]);
-    return "emptied the cart; cart: empty";
-  });
-  useAgentTool(
-    { name: "checkout", description: "Place the order and pay for everything in the cart.", risk: "critical", schema: NO_ARGS },
-    () => {
-      if (shop.cart.length === 0) throw new Error("the cart is empty: nothing to order");
-      const what = `${cartSummary(shop.cart)}, total ${price(total(shop.cart))}`;
-      return `placed order ${shop.placeOrder()}: ${what}; the cart is now empty`;
-    },
-  );
   return (
     <section data-testid="cart-page">
       <h1>Your cart</h1>
@@ -254,6 +227,62 @@ function CartPage() {
   );
 }
 
+/**
+ * The cart in the header, on every page: the badge, and the tools that change the cart as a whole
+ * (they are there wherever the user is, as the cart is).
+ */
+function MiniCart() {
+  const shop = useShop();
+  useAgentTool({ name: "cart_clear", description: "Empty the cart.", risk: "high", schema: NO_ARGS }, () => {
+    shop.setCart([]);
+    return "emptied the cart; cart: empty";
+  });
+  useAgentTool(
+    { name: "checkout", description: "Place the order and pay for everything in the cart.", risk: "critical", schema: NO_ARGS },
+    () => {
+      if (shop.cart.length === 0) throw new Error("the cart is empty: nothing to order");
+      const what = `${cartSummary(shop.cart)}, total ${price(total(shop.cart))}`;
+      return `placed order ${shop.placeOrder()}: ${what}; the cart is now empty`;
+    },
+  );
+  return (
+    <>
+      {/* cart_remove is there while something is in the cart (an empty enum names nothing). */}
+      {shop.cart.length > 0 && <CartRemoveTool />}
+      <a className="cart-link" href="/cart" onClick={shop.link("/cart")}>
+        Cart{" "}
+        <span className="badge" data-testid="cart-badge" data-cart={cartAttribute(shop.cart)}>
+          {itemCount(shop.cart)}
+        </span>
+      </a>
+    </>
+  );
+}
+
+/** `cart_remove`, re-registered when the cart changes: the enum lists what can be removed now. */
+function CartRemoveTool() {
+  const shop = useShop();
+  useAgentTool(
+    {
+      name: "cart_remove",
+      description: "Remove a product from the cart.",
+      risk: "high",
+      schema: {
+        type: "object",
+        properties: { productId: { type: "string", enum: shop.cart.map((l) => l.productId) } },
+        required: ["productId"],
+        additionalProperties: false,
+      },
+    },
+    ({ productId }: { productId: string }) => {
+      const next = shop.cart.filter((l) => l.productId !== productId);
+      shop.setCart(next);
+      return `removed ${product(productId)?.name ?? productId}; cart: ${cartSummary(next)}`;
+    },
+  );
+  return null;
+}
+
 function DonePage() {
   const shop = useShop();
   return (
@@ -269,14 +298,17 @@ function DonePage() {
   );
 }
 
-const STRESS = Array.from({ length: 29 }, (_, i) => i + 1);
+const STRESS = Array.from({ length: 27 }, (_, i) => i + 1);
 
-/** 29 tools of its own next to the layout's 2 globals: the 31st, `stress_tool_29`, is refused (cap 30), loudly. */
+/**
+ * 27 tools of its own next to the layout's 4 (navigation and the mini cart's; the cart is empty on a
+ * fresh page): the 31st, `stress_tool_27`, is refused (cap 30), loudly.
+ */
 function StressPage() {
   return (
     <>
       <h1>A page with 31 tools</h1>
-      <p>The layout's 2 and 29 of its own: the inspector shows which one was refused.</p>
+      <p>The layout's 4 and 27 of its own: the inspector shows which one was refused.</p>
       {STRESS.map((n) => (
         <StressTool key={n} n={n} />
       ))}

@@ -69,6 +69,32 @@ export function cartSummary(cart: CartLine[]): string {
 export const cartText = (cart: CartLine[]) =>
   cart.length === 0 ? "cart: empty" : `cart: ${cartSummary(cart)}; total ${price(total(cart))}`;
 
+/** The cart as the agent reads it (`useAgentContext`): `3 items (…), total $44.00`, or `empty`. */
+export const cartContext = (cart: CartLine[]) => (cart.length === 0 ? "empty" : `${cartSummary(cart)}, total ${price(total(cart))}`);
+
+/** A product as the agent reads it: `Red mug (mug-red): $12.00. A red ceramic mug, 350 ml.` */
+export const productLine = (p: Product) => `${p.name} (${p.id}): ${price(p.price)}. ${p.description}`;
+
+/** The page the user is on, in words (`useAgentContext`). */
+export function pageContext(route: Route): string {
+  switch (route.page) {
+    case "home":
+      return "the home page, with every product";
+    case "product": {
+      const found = product(route.id);
+      return found ? `the page of ${found.name}` : "a page for a product that does not exist";
+    }
+    case "cart":
+      return "the cart page";
+    case "done":
+      return "the order confirmation";
+    case "stress":
+      return "the stress page";
+    case "notFound":
+      return "a page that does not exist";
+  }
+}
+
 /** What `data-cart` on the cart badge says: `mug-red=2 tee-black=1` (checked by the benchmark). */
 export const cartAttribute = (cart: CartLine[]) => cart.map((l) => `${l.productId}=${l.quantity}`).join(" ");
 

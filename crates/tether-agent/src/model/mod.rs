@@ -23,8 +23,10 @@ use crate::AgentError;
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// One message of the conversation with the model.
-#[derive(Debug, Clone, PartialEq)]
+/// One message of the conversation with the model. Serialisable (run checkpoints keep it):
+/// `{"role": "user", "content": …}`, tool calls and results as their fields.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
 pub enum ChatMessage {
     /// Instructions from the operator.
     System {
@@ -41,11 +43,13 @@ pub enum ChatMessage {
         /// The text.
         content: String,
         /// The tools it asked for.
+        #[serde(default, rename = "toolCalls", skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ModelToolCall>,
     },
     /// The result of a tool call, as the model reads it.
     Tool {
         /// The call it answers.
+        #[serde(rename = "callId")]
         call_id: String,
         /// The tool's name.
         name: String,
@@ -55,7 +59,7 @@ pub enum ChatMessage {
 }
 
 /// A tool call the model asked for.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ModelToolCall {
     /// The call's id (generated when the model gave none).
     pub id: String,

@@ -47,6 +47,13 @@ pub struct OpenAiConfig {
     pub temperature: Option<f64>,
     /// The most tokens one reply may have (`None`: the provider's default).
     pub max_tokens: Option<u32>,
+    /// In the `text` and `constrained` modes, list the tools in a system message right before
+    /// the run's request instead of in the first one (default on): the conversation before it
+    /// stays the same when the page's tools change, so a model server's prompt cache keeps it
+    /// (measured: a navigation in a long conversation otherwise re-reads all of it, 25-30 s on a
+    /// 2-core CPU). A provider whose chat template refuses a system message there (an HTTP
+    /// error) gets the tools in the first one from then on.
+    pub late_tools: bool,
 }
 
 impl std::fmt::Debug for OpenAiConfig {
@@ -75,6 +82,7 @@ impl OpenAiConfig {
             max_calls_per_reply: 1,
             temperature: None,
             max_tokens: None,
+            late_tools: true,
         }
     }
 
@@ -101,6 +109,9 @@ pub struct OpenAiProvider {
     resolved: tokio::sync::Mutex<Option<(ToolMode, String)>>,
     /// Tools the provider refused, by name and schema: the reason.
     refused: Mutex<HashMap<(String, String), String>>,
+    /// Whether the tools go in a system message before the run's request
+    /// ([`OpenAiConfig::late_tools`]); turned off for good once the provider refuses that.
+    late_tools: std::sync::atomic::AtomicBool,
 }
 
 /// What a request sends besides the conversation.
@@ -108,6 +119,8 @@ struct Turn<'a> {
     mode: ToolMode,
     tools: Vec<&'a ToolSpec>,
     answer: Option<&'a Value>,
+    /// The tools go in a system message before the run's request.
+    late: bool,
 }
 
 impl OpenAiProvider {
@@ -119,11 +132,13 @@ impl OpenAiProvider {
             .timeout(config.timeout)
             .build()
             .map_err(|error| AgentError::Config(format!("cannot build the HTTP client: {error}")))?;
+        let late_tools = std::sync::atomic::AtomicBool::new(config.late_tools);
         Ok(OpenAiProvider {
             config,
             client,
             resolved: tokio::sync::Mutex::new(None),
             refused: Mutex::new(HashMap::new()),
+            late_tools,
         })
     }
 
@@ -269,7 +284,7 @@ impl OpenAiProvider {
     /// Whether the provider accepts `tools` as this mode sends them: a one-token request.
     async fn accepts(&self, mode: ToolMode, tools: &[&ToolSpec]) -> Result<(), String> {
         let request = ChatRequest { messages: vec![ChatMessage::User { content: ".".into() }], tools: Vec::new() };
-        let turn = Turn { mode, tools: tools.to_vec(), answer: None };
+        let turn = Turn { mode, tools: tools.to_vec(), answer: None, late: self.late() };
         let mut body = self.body(&request, &turn);
         body["stream"] = json!(false);
         body["max_tokens"] = json!(1);
@@ -297,6 +312,10 @@ impl OpenAiProvider {
         refused
     }
 
+    fn late(&self) -> bool {
+        self.late_tools.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn refusal_key(tool: &ToolSpec) -> (String, String) {
         (tool.name.clone(), tool.parameters.to_string())
     }
@@ -320,11 +339,20 @@ impl OpenAiProvider {
             }
         }
         let sends_schemas = matches!(mode, ToolMode::Native | ToolMode::Constrained);
+        let prompted = matches!(mode, ToolMode::Text | ToolMode::Constrained);
         let response = loop {
-            let turn = Turn { mode, tools: tools.clone(), answer };
+            let turn = Turn { mode, tools: tools.clone(), answer, late: self.late() };
             let body = self.body(request, &turn);
             match self.send(&body).await {
                 Ok(response) => break response,
+                Err(AgentError::ProviderStatus { status, message })
+                    if prompted && turn.late && !tools.is_empty() && status != 429 && status >= 400 =>
+                {
+                    // Perhaps the chat template allows a system message only first: try that,
+                    // for this request and the later ones.
+                    tracing::warn!(status, %message, "the provider refused the tools before the request; they go in the first system message from now on");
+                    self.late_tools.store(false, std::sync::atomic::Ordering::Relaxed);
+                }
                 Err(AgentError::ProviderStatus { status: 400, message }) if sends_schemas && !tools.is_empty() => {
                     let found = self.find_refused(mode, &tools).await;
                     if found.is_empty() {
@@ -487,8 +515,27 @@ fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
             ChatMessage::Tool { name, content, .. } => push_user(&mut out, &format!("{}{content}", result_label(name))),
         }
     }
+    // After tool results, the user's request again: a small model that just read "added 1 × Blue
+    // mug" otherwise answers as if the whole request were done (measured on the task benchmark:
+    // "add one blue mug and one red mug" stopped after the first).
+    if let Some(ChatMessage::Tool { content: last, .. }) = request.messages.last() {
+        if let Some(asked) = request.messages.iter().rev().find_map(|m| match m {
+            ChatMessage::User { content }
+                if !content.starts_with(crate::HOOK_LABEL) && !content.starts_with(crate::CONTEXT_LABEL) =>
+            {
+                Some(content.as_str())
+            }
+            _ => None,
+        }) {
+            push_user(&mut out, &reminder(asked, last));
+        }
+    }
     let instructions = tool_instructions(turn);
-    if !instructions.is_empty() {
+    // Late: right before the run's request (and the app state that precedes it).
+    let request_at = turn.late.then(|| late_tools_position(&out)).flatten().filter(|_| !turn.tools.is_empty());
+    if let (Some(at), false) = (request_at, instructions.is_empty()) {
+        out.insert(at, json!({"role": "system", "content": instructions}));
+    } else if !instructions.is_empty() {
         match out.first_mut() {
             Some(first) if first["role"] == "system" => {
                 let joined = format!("{}\n\n{instructions}", first["content"].as_str().unwrap_or_default());
@@ -498,6 +545,34 @@ fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
         }
     }
     out
+}
+
+/// What follows the tool results of a prompted turn: the request, and what to do next. After a
+/// call the user (or a policy) refused, the model is told not to look for another way (measured:
+/// after "Place my order now." was refused, the 1.5B model tried `cart_clear`, then `cart_add`).
+pub(crate) fn reminder(asked: &str, last_result: &str) -> String {
+    let asked: String = asked.chars().take(300).collect();
+    let refused = ["[denied]", "[blocked]"].iter().any(|status| last_result.starts_with(status));
+    if refused {
+        format!(
+            "(The request was: \"{asked}\". That call was refused: do not try it again or another way; tell the user.)"
+        )
+    } else {
+        format!(
+            "(The request was: \"{asked}\". If part of it is not done yet and a tool does it, call that tool; otherwise \
+             answer.)"
+        )
+    }
+}
+
+/// Where the late tools message goes in a prompted conversation: before the last user message
+/// that is the user's own (not a labelled result, hook message or reminder), or, when that one
+/// holds the app state first, still before it; `None` without one.
+fn late_tools_position(messages: &[Value]) -> Option<usize> {
+    let labelled = |text: &str| {
+        text.starts_with(crate::HOOK_LABEL) || text.starts_with("[result of ") || text.starts_with("(The request was")
+    };
+    messages.iter().rposition(|m| m["role"] == "user" && !labelled(m["content"].as_str().unwrap_or_default()))
 }
 
 /// The tools of this turn and how to call them, for the prompt.
@@ -511,19 +586,24 @@ fn tool_instructions(turn: &Turn<'_>) -> String {
             text.push('\n');
         }
     }
+    // The way to call a tool comes last: measured on the task benchmark's requests with the 1.5B
+    // model, "Reply with one JSON object: {answer} to answer the user, or {call} to call a tool"
+    // made it call the tool for 14 of 15 requests where the other order made it answer "The cart
+    // has been cleared." to "Empty my cart." (10 of 15); the order of the schema's alternatives
+    // made no difference.
     let call = "{\"name\": \"<tool>\", \"arguments\": {…}}";
     match (turn.mode, turn.tools.is_empty(), turn.answer.is_some()) {
         (ToolMode::Constrained, false, false) => {
             text.push_str(&format!(
-                "Reply with one JSON object: {call} to call a tool, or {{\"answer\": \"…\"}} to answer the user."
+                "Reply with one JSON object: {{\"answer\": \"…\"}} to answer the user, or {call} to call a tool."
             ));
         }
         (ToolMode::Constrained, false, true) => {
-            text.push_str(&format!("Reply with one JSON object: {call} to call a tool, or the JSON answer asked for."));
+            text.push_str(&format!("Reply with one JSON object: the JSON answer asked for, or {call} to call a tool."));
         }
         (ToolMode::Constrained, true, true) => text.push_str("Reply with only the JSON answer asked for."),
         (_, false, _) => {
-            text.push_str(&format!("To call a tool, reply with only {call}. Otherwise answer the user in plain text."));
+            text.push_str(&format!("Answer the user in plain text, or, to call a tool, reply with only {call}."));
         }
         _ => {}
     }
@@ -895,6 +975,55 @@ mod tests {
     }
 
     #[test]
+    fn late_tools_go_before_the_runs_request_and_leave_the_conversation_before_it_alone() {
+        let tool = ToolSpec {
+            name: "cart_add".into(),
+            description: "Add.".into(),
+            parameters: json!({"type": "object"}),
+            risk: Default::default(),
+            global: false,
+        };
+        let request = ChatRequest {
+            messages: vec![
+                ChatMessage::System { content: "sys".into() },
+                ChatMessage::User { content: "hi".into() },
+                ChatMessage::Assistant { content: "{\"answer\": \"Hello\"}".into(), tool_calls: vec![] },
+                ChatMessage::User { content: "[app state] cart: empty\n".into() },
+                ChatMessage::User { content: "add a mug".into() },
+                ChatMessage::Assistant {
+                    content: "{}".into(),
+                    tool_calls: vec![ModelToolCall { id: "1".into(), name: "cart_add".into(), arguments: json!({}) }],
+                },
+                ChatMessage::Tool { call_id: "1".into(), name: "cart_add".into(), content: "added".into() },
+            ],
+            tools: Vec::new(),
+        };
+        let turn = Turn { mode: ToolMode::Constrained, tools: vec![&tool], answer: None, late: true };
+        let messages = prompted_messages(&request, &turn);
+        let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "system", "user", "assistant", "user"]);
+        assert_eq!(messages[0]["content"], "sys", "the first system message is the instructions alone");
+        assert!(
+            messages[3]["content"]
+                .as_str()
+                .unwrap()
+                .starts_with("# Tools\n\nYou can call these tools now:\n- cart_add(): Add.")
+        );
+        assert!(messages[4]["content"].as_str().unwrap().starts_with("[app state] cart: empty\n\nadd a mug"));
+        // Without tools (a judge's turn), the instructions stay in the first system message.
+        let turn = Turn { mode: ToolMode::Constrained, tools: vec![], answer: None, late: true };
+        assert_eq!(prompted_messages(&request, &turn)[3]["role"], "user");
+    }
+
+    #[test]
+    fn after_a_refused_call_the_reminder_says_not_to_try_another_way() {
+        assert!(reminder("Place my order.", "placed order T-1").contains("If part of it is not done yet"));
+        let refused = reminder("Place my order.", "[denied] The user rejected the call to \"checkout\"");
+        assert!(refused.contains("That call was refused: do not try it again or another way"), "{refused}");
+        assert!(reminder("x", "[blocked] policy").contains("refused"));
+    }
+
+    #[test]
     fn prompted_history_keeps_what_the_model_wrote_and_labels_results() {
         let request = ChatRequest {
             messages: vec![
@@ -921,14 +1050,18 @@ mod tests {
             risk: Default::default(),
             global: false,
         };
-        let turn = Turn { mode: ToolMode::Constrained, tools: vec![&tool], answer: None };
+        let turn = Turn { mode: ToolMode::Constrained, tools: vec![&tool], answer: None, late: false };
         let messages = prompted_messages(&request, &turn);
         assert_eq!(messages.len(), 4);
         assert_eq!(
             messages[2]["content"],
             "{\"name\": \"cart_add\", \"arguments\": {\"productId\": \"mug-red\"}}\nDone."
         );
-        assert_eq!(messages[3]["content"], "[result of cart_add] added 1 × Red mug");
+        assert_eq!(
+            messages[3]["content"],
+            "[result of cart_add] added 1 × Red mug\n(The request was: \"add a mug\". If part of it is not done \
+             yet and a tool does it, call that tool; otherwise answer.)"
+        );
         let system = messages[0]["content"].as_str().unwrap();
         assert!(
             system.starts_with("sys\n\n# Tools\n\nYou can call these tools now:\n- cart_add(): Add.\n"),

@@ -47,6 +47,10 @@ starts with \"(scripted model)\". For each message it:
     When a required argument cannot be filled it answers \"I need to know the <name> to
     use <tool>\" and says how to make it fillable (an enum of the allowed values, usually).
  4. calls the tool, then answers \"Done: <tool> returned ...\", or why it could not.
+A question (it ends with \"?\" or starts with what/which/how/is/are/does/do) that shares a
+word with the description of app state the page shares (useAgentContext) is answered from
+that state, without a tool: \"what is in my cart?\" gives
+\"The shopping cart: 1 item (1 × Red mug), total $12.00\".
 ";
 
 /// The deterministic built-in model (`--model scripted`).
@@ -230,6 +234,39 @@ fn intent_of(text: &str) -> Intent {
     } else {
         Intent::Unknown
     }
+}
+
+/// Words too common to tie a question to a piece of app state.
+const COMMON: [&str; 22] = [
+    "the", "a", "an", "is", "are", "what", "which", "how", "in", "on", "of", "my", "me", "i", "do", "does", "this",
+    "there", "much", "many", "page", "it",
+];
+
+/// The answer to a question from the app state the page shares (the `[app state]` message before
+/// the request): the entry sharing the most words with the question, as `<description>: <value>`.
+fn from_context(request: &str, before: &[ChatMessage]) -> Option<String> {
+    let lower = request.trim().to_lowercase();
+    let question = lower.ends_with('?')
+        || ["what", "which", "how", "is ", "are ", "does ", "do "].iter().any(|w| lower.starts_with(w));
+    if !question {
+        return None;
+    }
+    let ChatMessage::User { content } = before.last()? else { return None };
+    let entries = content.strip_prefix(crate::CONTEXT_LABEL)?;
+    let asked: Vec<String> = words(request).into_iter().filter(|w| !COMMON.contains(&w.as_str())).collect();
+    entries
+        .lines()
+        .filter_map(|line| line.strip_prefix("- "))
+        .filter_map(|line| {
+            let (description, _) = line.split_once(": ")?;
+            let shared = words(description).iter().filter(|w| asked.iter().any(|a| w.starts_with(a.as_str()))).count();
+            (shared > 0).then_some((shared, line))
+        })
+        .fold(None, |best: Option<(usize, &str)>, (shared, line)| match best {
+            Some((most, _)) if most >= shared => best,
+            _ => Some((shared, line)),
+        })
+        .map(|(_, line)| line.to_string())
 }
 
 fn words(text: &str) -> Vec<String> {
@@ -691,6 +728,11 @@ fn respond(request: &ChatRequest) -> ModelReply {
     }
     let n = steps.len();
     let tools = &request.tools;
+    if n == 0 {
+        if let Some(found) = from_context(request_text, &messages[..request_at]) {
+            return answer(found);
+        }
+    }
     let intent = intent_of(request_text);
 
     // Travel: find the trains first when booking needs a train number nobody gave.

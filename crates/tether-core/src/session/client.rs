@@ -125,6 +125,28 @@ impl ClientSession {
         self.resume.as_ref().map(|resume| resume.session_id.as_str())
     }
 
+    /// The session id and resume token, once welcomed: what a page keeps (in the browser's
+    /// `sessionStorage`) to resume the session after a reload ([`ClientSession::reloaded`]).
+    pub fn resume_info(&self) -> Option<(&str, &str)> {
+        self.resume.as_ref().map(|resume| (resume.session_id.as_str(), resume.token.as_str()))
+    }
+
+    /// The number in the last frame id this client made (kept across a reload, so that ids
+    /// stay unique in the session).
+    pub fn frames_made(&self) -> u64 {
+        self.next_frame
+    }
+
+    /// A page that reloaded goes on with the session it kept: the next `HELLO` resumes it and
+    /// asks for the conversation so far (`history`), and `results` (those the server had not
+    /// acknowledged) are sent again after the welcome. `frames_made` continues the frame ids.
+    pub fn reloaded(&mut self, session_id: String, token: String, results: Vec<ToolResult>, frames_made: u64) {
+        self.resume = Some(Resume { session_id, token, last_seq: None, history: true });
+        self.next_frame = self.next_frame.max(frames_made);
+        self.outbox =
+            results.into_iter().map(|result| Unacknowledged { result, sent_at_ms: None, resends: 0 }).collect();
+    }
+
     /// The number of the last server frame processed.
     pub fn last_seq(&self) -> Option<u64> {
         self.last_seq
@@ -141,7 +163,11 @@ impl ClientSession {
         self.link = Link::Connected;
         // `lastSeq` 0 when nothing numbered was processed yet: the server replays from its first
         // frame (without it, the server would resend only what it sent after it saw us leave).
-        let resume = self.resume.clone().map(|resume| Resume { last_seq: Some(self.last_seq.unwrap_or(0)), ..resume });
+        // After a reload (`history`) the server sends the conversation instead of old frames.
+        let resume = self
+            .resume
+            .clone()
+            .map(|resume| Resume { last_seq: (!resume.history).then(|| self.last_seq.unwrap_or(0)), ..resume });
         ClientFrame::Hello(Hello {
             id: self.next_id(),
             protocol_version: PROTOCOL_VERSION,
@@ -171,6 +197,7 @@ impl ClientSession {
             session_id: welcome.session_id.clone(),
             token: welcome.resume_token.clone(),
             last_seq: None,
+            history: false,
         });
         self.link = Link::Welcomed;
         let mut send = vec![context];
@@ -186,7 +213,7 @@ impl ClientSession {
     /// Notes a server frame before the edge handles it. `false` means the frame was processed
     /// already (a number at or below `lastSeq`, delivered again): the edge skips it. `WELCOME`
     /// and unnumbered frames are always handled.
-    pub fn received<E>(&mut self, frame: &ServerFrameOf<E>) -> bool {
+    pub fn received<E, L>(&mut self, frame: &ServerFrameOf<E, L>) -> bool {
         if matches!(frame, ServerFrameOf::Welcome(_)) {
             return true;
         }
@@ -304,7 +331,13 @@ mod tests {
     }
 
     fn context(session: &mut ClientSession) -> ClientFrame {
-        ClientFrame::ContextUpdate(ContextUpdate { id: session.next_id(), revision: 1, tools: Vec::new(), page: None })
+        ClientFrame::ContextUpdate(ContextUpdate {
+            id: session.next_id(),
+            revision: 1,
+            tools: Vec::new(),
+            page: None,
+            context: Vec::new(),
+        })
     }
 
     fn message(id: &str) -> ServerFrame {
@@ -314,6 +347,7 @@ mod tests {
             delta: "x".into(),
             done: false,
             status: None,
+            reset: false,
         })
     }
 
@@ -351,6 +385,32 @@ mod tests {
         session.acknowledged("k1");
         session.acknowledged("k2");
         assert!(session.unacknowledged().is_empty());
+    }
+
+    #[test]
+    fn a_reloaded_page_resumes_with_history_and_sends_the_kept_results_once_welcomed() {
+        let mut before = ClientSession::default();
+        before.connected();
+        welcomed(&mut before, false, 0);
+        before.received(&message("s7"));
+        let kept = before.result("k1", ResultStatus::Ok, json!(1), 10);
+        let (id, token) = before.resume_info().map(|(id, token)| (id.to_string(), token.to_string())).unwrap();
+        let results: Vec<ToolResult> = before.unacknowledged().iter().map(|entry| entry.result.clone()).collect();
+
+        // The new page's session starts from what the old one kept.
+        let mut after = ClientSession::default();
+        after.reloaded(id, token, results, before.frames_made());
+        let ClientFrame::Hello(hello) = after.connected() else { panic!("a HELLO") };
+        let resume = hello.resume.expect("it resumes");
+        assert_eq!((resume.session_id.as_str(), resume.history, resume.last_seq), ("s-1", true, None));
+        assert!(after.next_id() != "c1" && after.frames_made() > before.frames_made(), "ids go on, never reused");
+        let again = welcomed(&mut after, true, 20);
+        assert_eq!(call_ids(&again.send), vec!["k1"]);
+        assert_eq!(Some(&again.send[1]), kept.as_ref(), "sent again as it was, same id");
+        // Later reconnects are ordinary resumes.
+        after.disconnected();
+        let ClientFrame::Hello(hello) = after.connected() else { panic!("a HELLO") };
+        assert!(!hello.resume.expect("it resumes").history);
     }
 
     #[test]

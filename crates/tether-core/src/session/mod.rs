@@ -19,4 +19,5 @@ pub use client::{
 };
 pub use server::{
     Attached, DEFAULT_ANSWERED_IDS_KEPT, PendingCall, Polled, ResultOutcome, ServerSession, ServerSessionConfig,
+    ServerSessionSnapshot,
 };

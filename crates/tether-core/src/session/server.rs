@@ -48,7 +48,7 @@ impl Default for ServerSessionConfig {
 }
 
 /// A tool call waiting for its result.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PendingCall {
     /// The call.
     pub call_id: String,
@@ -88,6 +88,23 @@ pub struct Attached {
 pub struct Polled {
     /// Calls that stopped waiting: their time was up (each was sent a `TOOL_CANCEL`).
     pub timed_out: Vec<String>,
+}
+
+/// What a [`ServerSession`] needs to go on in another process (a restart, another instance):
+/// everything but the attached connection, which is gone with the process. Serialisable.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ServerSessionSnapshot {
+    /// The number of the last frame sent.
+    pub seq: u64,
+    /// The replay log, oldest first.
+    pub log: Vec<(u64, String)>,
+    /// The calls waiting for a result. Their deadlines are in the old process's clock: a
+    /// restore gives each a fresh result timeout.
+    pub pending: Vec<PendingCall>,
+    /// Answered call ids, oldest first.
+    pub answered: Vec<String>,
+    /// Abandoned call ids, oldest first.
+    pub abandoned: Vec<String>,
 }
 
 /// The server's side of a session. Plain data: clone it to save it.
@@ -253,13 +270,19 @@ impl ServerSession {
     /// and the frames the client has not processed: after `last_seq` when it says, else those
     /// sent since it went away.
     pub fn attach(&mut self, connection: u64, welcome: String, last_seq: Option<u64>) -> Attached {
+        self.attach_with(connection, vec![welcome], last_seq)
+    }
+
+    /// [`ServerSession::attach`] with several unnumbered frames first (the welcome, then a
+    /// history of the conversation for a client that reloaded).
+    pub fn attach_with(&mut self, connection: u64, first: Vec<String>, last_seq: Option<u64>) -> Attached {
         // Without `lastSeq`: what was sent since the client went away (nothing, if a new
         // connection replaces one not yet seen to die; everything, if none was ever attached).
         let never_attached = self.connection.is_none() && self.away.is_none();
         let from = last_seq.or(self.away.map(|(seq, _)| seq)).unwrap_or(if never_attached { 0 } else { self.seq });
         let oldest = self.log.front().map_or(self.seq + 1, |(seq, _)| *seq);
         let replayed = |seq: u64| seq > from && seq >= oldest;
-        let mut writes = vec![welcome];
+        let mut writes = first;
         writes.extend(self.pending.iter().filter(|call| !replayed(call.seq)).map(|call| call.text.clone()));
         writes.extend(self.log.iter().filter(|(seq, _)| *seq > from).map(|(_, text)| text.clone()));
         let unlogged = oldest.saturating_sub(from.saturating_add(1));
@@ -289,6 +312,49 @@ impl ServerSession {
     /// Whether the client has been away for the whole grace period.
     pub fn expired(&self, now_ms: u64) -> bool {
         self.expires_at().is_some_and(|at| now_ms >= at)
+    }
+
+    /// The logged frames numbered after `seq`, oldest first (what a store has not been given yet).
+    pub fn logged_after(&self, seq: u64) -> Vec<(u64, String)> {
+        self.log.iter().filter(|(n, _)| *n > seq).cloned().collect()
+    }
+
+    /// The number of the oldest frame still in the replay log.
+    pub fn oldest_logged(&self) -> Option<u64> {
+        self.log.front().map(|(seq, _)| *seq)
+    }
+
+    /// What another process needs to go on with this session ([`ServerSession::restore`]).
+    pub fn snapshot(&self) -> ServerSessionSnapshot {
+        ServerSessionSnapshot {
+            seq: self.seq,
+            log: self.log.iter().cloned().collect(),
+            pending: self.pending.clone(),
+            answered: self.answered.iter().cloned().collect(),
+            abandoned: self.abandoned.iter().cloned().collect(),
+        }
+    }
+
+    /// A session restored from a [`ServerSessionSnapshot`] in this process, at `now_ms`: no
+    /// client attached (it is away since now, so the grace period starts again), and each
+    /// waiting call gets a fresh result timeout.
+    pub fn restore(config: ServerSessionConfig, snapshot: ServerSessionSnapshot, now_ms: u64) -> Self {
+        let mut session = ServerSession::new(config);
+        session.seq = snapshot.seq;
+        let skip = snapshot.log.len().saturating_sub(config.log_limit.max(1));
+        session.log = snapshot.log.into_iter().skip(skip).collect();
+        session.pending = snapshot.pending;
+        for call in &mut session.pending {
+            call.deadline_ms = now_ms.saturating_add(config.result_timeout_ms);
+        }
+        for id in snapshot.answered {
+            session.answered.insert(id);
+        }
+        for id in snapshot.abandoned {
+            session.abandoned.insert(id);
+        }
+        session.away = Some((session.seq, now_ms));
+        session
     }
 
     /// Ends the session: nothing waits any more. Returns the calls that were waiting.
@@ -326,6 +392,7 @@ mod tests {
             delta: delta.into(),
             done: false,
             status: None,
+            reset: false,
         })
     }
 
@@ -414,6 +481,39 @@ mod tests {
         session.send(text("later")); // s7
         session.attach(4, "welcome".into(), None);
         assert_eq!(ids(&session.take_writes()[1..]), ["s1", "s7"]);
+    }
+
+    #[test]
+    fn a_restored_session_goes_on_where_the_snapshot_left_it() {
+        let config = ServerSessionConfig { log_limit: 4, result_timeout_ms: 100, ..ServerSessionConfig::default() };
+        let mut session = ServerSession::new(config);
+        session.attach(1, "w".into(), None);
+        session.call(call("k1", "r"), 0).unwrap(); // s1
+        session.call(call("k2", "r"), 0).unwrap(); // s2
+        assert!(matches!(session.result(result("k1", "c1")), ResultOutcome::Applied(_))); // s3 ack
+        session.cancel("k2", "stop"); // s4
+        session.send(text("hello")); // s5
+        session.call(call("k3", "r"), 0).unwrap(); // s6
+        let snapshot = session.snapshot();
+        let json = serde_json::to_string(&snapshot).unwrap();
+        let restored_snapshot: ServerSessionSnapshot = serde_json::from_str(&json).unwrap();
+        assert_eq!(restored_snapshot, snapshot);
+        let mut restored = ServerSession::restore(config, restored_snapshot, 5_000);
+        // Numbering goes on; answered, abandoned and waiting calls are known as before.
+        assert_eq!(restored.seq(), 6);
+        assert_eq!(restored.pending().len(), 1);
+        assert_eq!(restored.next_deadline(), Some(5_100), "a fresh timeout in this process's clock");
+        assert_eq!(restored.result(result("k1", "c9")), ResultOutcome::Duplicate);
+        assert_eq!(restored.result(result("k2", "c9")), ResultOutcome::Late);
+        // A client that processed s4 gets s5 and s6 again (s6 is the waiting call), then the
+        // acknowledgements of the two results above (s7, s8).
+        restored.attach(2, "w".into(), Some(4));
+        assert_eq!(ids(&restored.take_writes()[1..]), ["s5", "s6", "s7", "s8"]);
+        assert!(matches!(restored.result(result("k3", "c10")), ResultOutcome::Applied(_)));
+        assert!(restored.expires_at().is_none(), "attached");
+        // Without a client it is away from the restore on.
+        let away = ServerSession::restore(config, session.snapshot(), 5_000);
+        assert_eq!(away.expires_at(), Some(5_000 + config.grace_ms));
     }
 
     #[test]

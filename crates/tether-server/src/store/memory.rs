@@ -41,6 +41,10 @@ impl SessionStore for MemoryStore {
         "memory".into()
     }
 
+    fn durable(&self) -> bool {
+        false
+    }
+
     fn load<'a>(&'a self, id: &'a str, now_ms: u64) -> StoreFuture<'a, Result<Option<StoredSession>, ServerError>> {
         let found = self.lock().get(id).filter(|s| s.expires_at_ms >= now_ms).cloned();
         Box::pin(async move { Ok(found) })

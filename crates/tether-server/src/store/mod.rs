@@ -67,6 +67,12 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug {
     /// What this store is, for logs and `/healthz` (`memory`, `sqlite:PATH`).
     fn describe(&self) -> String;
 
+    /// Whether what it keeps outlives the process (the server writes sessions to it only
+    /// then). Default: yes.
+    fn durable(&self) -> bool {
+        true
+    }
+
     /// The stored session `id`, if there is one and it has not expired at `now_ms`.
     fn load<'a>(&'a self, id: &'a str, now_ms: u64) -> StoreFuture<'a, Result<Option<StoredSession>, ServerError>>;
 
@@ -86,6 +92,11 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug {
 /// The hash under which a resume token is stored.
 pub fn token_hash(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
+}
+
+/// Whether two token hashes are equal, in time that does not depend on where they differ.
+pub(crate) fn same_hash(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }
 
 /// Milliseconds since the Unix epoch, now.

@@ -183,12 +183,18 @@ impl Client {
 
     pub fn resume_info(&self) -> Resume {
         let welcome = self.welcome.as_ref().expect("welcomed");
-        Resume { session_id: welcome.session_id.clone(), token: welcome.resume_token.clone(), last_seq: None }
+        Resume {
+            session_id: welcome.session_id.clone(),
+            token: welcome.resume_token.clone(),
+            last_seq: None,
+            history: false,
+        }
     }
 
     pub async fn context(&mut self, revision: u64, tools: Vec<ToolSpec>) {
         let id = self.id();
-        self.send(ClientFrame::ContextUpdate(ContextUpdate { id, revision, tools, page: None })).await;
+        self.send(ClientFrame::ContextUpdate(ContextUpdate { id, revision, tools, page: None, context: Vec::new() }))
+            .await;
     }
 
     pub async fn say(&mut self, text: &str) {

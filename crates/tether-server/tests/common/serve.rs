@@ -69,6 +69,11 @@ impl Serve {
         if !self.args.iter().any(|arg| arg == "--model") {
             command.args(["--model", "scripted"]);
         }
+        // Tests keep sessions in memory unless they say where: the default SQLite file is one
+        // server's at a time, and tests run side by side.
+        if !self.args.iter().any(|arg| arg == "--store") {
+            command.args(["--store", "memory"]);
+        }
         command.args(&self.args);
         for (name, value) in &self.env {
             command.env(name, value);
@@ -95,8 +100,11 @@ impl Serve {
         let (sender, lines) = mpsc::channel();
         std::thread::spawn(move || {
             let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
+            let mut reader = BufReader::new(stdout);
+            let _ = reader.read_line(&mut line);
             let _ = sender.send(line);
+            // Reads the rest, so that the server never writes to a closed pipe.
+            let _ = std::io::copy(&mut reader, &mut std::io::sink());
         });
         let line = lines.recv_timeout(PROCESS_WAIT).expect("tether serve printed no address in time");
         let addr = line
@@ -139,6 +147,19 @@ impl Served {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("signal tether serve");
         self.wait_for_exit()
+    }
+
+    /// Stops the server as a deploy does (SIGTERM) and returns how it exited.
+    pub fn terminate(mut self) -> ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal tether serve");
+        self.wait_for_exit()
+    }
+
+    /// Kills the server (SIGKILL, as a crash would: nothing of it runs after) and waits for it.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        self.wait_for_exit();
     }
 
     /// Kills the server and returns what it logged (with [`Serve::capture_logs`]).

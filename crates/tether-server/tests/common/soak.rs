@@ -189,6 +189,7 @@ fn describe(frame: &ServerFrame) -> String {
         ServerFrame::Welcome(w) => format!("WELCOME resumed {}", w.resumed),
         ServerFrame::ToolCancel(c) => format!("{id} TOOL_CANCEL {}", c.call_id),
         ServerFrame::Event(_) => format!("{id} EVENT"),
+        ServerFrame::History(h) => format!("{id} HISTORY {} lines", h.lines.len()),
     }
 }
 
@@ -324,6 +325,7 @@ impl BrowserLike {
                     revision: 1,
                     tools: self.registry.specs(),
                     page: None,
+                    context: Vec::new(),
                 });
                 let welcomed = self.session.welcomed(&welcome, context, Self::now());
                 self.send(welcomed.send).await;
@@ -375,7 +377,7 @@ impl BrowserLike {
                 self.tally.runs_completed += u64::from(message.status == Some(RunStatus::Completed));
                 return (true, true);
             }
-            ServerFrame::AgentMessage(_) => {}
+            ServerFrame::AgentMessage(_) | ServerFrame::History(_) => {}
             ServerFrame::Error(error) => {
                 self.session.refused(&error);
                 self.tally.errors += 1;

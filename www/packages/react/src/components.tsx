@@ -12,6 +12,7 @@ const riskClass = (risk: Risk) => `tether-risk tether-risk-${risk}`;
  */
 export function ApprovalDialog() {
   const { current, approve, reject } = useApprovalRequests();
+  const { stop } = useTether();
   const approveButton = useRef<HTMLButtonElement>(null);
   useEffect(() => {
     if (current) approveButton.current?.focus();
@@ -62,6 +63,10 @@ export function ApprovalDialog() {
           >
             Reject
           </button>
+          {/* Ends the whole run, not only this call. */}
+          <button className="tether-stop" data-testid="approval-stop" onClick={() => stop()}>
+            Stop the run
+          </button>
         </div>
       </div>
     </div>
@@ -71,9 +76,10 @@ export function ApprovalDialog() {
 /**
  * A chat with the agent; answers stream in. Agent lines carry `data-status` once done. While not
  * connected it says so, and a message written meanwhile is marked as waiting until it leaves.
+ * While a run is in progress, Stop ends it (`data-testid="chat-stop"`).
  */
 export function ChatPanel() {
-  const { sendMessage } = useTether();
+  const { sendMessage, stop } = useTether();
   const messages = useTetherState((s) => s.messages);
   const running = useTetherState((s) => s.running);
   const connection = useTetherState((s) => s.connection);
@@ -121,6 +127,11 @@ export function ChatPanel() {
         <button type="submit" data-testid="chat-send" disabled={running}>
           {running ? (open ? "Working…" : "Waiting for the server…") : "Send"}
         </button>
+        {running && open ? (
+          <button type="button" className="tether-stop" data-testid="chat-stop" onClick={() => stop()}>
+            Stop
+          </button>
+        ) : null}
       </form>
     </section>
   );

@@ -100,16 +100,19 @@ export function TetherProvider({ url: given, options, wasm, createClient, childr
 export interface Tether {
   sendMessage(text: string): void;
   answerApproval(callId: string, answer: ApprovalAnswer): void;
+  /** Stops the run in progress: it ends as `aborted` and its calls are cancelled. */
+  stop(): void;
   readonly client: TetherStore["client"];
 }
 
-/** The provider's actions: send a chat message, answer an approval; `client` for anything else. */
+/** The provider's actions: send a chat message, answer an approval, stop the run; `client` for anything else. */
 export function useTether(): Tether {
   const store = useStore("useTether()");
   return useMemo(
     () => ({
       sendMessage: (text: string) => store.sendMessage(text),
       answerApproval: (callId: string, answer: ApprovalAnswer) => store.answerApproval(callId, answer),
+      stop: () => store.stop(),
       get client() {
         return store.client;
       },
@@ -220,6 +223,41 @@ export function useAgentTool<S extends ToolSchema | undefined = undefined>(
   useRegistration(store, key, () => ({
     names: [def.name],
     register: (client, owner) => client.registerTool(owner, def, (args) => store.runHandler(() => latest.current(args))),
+  }));
+}
+
+/** App state shared with the agent (`useAgentContext`). */
+export interface AgentContext {
+  /** What the value is, for the model, e.g. "The shopping cart". */
+  description: string;
+  /** The state: any JSON value (a string is read as it is). */
+  value: unknown;
+  /** Identifies the entry (1 to 64 of `A-Z a-z 0-9 _ -`). Default: made from the description (`the_shopping_cart`). */
+  key?: string;
+}
+
+/** A context key made from a description: lowercase words joined by `_`, at most 64 characters. */
+export function contextKey(description: string): string {
+  const words = description.toLowerCase().split(/[^a-z0-9]+/).filter(Boolean);
+  return words.join("_").slice(0, 64) || "context";
+}
+
+/**
+ * Shares app state with the agent while the calling component is mounted: the model reads the
+ * description and the value as data (never as instructions) before the user's message, so "what
+ * is in my cart?" needs no tool call. A changed value is sent again, in the same
+ * `CONTEXT_UPDATE` as this tick's tool changes. At most 16 entries and 8 KiB of JSON together per
+ * page; past that the entry is refused loudly (`agent.context.limit` in the error list and the
+ * inspector) and not sent.
+ */
+export function useAgentContext(context: AgentContext): void {
+  const store = useStore(`useAgentContext("${context.description}")`);
+  const key = context.key ?? contextKey(context.description);
+  const value = JSON.stringify(context.value ?? null);
+  useRegistration(store, JSON.stringify([key, context.description, value]), () => ({
+    names: [],
+    contextKeys: [key],
+    register: (client, owner) => client.setContext(owner, key, context.description, JSON.parse(value)),
   }));
 }
 

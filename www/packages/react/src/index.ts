@@ -4,6 +4,8 @@
 export {
   TetherProvider,
   useAgentTool,
+  useAgentContext,
+  contextKey,
   useAgentToolResolver,
   resolverTool,
   useTether,
@@ -18,6 +20,7 @@ export type {
   Tether,
   AgentTool,
   AgentToolHandler,
+  AgentContext,
   AgentToolResolver,
   ResolverTool,
   ApprovalRequests,

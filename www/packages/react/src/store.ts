@@ -20,12 +20,14 @@ export type TetherClientLike = Pick<
   | "registerResolver"
   | "unregisterOwner"
   | "unregisterTool"
+  | "setContext"
   | "setApprover"
   | "onNotify"
   | "onError"
   | "subscribe"
   | "unsubscribe"
   | "sendMessage"
+  | "stop"
   | "tools"
 >;
 
@@ -105,6 +107,8 @@ export interface Want {
   key: string;
   /** The tool names it registers. */
   names: string[];
+  /** The context keys it sets (`useAgentContext`). */
+  contextKeys?: string[];
   register(client: TetherClientLike, owner: number): void;
 }
 
@@ -309,16 +313,40 @@ export class TetherStore {
         });
         this.refreshTools();
         break;
-      case "callFinished":
-        this.update({ calls: keep(s.calls, event.record) });
+      case "callFinished": {
+        // A call that ended while its approval was open (Stop, a timeout): the dialog goes.
+        const open = this.answers.get(event.record.callId);
+        this.answers.delete(event.record.callId);
+        open?.("dismissed");
+        this.update({
+          calls: keep(s.calls, event.record),
+          approvals: s.approvals.filter((request) => request.callId !== event.record.callId),
+        });
         break;
+      }
       case "agentMessage": {
         const index = s.messages.findIndex((line) => line.key === event.runId);
         const messages = [...s.messages];
         const status = event.status ?? undefined;
         if (index < 0) messages.push({ key: event.runId, role: "agent", text: event.delta, status });
-        else messages[index] = { ...messages[index]!, text: messages[index]!.text + event.delta, status };
+        else {
+          const text = event.reset ? event.delta : messages[index]!.text + event.delta;
+          messages[index] = { ...messages[index]!, text, status };
+        }
         this.update({ messages, running: event.done ? false : s.running });
+        break;
+      }
+      case "history": {
+        // After a reload: the conversation so far comes first (lines this page added since stay after it).
+        const restored: ChatLine[] = event.lines.map((line, n) => ({
+          key: line.runId ?? `history-${n}`,
+          role: line.role,
+          text: line.text,
+          status: line.status,
+        }));
+        const running = event.lines.some((line) => line.role === "agent" && !line.status);
+        const rest = s.messages.filter((line) => !restored.some((r) => r.key === line.key));
+        this.update({ messages: [...restored, ...rest], running: running || s.running });
         break;
       }
       case "serverError":
@@ -341,6 +369,12 @@ export class TetherStore {
     });
     if (this.client) this.client.sendMessage(trimmed);
     else this.queued.push(trimmed);
+  }
+
+  /** Stops the run in progress (the chat's Stop button): it ends as `aborted`, and the calls
+   * it waits for are cancelled (an open approval is dismissed). */
+  stop(): void {
+    this.client?.stop();
   }
 
   /** Answers the approval request of `callId`. */
@@ -399,6 +433,8 @@ export class TetherStore {
         this.slots.delete(slot);
       } else {
         for (const name of have.names) if (!want.names.includes(name)) client.unregisterTool(slot.owner!, name);
+        // A context hook's owner holds its one entry: a new key replaces the old entry whole.
+        if (have.contextKeys?.some((key) => !want.contextKeys?.includes(key))) client.unregisterOwner(slot.owner!);
       }
     }
     for (const slot of slots) {

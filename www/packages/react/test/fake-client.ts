@@ -20,10 +20,20 @@ interface Entry {
   prefix?: string;
 }
 
+interface ContextItem {
+  owner: number;
+  key: string;
+  description: string;
+  value: unknown;
+}
+
 export class FakeClient implements TetherClientLike {
   entries: Entry[] = [];
+  context: ContextItem[] = [];
   log: string[] = [];
   contextUpdates: ToolSpec[][] = [];
+  /** The app state each CONTEXT_UPDATE carried, beside `contextUpdates`. */
+  contextValues: { key: string; description: string; value: unknown }[][] = [];
   hooks = new Map<string, ResolverHooks>();
   approver: Approver | undefined;
   notify: ((n: TetherNotification) => void) | undefined;
@@ -68,11 +78,20 @@ export class FakeClient implements TetherClientLike {
   unregisterOwner(owner: number) {
     this.log.push(`unregisterOwner ${owner}`);
     this.entries = this.entries.filter((e) => e.owner !== owner || e.def.global);
+    this.context = this.context.filter((c) => c.owner !== owner);
     this.changed();
   }
   unregisterTool(owner: number, name: string) {
     this.log.push(`unregisterTool ${name}`);
     this.entries = this.entries.filter((e) => e.owner !== owner || e.def.name !== name);
+    this.changed();
+  }
+  setContext(owner: number, key: string, description: string, value: unknown) {
+    this.log.push(`setContext ${key}`);
+    const item = { owner, key, description, value };
+    const existing = this.context.findIndex((c) => c.key === key);
+    if (existing >= 0) this.context[existing] = item;
+    else this.context.push(item);
     this.changed();
   }
   setApprover(approver: Approver) {
@@ -94,6 +113,10 @@ export class FakeClient implements TetherClientLike {
   }
   sendMessage(text: string) {
     this.sent.push(text);
+  }
+  stops = 0;
+  stop() {
+    this.stops += 1;
   }
   tools(): ToolSpec[] {
     return this.entries.map((e) => ({
@@ -154,10 +177,12 @@ export class FakeClient implements TetherClientLike {
     queueMicrotask(() => {
       this.flushScheduled = false;
       const tools = this.tools();
-      const text = JSON.stringify(tools);
+      const context = this.context.map(({ key, description, value }) => ({ key, description, value }));
+      const text = JSON.stringify([tools, context]);
       if (text === this.lastSent) return;
       this.lastSent = text;
       this.contextUpdates.push(tools);
+      this.contextValues.push(context);
       this.emit({ type: "contextSent", revision: this.contextUpdates.length, tools: tools.map((t) => t.name) });
     });
   }

@@ -9,6 +9,8 @@ import {
   RuntimeErrors,
   TetherProvider,
   ToolInspector,
+  contextKey,
+  useAgentContext,
   useAgentTool,
   useAgentToolResolver,
   useApprovalRequests,
@@ -41,6 +43,54 @@ function Echo({ label = "echo", risk }: { label?: string; risk?: "none" | "high"
   useAgentTool({ name: "echo", description: `Echo (${label}).`, risk }, (args) => ({ echoed: args, label }));
   return null;
 }
+
+describe("useAgentContext", () => {
+  function Cart({ items }: { items: string[] }) {
+    useAgentContext({ description: "The shopping cart", value: items.length ? items.join(", ") : "empty" });
+    useAgentTool({ name: "cart_add", description: "Add." }, () => null);
+    return null;
+  }
+
+  it("sends the state with the tools in one CONTEXT_UPDATE, again when it changes, and never after unmount", async () => {
+    const { client, rerender } = setup(<Cart items={[]} />);
+    await settle();
+    expect(client.contextUpdates).toHaveLength(1);
+    expect(client.contextUpdates[0]!.map((t) => t.name)).toEqual(["cart_add"]);
+    expect(client.contextValues[0]).toEqual([{ key: "the_shopping_cart", description: "The shopping cart", value: "empty" }]);
+    rerender(<Cart items={["1 × Red mug"]} />);
+    await settle();
+    expect(client.contextValues).toHaveLength(2);
+    expect(client.contextValues[1]![0]!.value).toBe("1 × Red mug");
+    // The same value again: no registration and no frame.
+    const log = client.log.length;
+    rerender(<Cart items={["1 × Red mug"]} />);
+    await settle();
+    expect(client.log.length).toBe(log);
+    expect(client.contextValues).toHaveLength(2);
+    rerender(null);
+    await settle();
+    expect(client.contextValues.at(-1)).toEqual([]);
+    expect(client.contextUpdates.at(-1)).toEqual([]);
+  });
+
+  it("removes an entry whose key changed", async () => {
+    function Keyed({ k }: { k: string }) {
+      useAgentContext({ key: k, description: "Page", value: { k } });
+      return null;
+    }
+    const { client, rerender } = setup(<Keyed k="one" />);
+    await settle();
+    rerender(<Keyed k="two" />);
+    await settle();
+    expect(client.contextValues.at(-1)).toEqual([{ key: "two", description: "Page", value: { k: "two" } }]);
+  });
+
+  it("makes keys from descriptions", () => {
+    expect(contextKey("The shopping cart")).toBe("the_shopping_cart");
+    expect(contextKey("Prix (€) — TTC")).toBe("prix_ttc");
+    expect(contextKey("!!!")).toBe("context");
+  });
+});
 
 describe("useAgentTool", () => {
   it("registers on mount and unregisters on unmount", async () => {

@@ -187,20 +187,28 @@ impl<X: CompiledRegex> CompactSchema<X> {
                 use std::cmp::Ordering::{Greater, Less};
                 let compare = |limit: &Option<Number>| limit.as_ref().and_then(|limit| compare_numbers(number, limit));
                 if compare(&node.minimum) == Some(Less) {
-                    fail!("{number} is less than the minimum of {}", display(&node.minimum));
+                    fail!("{} is less than the minimum of {}", number_text(number), display(&node.minimum));
                 }
                 if compare(&node.maximum) == Some(Greater) {
-                    fail!("{number} is greater than the maximum of {}", display(&node.maximum));
+                    fail!("{} is greater than the maximum of {}", number_text(number), display(&node.maximum));
                 }
                 if node.exclusive_minimum.is_some() && compare(&node.exclusive_minimum) != Some(Greater) {
-                    fail!("{number} is less than or equal to the minimum of {}", display(&node.exclusive_minimum));
+                    fail!(
+                        "{} is less than or equal to the minimum of {}",
+                        number_text(number),
+                        display(&node.exclusive_minimum)
+                    );
                 }
                 if node.exclusive_maximum.is_some() && compare(&node.exclusive_maximum) != Some(Less) {
-                    fail!("{number} is greater than or equal to the maximum of {}", display(&node.exclusive_maximum));
+                    fail!(
+                        "{} is greater than or equal to the maximum of {}",
+                        number_text(number),
+                        display(&node.exclusive_maximum)
+                    );
                 }
                 if let Some(divisor) = &node.multiple_of {
                     if !is_multiple_of(number, divisor) {
-                        fail!("{number} is not a multiple of {divisor}");
+                        fail!("{} is not a multiple of {}", number_text(number), number_text(divisor));
                     }
                 }
             }
@@ -284,8 +292,10 @@ fn plural(count: Option<u64>) -> &'static str {
     if count == Some(1) { "" } else { "s" }
 }
 
+use crate::json::number_text;
+
 fn display(number: &Option<Number>) -> String {
-    number.as_ref().map(Number::to_string).unwrap_or_default()
+    number.as_ref().map(number_text).unwrap_or_default()
 }
 
 fn all_unique(items: &[Value]) -> bool {

@@ -1,0 +1,355 @@
+//! Answers that say something was done when no tool did it ("Your order has been placed." with no
+//! successful call of a tool that places orders): the silent failure small models are prone to.
+//!
+//! [`unbacked_claim`] finds a claim of a finished action in an English answer — a past participle
+//! after `has been`/`have been`, after `I`/`we` (`I've added`), next to `successfully`, or opening
+//! a sentence (`Added 2 × Red mug.`) — and checks it against the tools that succeeded in the run:
+//! the claim is backed when the verb, or a verb of the same kind (`placed` ~ `checkout`, `emptied`
+//! ~ `clear`), is a word of such a tool's name or description. Negated sentences (`could not be
+//! added`) claim nothing. It is a heuristic by design: a missed claim costs what it cost before,
+//! a false alarm one more model turn (docs/models.md).
+
+/// Words ending in `-ed` that describe rather than report an action of the agent's.
+const NOT_ACTIONS: [&str; 24] = [
+    "based",
+    "located",
+    "listed",
+    "priced",
+    "called",
+    "named",
+    "sized",
+    "related",
+    "designed",
+    "needed",
+    "required",
+    "included",
+    "detailed",
+    "interested",
+    "supposed",
+    "used",
+    "limited",
+    "allowed",
+    "expected",
+    "displayed",
+    "rated",
+    "colored",
+    "coloured",
+    "asked",
+];
+
+/// Irregular participles of actions, with the verb they come from.
+const IRREGULAR: [(&str, &str); 8] = [
+    ("set", "set"),
+    ("put", "put"),
+    ("sent", "send"),
+    ("paid", "pay"),
+    ("bought", "buy"),
+    ("made", "make"),
+    ("taken", "take"),
+    ("done", "do"),
+];
+
+/// Verbs of the same kind of action, as stems ([`stem`]): a claim with one of them is backed by a
+/// tool named or described with another.
+const KINDS: [&[&str]; 10] = [
+    &["add", "put", "insert", "includ"],
+    &["remov", "delet", "drop", "discard"],
+    &["clear", "empty", "reset", "remov", "delet"],
+    &["plac", "order", "checkout", "check", "buy", "purchas", "pay", "submit"],
+    &["updat", "chang", "set", "edit", "modify", "adjust", "renam", "replac"],
+    &["open", "navigat", "go", "show", "view", "display", "brought"],
+    &["book", "reserv"],
+    &["send", "email", "messag", "notify"],
+    &["creat", "make", "add", "generat"],
+    &["cancel", "abort", "stop"],
+];
+
+/// Verbs that claim something was done without saying what (`Done.`, `I've taken care of it`,
+/// `completed`): any tool that succeeded in the run backs them.
+const GENERIC: [&str; 6] = ["do", "complet", "finish", "handl", "process", "take"];
+
+/// Words that make a sentence say the opposite of a claim.
+const NEGATIONS: [&str; 10] =
+    ["not", "never", "unable", "cannot", "can't", "couldn't", "wasn't", "weren't", "failed", "no"];
+
+/// A word as a stem for comparison: lowercase, `-ied` as `-y`, `-ed` and a final `-e` or `-s`
+/// dropped, a doubled last consonant made single (`stopped` and `stop` both give `stop`).
+fn stem(word: &str) -> String {
+    let word = word.to_lowercase();
+    if let Some((_, verb)) = IRREGULAR.iter().find(|(participle, _)| *participle == word) {
+        return stem_base(verb);
+    }
+    if let Some(base) = word.strip_suffix("ied") {
+        return format!("{base}y");
+    }
+    if let Some(base) = word.strip_suffix("ed") {
+        let bytes = base.as_bytes();
+        let doubled = bytes.len() >= 4
+            && bytes[bytes.len() - 1] == bytes[bytes.len() - 2]
+            && !b"aeiouls".contains(&bytes[bytes.len() - 1]);
+        return stem_base(if doubled { &base[..base.len() - 1] } else { base });
+    }
+    stem_base(&word)
+}
+
+fn stem_base(word: &str) -> String {
+    let word = word.strip_suffix('s').filter(|w| w.len() > 2 && !w.ends_with('s')).unwrap_or(word);
+    word.strip_suffix('e').filter(|w| w.len() > 1).unwrap_or(word).to_string()
+}
+
+/// Whether `word` reads as the past participle of an action.
+fn is_participle(word: &str) -> bool {
+    let lower = word.to_lowercase();
+    if IRREGULAR.iter().any(|(participle, _)| *participle == lower) {
+        return true;
+    }
+    lower.len() > 4
+        && lower.ends_with("ed")
+        && lower.bytes().all(|b| b.is_ascii_alphabetic())
+        && !NOT_ACTIONS.contains(&lower.as_str())
+}
+
+/// Splits a tool's name (`cart_add`, `placeOrder`) and description into stemmed words.
+fn tool_words(name: &str, description: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    for c in name.chars() {
+        if c == '_' || c == '-' || c == '.' || c.is_uppercase() {
+            if !current.is_empty() {
+                words.push(stem(&current));
+            }
+            current.clear();
+        }
+        if c.is_alphanumeric() {
+            current.push(c);
+        }
+    }
+    if !current.is_empty() {
+        words.push(stem(&current));
+    }
+    words.extend(description.split(|c: char| !c.is_alphabetic()).filter(|w| !w.is_empty()).map(stem));
+    words
+}
+
+/// Whether a tool with these (stemmed) words does what `verb` (a stem) says.
+fn backs(verb: &str, words: &[String]) -> bool {
+    let kinds: Vec<&str> =
+        KINDS.iter().filter(|kind| kind.contains(&verb)).flat_map(|kind| kind.iter().copied()).collect();
+    let matches = |candidate: &str| {
+        words.iter().any(|word| word == candidate || (candidate.len() >= 4 && word.starts_with(candidate)))
+    };
+    matches(verb) || kinds.into_iter().any(matches)
+}
+
+/// The first claim of a finished action in `answer` that no tool of `succeeded` (name,
+/// description) backs, as the words that make it (e.g. `has been placed`).
+pub(crate) fn unbacked_claim(answer: &str, succeeded: &[(String, String)]) -> Option<String> {
+    let words: Vec<Vec<String>> = succeeded.iter().map(|(name, description)| tool_words(name, description)).collect();
+    let backed = |participle: &str| {
+        let verb = stem(participle);
+        if GENERIC.contains(&verb.as_str()) {
+            return !words.is_empty();
+        }
+        words.iter().any(|tool| backs(&verb, tool))
+    };
+    for sentence in answer.split(['.', '!', '?', '\n', ';']) {
+        let raw: Vec<&str> = sentence.split_whitespace().collect();
+        // A sentence that opens with a parenthesis or a bracket ("(scripted model) …") does not
+        // open with a claim.
+        let parenthetical = raw.first().is_some_and(|t| t.starts_with(['(', '[']));
+        let tokens: Vec<&str> = raw
+            .iter()
+            .map(|t| t.trim_matches(|c: char| !c.is_alphanumeric() && c != '\''))
+            .filter(|t| !t.is_empty())
+            .collect();
+        // "I've added" reads as "I added".
+        let lower: Vec<String> = tokens
+            .iter()
+            .map(|t| match t.to_lowercase().as_str() {
+                "i've" => "i".to_string(),
+                "we've" => "we".to_string(),
+                other => other.to_string(),
+            })
+            .collect();
+        for (n, token) in tokens.iter().enumerate() {
+            if !is_participle(token) {
+                continue;
+            }
+            let before = &lower[..n];
+            if before.iter().any(|w| NEGATIONS.contains(&w.as_str()) || w.ends_with("n't")) {
+                continue;
+            }
+            let last = |k: usize| before.len().checked_sub(k).map(|i| before[i].as_str());
+            let skip_adverbs = {
+                let mut k = 1;
+                while matches!(last(k), Some("just" | "now" | "also" | "already" | "successfully" | "all")) {
+                    k += 1;
+                }
+                k
+            };
+            let claim = match (last(skip_adverbs), last(skip_adverbs + 1)) {
+                (Some("been"), Some("has" | "have" | "had")) => true,
+                (Some("i" | "we"), _) | (Some("have" | "has"), Some("i" | "we")) => true,
+                _ if n == 0 => !parenthetical,
+                _ => {
+                    lower.get(n + 1).is_some_and(|w| w == "successfully")
+                        || before.last().is_some_and(|w| w == "successfully")
+                }
+            };
+            if claim && !backed(token) {
+                let from = n.saturating_sub(2);
+                return Some(tokens[from..=n].join(" "));
+            }
+        }
+    }
+    None
+}
+
+/// Whether `answer` only repeats `request` (a small model's way of answering an order it did not
+/// act on: "Empty my cart." to "Empty my cart."): the same words, case, spaces and punctuation
+/// aside.
+pub(crate) fn echoes(answer: &str, request: &str) -> bool {
+    let (answer, request) = (plain_words(answer), plain_words(request));
+    !answer.is_empty() && answer == request
+}
+
+/// Whether `answer` starts by repeating `message` (its first twelve words, or all of them when
+/// fewer): an answer made of a message Tether wrote to the model.
+pub(crate) fn repeats(answer: &str, message: &str) -> bool {
+    let (answer, message) = (plain_words(answer), plain_words(message));
+    let head = &message[..message.len().min(12)];
+    !head.is_empty() && answer.starts_with(head)
+}
+
+/// Whether `text` (an answer still streaming) is so far the start of `request`, word for word:
+/// it may become an echo, so it is not shown yet.
+pub(crate) fn may_echo(text: &str, request: &str) -> bool {
+    let (text, request) = (plain_words(text), plain_words(request));
+    !text.is_empty() && request.starts_with(&text)
+}
+
+fn plain_words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+}
+
+/// What the model reads after an answer that only repeated the request.
+pub(crate) fn echo_nudge() -> String {
+    format!(
+        "{}loop guard] Your answer only repeats the user's message. If it asks for an action, call the tool \
+         that does it now; otherwise answer it.",
+        crate::HOOK_LABEL
+    )
+}
+
+/// What the model reads after an answer with an unbacked `claim`.
+pub(crate) fn nudge(claim: &str) -> String {
+    format!(
+        "{}loop guard] Your answer says \"{claim}\", but no tool call in this request did that, so it did not \
+         happen. If the user asked for it, call the tool that does it now (if it is not in the list, first open the \
+         page that has it). If it cannot be done, tell the user so.",
+        crate::HOOK_LABEL
+    )
+}
+
+/// What is delivered instead of an answer that makes an unbacked claim again after [`nudge`]:
+/// the claim is not repeated to the user (the conversation keeps what the model wrote).
+pub(crate) const WITHDRAWN: &str = "I could not do that: no tool call in this request did it, so nothing was done. (Tether withheld an answer that said otherwise.)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tools(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter().map(|(n, d)| (n.to_string(), d.to_string())).collect()
+    }
+
+    #[test]
+    fn claims_without_a_tool_are_found() {
+        let none = tools(&[]);
+        for answer in [
+            "Your order has been placed successfully.",
+            "The red mug has been updated to $1.00.",
+            "Two red mugs have been added to your cart.",
+            "I've removed the mug from your cart.",
+            "I have emptied your cart.",
+            "Added 2 × Red mug to the cart.",
+            "Done! The cart was successfully cleared.",
+        ] {
+            assert!(unbacked_claim(answer, &none).is_some(), "{answer}");
+        }
+    }
+
+    #[test]
+    fn questions_negations_and_descriptions_claim_nothing() {
+        let none = tools(&[]);
+        for answer in [
+            "The black T-shirt costs $20.00.",
+            "Your cart has 2 items: 2 × Black T-shirt.",
+            "The order was not placed: you declined it.",
+            "The mug could not be added because it is out of stock.",
+            "I couldn't find a tool that changes prices, so the price has not been changed.",
+            "Based on the page, the poster is 50 × 70 cm.",
+            "It is priced at $12.00 and listed under mugs.",
+            "Would you like me to add it?",
+            "(scripted model) I only understand simple requests.",
+            "",
+        ] {
+            assert_eq!(unbacked_claim(answer, &none), None, "{answer}");
+        }
+    }
+
+    #[test]
+    fn a_tool_that_succeeded_backs_claims_of_its_kind() {
+        let add = tools(&[("cart_add", "Add a product to the shopping cart.")]);
+        assert_eq!(unbacked_claim("Two red mugs have been added to your cart.", &add), None);
+        let checkout = tools(&[("checkout", "Place the order and pay for everything in the cart.")]);
+        assert_eq!(unbacked_claim("Your order has been placed.", &checkout), None);
+        assert_eq!(unbacked_claim("I checked out your cart.", &checkout), None);
+        let clear = tools(&[("cart_clear", "Empty the cart.")]);
+        assert_eq!(unbacked_claim("I have emptied your cart.", &clear), None);
+        assert_eq!(unbacked_claim("Your cart has been cleared.", &clear), None);
+        let navigate = tools(&[("navigate", "Go to a page of the shop: home, cart, or a product page.")]);
+        assert_eq!(unbacked_claim("I opened the page of the blue mug.", &navigate), None);
+        // A tool of another kind does not back the claim.
+        let view = tools(&[("product_view", "Open a product's page; the result has its price and description.")]);
+        assert_eq!(
+            unbacked_claim("The red mug has been updated to $1.00.", &view).as_deref(),
+            Some("has been updated")
+        );
+        assert!(unbacked_claim("Your order has been placed.", &add).is_some());
+        // "Done." says nothing of what: any tool that succeeded backs it, none does not.
+        assert_eq!(unbacked_claim("Done.", &add), None);
+        assert_eq!(unbacked_claim("Done! I have completed your request.", &[]).as_deref(), Some("Done"));
+    }
+
+    #[test]
+    fn an_answer_that_repeats_the_request_is_an_echo() {
+        assert!(echoes("Empty my cart.", "Empty my cart."));
+        assert!(echoes("go back to the home page", "Go back to the home page."));
+        assert!(!echoes("Your cart is empty.", "Empty my cart."));
+        assert!(!echoes("", ""));
+        assert!(may_echo("Go back", "Go back to the home page."));
+        let refusal =
+            "Not run again: cart_add was already called with these arguments in this request. Its result then: …";
+        assert!(repeats(
+            "Not run again: cart_add was already called with these arguments in this request. Its result then: added 1",
+            refusal
+        ));
+        assert!(!repeats("I added the mug.", refusal));
+        assert!(!may_echo("Going", "Go back to the home page."));
+    }
+
+    #[test]
+    fn stems_meet() {
+        for (a, b) in [
+            ("placed", "place"),
+            ("removed", "remove"),
+            ("emptied", "empty"),
+            ("stopped", "stop"),
+            ("added", "add"),
+            ("paid", "pay"),
+        ] {
+            assert_eq!(stem(a), stem(b), "{a} {b}");
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! Writing a session to its store before the frames that depend on it leave.
+//!
+//! Each durable session has a persister: a task that takes, in order, what the session queued
+//! under its lock — a [`SessionWrite`] with the frames it numbered, and the connection to write
+//! them to — and stores each write before it passes its frames on. So a client never holds a
+//! frame the store does not know about: after a crash and a restart the numbering goes on where
+//! the client is, and a resume replays from the store. A burst of queued writes (a streamed
+//! answer) becomes one transaction.
+//!
+//! The state is a [`Snapshot`] as JSON: the session machine's bookkeeping (the replay log lives
+//! in the store's own log), the page's tools and state, the conversation, what the user saw, and
+//! the run in progress at its last checkpoint.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tether_agent::{ChatMessage, RunCheckpoint, ToolOutput};
+use tether_core::session::ServerSessionSnapshot;
+use tether_protocol::{
+    ContextEntry, ErrorCode, ErrorFrame, HistoryLine, PageInfo, ServerFrame, ToolSpec, encode_frame,
+};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::session::Outbound;
+use crate::store::{SessionStore, SessionWrite};
+
+/// How many answered (and abandoned) call ids a stored session keeps: enough for the results a
+/// client resends after a restart (the ones of its last runs), without rewriting thousands of
+/// ids with every result.
+pub(crate) const STORED_IDS_KEPT: usize = 512;
+
+/// A session's state as its store keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Snapshot {
+    /// The machine's bookkeeping; its `log` is empty (the store keeps the frames itself).
+    pub(crate) machine: ServerSessionSnapshot,
+    pub(crate) tools: Vec<ToolSpec>,
+    pub(crate) revision: u64,
+    pub(crate) page: Option<PageInfo>,
+    pub(crate) context: Vec<ContextEntry>,
+    /// The conversation as the model reads it (between runs).
+    pub(crate) history: Vec<ChatMessage>,
+    /// The conversation as the user saw it.
+    pub(crate) transcript: Vec<HistoryLine>,
+    /// The run in progress, at its last checkpoint.
+    pub(crate) run: Option<StoredRun>,
+    pub(crate) run_counter: u64,
+}
+
+/// A run in progress as the store keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct StoredRun {
+    /// Where the agent loop was.
+    pub(crate) checkpoint: RunCheckpoint,
+    /// The answer text the user had seen at that point.
+    pub(crate) text: String,
+    /// The frame id of the `USER_MESSAGE` that started it.
+    pub(crate) message_id: String,
+    /// Results that arrived for its calls (given to the loop again if it resumes before its next
+    /// checkpoint records them).
+    pub(crate) results: Vec<(String, ToolOutput)>,
+}
+
+/// What a session queues for its persister.
+pub(crate) enum Job {
+    /// Store this, then pass these frames to the connection.
+    Write { write: SessionWrite, frames: Vec<String> },
+    /// Frames go to this connection from now on.
+    Attach(mpsc::UnboundedSender<Outbound>),
+    /// No connection any more.
+    Detach,
+    /// Answered once everything queued before it is stored (a draining shutdown waits for it).
+    Flush(oneshot::Sender<()>),
+}
+
+/// The queue to a session's persister.
+#[derive(Debug, Clone)]
+pub(crate) struct Persister {
+    jobs: mpsc::UnboundedSender<Job>,
+}
+
+impl Persister {
+    /// Starts the persister of session `id`.
+    pub(crate) fn spawn(store: Arc<dyn SessionStore>, id: String) -> Persister {
+        let (jobs, queue) = mpsc::unbounded_channel();
+        tokio::spawn(run(store, id, queue));
+        Persister { jobs }
+    }
+
+    pub(crate) fn send(&self, job: Job) {
+        // The persister ends only when every queue to it is dropped.
+        let _ = self.jobs.send(job);
+    }
+
+    /// Waits until everything queued so far is stored.
+    pub(crate) async fn flushed(&self) {
+        let (done, wait) = oneshot::channel();
+        self.send(Job::Flush(done));
+        let _ = wait.await;
+    }
+}
+
+/// One write for several: frames appended in order, the last state, the furthest trim.
+fn merge(into: &mut Option<SessionWrite>, next: SessionWrite) {
+    let Some(write) = into else {
+        *into = Some(next);
+        return;
+    };
+    write.token_hash = write.token_hash.or(next.token_hash);
+    if next.state.is_some() {
+        write.state = next.state;
+    }
+    write.append.extend(next.append);
+    write.trim_below = write.trim_below.max(next.trim_below);
+    write.expires_at_ms = next.expires_at_ms;
+}
+
+async fn run(store: Arc<dyn SessionStore>, id: String, mut queue: mpsc::UnboundedReceiver<Job>) {
+    let mut socket: Option<mpsc::UnboundedSender<Outbound>> = None;
+    let mut told = false;
+    while let Some(first) = queue.recv().await {
+        let mut jobs = vec![first];
+        while let Ok(job) = queue.try_recv() {
+            jobs.push(job);
+        }
+        let mut write = None;
+        let mut frames = Vec::new();
+        for job in jobs {
+            match job {
+                Job::Write { write: next, frames: more } => {
+                    merge(&mut write, next);
+                    frames.extend(more);
+                }
+                other => {
+                    commit(&*store, &id, write.take(), std::mem::take(&mut frames), &socket, &mut told).await;
+                    match other {
+                        Job::Attach(tx) => socket = Some(tx),
+                        Job::Detach => socket = None,
+                        Job::Flush(done) => {
+                            let _ = done.send(());
+                        }
+                        Job::Write { .. } => unreachable!("merged above"),
+                    }
+                }
+            }
+        }
+        commit(&*store, &id, write, frames, &socket, &mut told).await;
+    }
+}
+
+/// Stores `write` (a few tries), then passes `frames` on. If the store keeps failing, the frames
+/// go all the same and the client is told once that this session will not survive a restart:
+/// the session goes on rather than stops.
+async fn commit(
+    store: &dyn SessionStore,
+    id: &str,
+    write: Option<SessionWrite>,
+    frames: Vec<String>,
+    socket: &Option<mpsc::UnboundedSender<Outbound>>,
+    told: &mut bool,
+) {
+    if let Some(write) = write {
+        let mut delay = Duration::from_millis(50);
+        let mut attempt = 0;
+        loop {
+            match store.write(id, write.clone()).await {
+                Ok(()) => {
+                    *told = false;
+                    break;
+                }
+                Err(error) if attempt < 3 => {
+                    tracing::warn!(session = id, %error, attempt, "the session store failed; trying again");
+                    attempt += 1;
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                }
+                Err(error) => {
+                    tracing::error!(session = id, %error, "the session store failed; this session will not survive a restart");
+                    if !*told {
+                        *told = true;
+                        if let Some(tx) = socket {
+                            let frame = ServerFrame::Error(ErrorFrame {
+                                id: "s0".into(),
+                                code: ErrorCode::Internal,
+                                message: format!(
+                                    "the server could not store this session ({error}); it goes on, but a restart of \
+                                     the server would lose it"
+                                ),
+                                reply_to: None,
+                            });
+                            let _ = tx.send(Outbound::Text(encode_frame(&frame)));
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(tx) = socket {
+        for frame in frames {
+            let _ = tx.send(Outbound::Text(frame));
+        }
+    }
+}
