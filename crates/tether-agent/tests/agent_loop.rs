@@ -1,44 +1,19 @@
 //! The agent loop as a library: each of the five hooks is obeyed, events fire after hooks and
 //! only observe, hook errors and panics end the run cleanly, and `maxTurns` bounds a run.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 
+use common::ReplayModel;
 use serde_json::{Value, json};
 use tether_agent::BoxFuture;
 use tether_agent::*;
 use tether_protocol::{ResultStatus, RunEndEvent, RunEvent, RunStatus, ToolEndEvent, ToolSpec, ToolStartEvent};
 
-/// A model that answers from a script and records what it was asked.
-struct ReplayModel {
-    replies: Mutex<Vec<ModelReply>>,
-    requests: Mutex<Vec<ChatRequest>>,
-}
-
-impl ReplayModel {
-    fn new(replies: Vec<ModelReply>) -> Arc<Self> {
-        let mut replies = replies;
-        replies.reverse();
-        Arc::new(ReplayModel { replies: Mutex::new(replies), requests: Mutex::new(Vec::new()) })
-    }
-}
-
-impl ChatModel for ReplayModel {
-    fn name(&self) -> &str {
-        "replay"
-    }
-
-    fn complete<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-        on_delta: &'a (dyn Fn(&str) + Send + Sync),
-    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
-        Box::pin(async move {
-            self.requests.lock().unwrap().push(request.clone());
-            let reply = self.replies.lock().unwrap().pop().unwrap_or_else(|| text("(script ended)"));
-            on_delta(&reply.text);
-            Ok(reply)
-        })
-    }
+/// The script, then "(script ended)" for every further turn.
+fn replay(replies: Vec<ModelReply>) -> Arc<ReplayModel> {
+    ReplayModel::then(replies, text("(script ended)"))
 }
 
 fn text(text: &str) -> ModelReply {
@@ -116,7 +91,7 @@ async fn run(agent: &AgentLoop, host: &FakeHost) -> (RunOutcome, Vec<RunEvent>, 
 }
 
 fn tool_messages(model: &ReplayModel) -> Vec<String> {
-    let requests = model.requests.lock().unwrap();
+    let requests = model.requests();
     requests
         .last()
         .unwrap()
@@ -131,7 +106,7 @@ fn tool_messages(model: &ReplayModel) -> Vec<String> {
 
 #[tokio::test]
 async fn a_denied_tool_never_runs_and_the_model_reads_the_reason() {
-    let model = ReplayModel::new(vec![calls("book_ticket", json!({"seat_class": "first"})), text("ok, tourist then")]);
+    let model = replay(vec![calls("book_ticket", json!({"seat_class": "first"})), text("ok, tourist then")]);
     let agent =
         AgentLoop::new(model.clone()).with_hooks(Hooks::new().on_before_tool_execution(|call: ToolUse| async move {
             if call.args["seat_class"] == "first" {
@@ -158,7 +133,7 @@ async fn a_denied_tool_never_runs_and_the_model_reads_the_reason() {
 
 #[tokio::test]
 async fn a_mocked_tool_answers_without_running() {
-    let model = ReplayModel::new(vec![calls("cart_clear", json!({})), text("done")]);
+    let model = replay(vec![calls("cart_clear", json!({})), text("done")]);
     let agent = AgentLoop::new(model.clone()).with_hooks(
         Hooks::new().on_before_tool_execution(|_| async { Ok(ToolDecision::Mock { result: json!({"cleared": 0}) }) }),
     );
@@ -170,7 +145,7 @@ async fn a_mocked_tool_answers_without_running() {
 
 #[tokio::test]
 async fn after_tool_execution_decides_what_the_model_reads_and_the_end_event_carries_it() {
-    let model = ReplayModel::new(vec![calls("book_ticket", json!({"seat_class": "tourist"})), text("booked")]);
+    let model = replay(vec![calls("book_ticket", json!({"seat_class": "tourist"})), text("booked")]);
     let agent = AgentLoop::new(model.clone()).with_hooks(Hooks::new().on_after_tool_execution(
         |_, mut output: ToolOutput| async move {
             output.content = output.content.replace("12.345.678", "***");
@@ -189,7 +164,7 @@ async fn after_tool_execution_decides_what_the_model_reads_and_the_end_event_car
 
 #[tokio::test]
 async fn before_provider_call_can_hide_a_tool_and_add_context() {
-    let model = ReplayModel::new(vec![calls("cart_clear", json!({})), text("sorry")]);
+    let model = replay(vec![calls("cart_clear", json!({})), text("sorry")]);
     let agent = AgentLoop::new(model.clone()).with_hooks(Hooks::new().on_before_provider_call(
         |mut call: ProviderCall| async move {
             call.tools.retain(|t| t.name != "cart_clear");
@@ -199,7 +174,7 @@ async fn before_provider_call_can_hide_a_tool_and_add_context() {
     ));
     let host = FakeHost::new("cleared");
     run(&agent, &host).await;
-    let requests = model.requests.lock().unwrap();
+    let requests = model.requests();
     assert!(requests[0].tools.iter().all(|t| t.name != "cart_clear"));
     assert_eq!(requests[0].messages[1], ChatMessage::System { content: "Today is 2026-11-30.".into() });
     drop(requests);
@@ -209,7 +184,7 @@ async fn before_provider_call_can_hide_a_tool_and_add_context() {
 
 #[tokio::test]
 async fn invalid_arguments_never_reach_the_hooks_or_the_tool() {
-    let model = ReplayModel::new(vec![calls("book_ticket", json!({"seat_class": "royal"})), text("fixing")]);
+    let model = replay(vec![calls("book_ticket", json!({"seat_class": "royal"})), text("fixing")]);
     let seen = Arc::new(Mutex::new(0));
     let counter = seen.clone();
     let agent = AgentLoop::new(model.clone()).with_hooks(Hooks::new().on_before_tool_execution(move |_| {
@@ -226,7 +201,7 @@ async fn invalid_arguments_never_reach_the_hooks_or_the_tool() {
 #[tokio::test]
 async fn hooks_run_before_their_events_and_turns_are_observed_in_order() {
     let log = Arc::new(Mutex::new(Vec::<String>::new()));
-    let model = ReplayModel::new(vec![calls("book_ticket", json!({})), text("done")]);
+    let model = replay(vec![calls("book_ticket", json!({})), text("done")]);
     let (l1, l2, l3, l4) = (log.clone(), log.clone(), log.clone(), log.clone());
     let agent = AgentLoop::new(model).with_hooks(
         Hooks::new()
@@ -280,7 +255,7 @@ async fn hooks_run_before_their_events_and_turns_are_observed_in_order() {
 
 #[tokio::test]
 async fn a_hook_error_or_panic_ends_the_run_with_a_clear_error() {
-    let model = ReplayModel::new(vec![calls("book_ticket", json!({}))]);
+    let model = replay(vec![calls("book_ticket", json!({}))]);
     let agent = AgentLoop::new(model)
         .with_hooks(Hooks::new().on_before_tool_execution(|_| async { Err(HookError::from("policy service down")) }));
     let host = FakeHost::new("x");
@@ -290,14 +265,14 @@ async fn a_hook_error_or_panic_ends_the_run_with_a_clear_error() {
     assert!(matches!(events.last(), Some(RunEvent::RunEnd(RunEndEvent { status: RunStatus::Failed, .. }))));
     assert!(host.executed.lock().unwrap().is_empty());
 
-    let model = ReplayModel::new(vec![text("hi")]);
+    let model = replay(vec![text("hi")]);
     let agent =
         AgentLoop::new(model).with_hooks(Hooks::new().on_after_turn(|_: TurnEnd| async { panic!("bug in the hook") }));
     let (outcome, _, _) = run(&agent, &host).await;
     assert_eq!(outcome.status, RunStatus::Failed);
     assert_eq!(outcome.error.as_deref(), Some("hook after_turn panicked: bug in the hook"));
 
-    let model = ReplayModel::new(vec![text("hi")]);
+    let model = replay(vec![text("hi")]);
     let agent = AgentLoop::new(model).with_hooks(
         Hooks::new()
             .on_before_turn(|_: TurnStart| -> std::future::Ready<HookResult<()>> { panic!("before the future") }),
@@ -309,7 +284,7 @@ async fn a_hook_error_or_panic_ends_the_run_with_a_clear_error() {
 #[tokio::test]
 async fn max_turns_ends_a_run_that_never_answers() {
     // Without the loop guard (with it, the repeats below end the run earlier: see loop_guard.rs).
-    let model = ReplayModel::new((0..20).map(|_| calls("book_ticket", json!({}))).collect());
+    let model = replay((0..20).map(|_| calls("book_ticket", json!({}))).collect());
     let agent = AgentLoop::new(model).with_max_turns(3).with_loop_guard(LoopGuard::off());
     let host = FakeHost::new("x");
     let (outcome, _, streamed) = run(&agent, &host).await;
@@ -323,7 +298,7 @@ async fn max_turns_ends_a_run_that_never_answers() {
 
 #[tokio::test]
 async fn the_stop_gate_can_send_the_answer_back_and_cap_the_run() {
-    let model = ReplayModel::new(vec![text("draft one"), text("draft two"), text("draft three")]);
+    let model = replay(vec![text("draft one"), text("draft two"), text("draft three")]);
     let agent = AgentLoop::new(model.clone()).with_hooks(Hooks::new().on_stop(|check: StopCheck| async move {
         Ok(if check.rejection_count < 1 {
             StopDecision::Reject { reason: "Add a summary.".into(), hook: "test".into() }
@@ -337,7 +312,7 @@ async fn the_stop_gate_can_send_the_answer_back_and_cap_the_run() {
     assert_eq!(outcome.answer, "draft two");
     // The rejected answer never left; the model read the reason.
     assert_eq!(streamed, "draft two");
-    let last = model.requests.lock().unwrap().last().unwrap().messages.last().unwrap().clone();
+    let last = model.requests().last().unwrap().messages.last().unwrap().clone();
     assert_eq!(last, ChatMessage::User { content: "[hook Stop test rejected the answer] Add a summary.".into() });
 }
 
@@ -345,12 +320,12 @@ async fn the_stop_gate_can_send_the_answer_back_and_cap_the_run() {
 async fn a_malformed_tool_call_is_explained_to_the_model() {
     let broken =
         ModelReply { malformed_tool_call: Some("the tool call is not valid JSON".into()), ..ModelReply::default() };
-    let model = ReplayModel::new(vec![broken, text("plain answer")]);
+    let model = replay(vec![broken, text("plain answer")]);
     let agent = AgentLoop::new(model.clone());
     let host = FakeHost::new("x");
     let (outcome, _, _) = run(&agent, &host).await;
     assert_eq!((outcome.status, outcome.answer.as_str()), (RunStatus::Completed, "plain answer"));
-    let requests = model.requests.lock().unwrap();
+    let requests = model.requests();
     let ChatMessage::User { content } = requests[1].messages.last().unwrap() else { panic!() };
     assert!(content.contains("could not be read: the tool call is not valid JSON"), "{content}");
 }

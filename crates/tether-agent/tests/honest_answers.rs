@@ -4,50 +4,14 @@
 //! now, and the app state the page shares reaches the model as labelled data before the user's
 //! message without entering the conversation.
 
-use std::sync::{Arc, Mutex};
+mod common;
 
+use std::sync::Mutex;
+
+use common::ReplayModel;
 use serde_json::{Value, json};
 use tether_agent::*;
 use tether_protocol::{ContextEntry, ResultStatus, RunEvent, RunStatus, ToolSpec};
-
-/// A model that answers from a script, streaming each reply in small pieces, and records what
-/// it was asked.
-struct ReplayModel {
-    replies: Mutex<Vec<ModelReply>>,
-    requests: Mutex<Vec<ChatRequest>>,
-}
-
-impl ReplayModel {
-    fn new(mut replies: Vec<ModelReply>) -> Arc<Self> {
-        replies.reverse();
-        Arc::new(ReplayModel { replies: Mutex::new(replies), requests: Mutex::new(Vec::new()) })
-    }
-
-    fn requests(&self) -> Vec<ChatRequest> {
-        self.requests.lock().unwrap().clone()
-    }
-}
-
-impl ChatModel for ReplayModel {
-    fn name(&self) -> &str {
-        "replay"
-    }
-
-    fn complete<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-        on_delta: DeltaSink<'a>,
-    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
-        Box::pin(async move {
-            self.requests.lock().unwrap().push(request.clone());
-            let reply = self.replies.lock().unwrap().pop().expect("the script has a reply for every turn");
-            for piece in reply.text.split_inclusive(' ') {
-                on_delta(piece);
-            }
-            Ok(reply)
-        })
-    }
-}
 
 fn text(text: &str) -> ModelReply {
     ModelReply { text: text.into(), raw: text.into(), ..ModelReply::default() }

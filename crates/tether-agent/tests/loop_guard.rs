@@ -3,47 +3,14 @@
 //! run as `loop_detected`, each tool has a per-run limit, a run never ends with an empty answer,
 //! the conversation keeps what the model wrote, and a tool the provider refused is reported once.
 
-use std::sync::{Arc, Mutex};
+mod common;
 
+use std::sync::Mutex;
+
+use common::ReplayModel;
 use serde_json::{Value, json};
 use tether_agent::*;
 use tether_protocol::{ResultStatus, RunEvent, RunStatus, ToolSpec};
-
-/// A model that answers from a script and records what it was asked.
-struct ReplayModel {
-    replies: Mutex<Vec<ModelReply>>,
-    requests: Mutex<Vec<ChatRequest>>,
-}
-
-impl ReplayModel {
-    fn new(mut replies: Vec<ModelReply>) -> Arc<Self> {
-        replies.reverse();
-        Arc::new(ReplayModel { replies: Mutex::new(replies), requests: Mutex::new(Vec::new()) })
-    }
-
-    fn requests(&self) -> Vec<ChatRequest> {
-        self.requests.lock().unwrap().clone()
-    }
-}
-
-impl ChatModel for ReplayModel {
-    fn name(&self) -> &str {
-        "replay"
-    }
-
-    fn complete<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-        on_delta: DeltaSink<'a>,
-    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
-        Box::pin(async move {
-            self.requests.lock().unwrap().push(request.clone());
-            let reply = self.replies.lock().unwrap().pop().expect("the script has a reply for every turn");
-            on_delta(&reply.text);
-            Ok(reply)
-        })
-    }
-}
 
 fn text(text: &str) -> ModelReply {
     ModelReply { text: text.into(), raw: text.into(), ..ModelReply::default() }
