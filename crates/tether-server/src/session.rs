@@ -130,6 +130,34 @@ impl State {
         persister.send(Job::Write { write, frames: writes });
     }
 
+    /// Sends an `AGENT_MESSAGE` and keeps the run's text as the user sees it: `delta` added to
+    /// it, or (`reset`) replacing it.
+    fn send_text(&mut self, run_id: &str, delta: String, done: bool, status: Option<RunStatus>, reset: bool) {
+        if reset {
+            self.run_text.clone_from(&delta);
+        } else {
+            self.run_text.push_str(&delta);
+        }
+        let frame = AgentMessage { id: String::new(), run_id: run_id.to_string(), delta, done, status, reset };
+        self.machine.send(ServerFrame::AgentMessage(frame));
+        self.flush();
+    }
+
+    /// The conversation as the user saw it, for a client that reloaded: each message and
+    /// answer, and the run in progress with its text so far.
+    fn history_frame(&self) -> ServerFrame {
+        let mut lines = self.transcript.clone();
+        if let Some(run) = &self.run {
+            lines.push(HistoryLine {
+                role: HistoryRole::Agent,
+                text: self.run_text.clone(),
+                run_id: Some(run.id.clone()),
+                status: None,
+            });
+        }
+        ServerFrame::History(History { id: "history".into(), lines })
+    }
+
     /// The state as the store keeps it (the log aside, which it keeps itself).
     fn snapshot_json(&self) -> String {
         let mut machine = self.machine.snapshot();
@@ -377,18 +405,7 @@ impl Session {
 
     /// Sends a streamed piece of the answer.
     pub(crate) fn send_delta(&self, run_id: &str, delta: &str, done: bool, status: Option<RunStatus>) {
-        let frame = AgentMessage {
-            id: String::new(),
-            run_id: run_id.to_string(),
-            delta: delta.to_string(),
-            done,
-            status,
-            reset: false,
-        };
-        let mut state = self.lock();
-        state.run_text.push_str(delta);
-        state.machine.send(ServerFrame::AgentMessage(frame));
-        state.flush();
+        self.lock().send_text(run_id, delta.to_string(), done, status, false);
     }
 
     /// Replaces the text the user sees for `run_id` with what it was at the run's checkpoint (a
@@ -396,33 +413,7 @@ impl Session {
     pub(crate) fn send_reset(&self, run_id: &str) {
         let mut state = self.lock();
         let text = state.stored_run.as_ref().map(|run| run.text.clone()).unwrap_or_default();
-        state.run_text.clone_from(&text);
-        let frame = AgentMessage {
-            id: String::new(),
-            run_id: run_id.to_string(),
-            delta: text,
-            done: false,
-            status: None,
-            reset: true,
-        };
-        state.machine.send(ServerFrame::AgentMessage(frame));
-        state.flush();
-    }
-
-    /// The conversation as the user saw it, for a client that reloaded: each message and
-    /// answer, and the run in progress with its text so far.
-    pub(crate) fn history_frame(&self) -> ServerFrame {
-        let state = self.lock();
-        let mut lines = state.transcript.clone();
-        if let Some(run) = &state.run {
-            lines.push(HistoryLine {
-                role: HistoryRole::Agent,
-                text: state.run_text.clone(),
-                run_id: Some(run.id.clone()),
-                status: None,
-            });
-        }
-        ServerFrame::History(History { id: "history".into(), lines })
+        state.send_text(run_id, text, false, None, true);
     }
 
     /// Makes `tx` the session's connection, then sends `welcome`, the tool calls still waiting
@@ -436,18 +427,19 @@ impl Session {
         last_seq: Option<u64>,
         with_history: bool,
     ) {
-        let mut first = vec![encode_frame(welcome)];
-        // A client that reloaded gets the conversation so far instead of the frames before now
-        // (the calls still waiting are sent again all the same).
-        let last_seq = if with_history {
-            first.push(encode_frame(&self.history_frame()));
-            Some(self.lock().machine.seq())
-        } else {
-            last_seq
-        };
         let mut state = self.lock();
         // Whatever was queued for the previous connection goes first (through the persister).
         state.flush();
+        let mut first = vec![encode_frame(welcome)];
+        // A client that reloaded gets the conversation so far instead of the frames before now
+        // (the calls still waiting are sent again all the same); read under the same lock as the
+        // attach, so no frame falls between the two.
+        let last_seq = if with_history {
+            first.push(encode_frame(&state.history_frame()));
+            Some(state.machine.seq())
+        } else {
+            last_seq
+        };
         let attached = state.machine.attach_with(connection_id, first, last_seq);
         if attached.lost > 0 {
             tracing::warn!(session = self.id, lost = attached.lost, "frames older than the replay log were not resent");
@@ -531,16 +523,6 @@ impl Session {
 
     /// Applies a `CONTEXT_UPDATE`, or refuses it and keeps the previous list.
     pub(crate) fn apply_context(&self, update: ContextUpdate) -> Result<usize, Refusal> {
-        let applied = self.apply_context_inner(update);
-        if applied.is_ok() {
-            let mut state = self.lock();
-            state.dirty = true;
-            state.flush();
-        }
-        applied
-    }
-
-    fn apply_context_inner(&self, update: ContextUpdate) -> Result<usize, Refusal> {
         let cap = self.config.max_active_tools as usize;
         if update.tools.len() > cap {
             return Err(Refusal {
@@ -572,6 +554,8 @@ impl Session {
         state.context = update.context;
         state.revision = update.revision;
         state.page = update.page;
+        state.dirty = true;
+        state.flush();
         Ok(count)
     }
 
