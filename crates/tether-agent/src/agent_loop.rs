@@ -1167,25 +1167,16 @@ impl RunState {
 
     /// Gives each call of the last assistant message that has no result a `cancelled` one.
     fn close_open_calls(&mut self, why: &str) {
-        let Some(at) = self.messages.iter().rposition(|m| matches!(m, ChatMessage::Assistant { .. })) else { return };
-        let ChatMessage::Assistant { tool_calls, .. } = &self.messages[at] else { return };
-        let answered: HashSet<String> = self.messages[at + 1..]
-            .iter()
-            .filter_map(|m| match m {
-                ChatMessage::Tool { call_id, .. } => Some(call_id.clone()),
-                _ => None,
-            })
-            .collect();
-        let open: Vec<ChatMessage> = tool_calls
-            .iter()
-            .filter(|call| !answered.contains(&call.id))
+        let closed: Vec<ChatMessage> = self
+            .open_calls()
+            .into_iter()
             .map(|call| ChatMessage::Tool {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
+                call_id: call.id,
+                name: call.name,
                 content: format!("[{}] {why}", ResultStatus::Cancelled.as_str()),
             })
             .collect();
-        self.messages.extend(open);
+        self.messages.extend(closed);
     }
 
     /// The answer of a run that ended without one: what was done, or why nothing was.
