@@ -108,10 +108,9 @@ struct CallState {
     url_before: Option<String>,
     revision_before: u64,
     changes_before: u64,
-    /// Its handler ran, so it holds `CONTEXT_UPDATE`s back until its result leaves.
+    /// Its handler ran, so it holds `CONTEXT_UPDATE`s back until its result leaves (and a
+    /// reload before then makes it `interrupted`).
     held: bool,
-    /// Its handler started (a reload before its result is recorded makes it `interrupted`).
-    ran: bool,
 }
 
 struct Inner {
@@ -250,7 +249,7 @@ impl Client {
             let inner = self.0.inner.borrow();
             let Some((id, token)) = inner.session.resume_info() else { return };
             let mut saved = format!("{id}\n{token}");
-            let ran = inner.calls.iter().filter(|(_, call)| call.ran).map(|(id, _)| id.as_str());
+            let ran = inner.calls.iter().filter(|(_, call)| call.held).map(|(id, _)| id.as_str());
             for call_id in ran.chain(inner.session.unacknowledged().iter().map(|entry| entry.result.call_id.as_str())) {
                 saved.push('\n');
                 saved.push_str(call_id);
@@ -758,12 +757,12 @@ impl Client {
         let call_id = request.call_id.clone();
         // A call whose handler ran in the page before a reload (its result never reached the
         // server): it may or may not have taken effect, so it is not run again.
-        let interrupted = {
+        let interrupted = local.is_none() && {
             let mut inner = self.inner();
             let at = inner.interrupted.iter().position(|id| *id == call_id);
-            at.map(|at| inner.interrupted.swap_remove(at))
+            at.map(|at| inner.interrupted.swap_remove(at)).is_some()
         };
-        if interrupted.is_some() && local.is_none() {
+        if interrupted {
             let outcome = Outcome {
                 call_id,
                 tool: request.tool,
@@ -872,7 +871,6 @@ impl Client {
                 state.revision_before = revision;
                 state.changes_before = changes;
                 state.held = held;
-                state.ran = held;
             }
             inner.holding += u32::from(held);
             (handler, inner.notify.clone())
