@@ -8,23 +8,10 @@ mod common;
 
 use std::sync::Mutex;
 
-use common::ReplayModel;
+use common::{ReplayModel, call, run, text};
 use serde_json::{Value, json};
 use tether_agent::*;
 use tether_protocol::{ContextEntry, ResultStatus, RunEvent, RunStatus, ToolSpec};
-
-fn text(text: &str) -> ModelReply {
-    ModelReply { text: text.into(), raw: text.into(), ..ModelReply::default() }
-}
-
-fn call(name: &str, arguments: Value) -> ModelReply {
-    let raw = json!({"name": name, "arguments": &arguments}).to_string();
-    ModelReply {
-        tool_calls: vec![ModelToolCall { id: "m".into(), name: name.into(), arguments }],
-        raw,
-        ..ModelReply::default()
-    }
-}
 
 fn spec(name: &str, description: &str) -> ToolSpec {
     ToolSpec {
@@ -85,22 +72,6 @@ impl ToolHost for Shop {
             }
         })
     }
-}
-
-struct Run {
-    outcome: RunOutcome,
-    streamed: String,
-    events: Vec<RunEvent>,
-}
-
-async fn run(agent: &AgentLoop, shop: &Shop, message: &str) -> Run {
-    let streamed = Mutex::new(String::new());
-    let events = Mutex::new(Vec::new());
-    let on_delta = |delta: &str| streamed.lock().unwrap().push_str(delta);
-    let on_event = |event: RunEvent| events.lock().unwrap().push(event);
-    let outcome =
-        agent.run(shop, &RunSink { on_delta: &on_delta, on_event: &on_event }, "r1", message, Vec::new()).await;
-    Run { outcome, streamed: streamed.into_inner().unwrap(), events: events.into_inner().unwrap() }
 }
 
 fn last_user(request: &ChatRequest) -> String {

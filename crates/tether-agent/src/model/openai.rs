@@ -974,15 +974,20 @@ mod tests {
         assert_eq!(reply.raw, "{\"answer\": \"Your cart has 2 \\u00d7 Red mug.\"}");
     }
 
-    #[test]
-    fn late_tools_go_before_the_runs_request_and_leave_the_conversation_before_it_alone() {
-        let tool = ToolSpec {
+    /// A tool with no arguments, for the prompt-shape tests.
+    fn cart_add() -> ToolSpec {
+        ToolSpec {
             name: "cart_add".into(),
             description: "Add.".into(),
             parameters: json!({"type": "object"}),
             risk: Default::default(),
             global: false,
-        };
+        }
+    }
+
+    #[test]
+    fn late_tools_go_before_the_runs_request_and_leave_the_conversation_before_it_alone() {
+        let tool = cart_add();
         let request = ChatRequest {
             messages: vec![
                 ChatMessage::System { content: "sys".into() },
@@ -1043,13 +1048,7 @@ mod tests {
             ],
             tools: Vec::new(),
         };
-        let tool = ToolSpec {
-            name: "cart_add".into(),
-            description: "Add.".into(),
-            parameters: json!({"type": "object"}),
-            risk: Default::default(),
-            global: false,
-        };
+        let tool = cart_add();
         let turn = Turn { mode: ToolMode::Constrained, tools: vec![&tool], answer: None, late: false };
         let messages = prompted_messages(&request, &turn);
         assert_eq!(messages.len(), 4);

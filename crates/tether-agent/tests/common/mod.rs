@@ -1,11 +1,50 @@
 //! What the agent-loop tests share: a model that answers from a script, streaming each reply in
-//! small pieces (as a provider does), and records what it was asked.
+//! small pieces (as a provider does), and records what it was asked; replies as a small model
+//! writes them; one run with what it streamed and the events it reported.
 
 #![allow(dead_code, unreachable_pub)]
 
 use std::sync::{Arc, Mutex};
 
-use tether_agent::{AgentError, BoxFuture, ChatModel, ChatRequest, DeltaSink, ModelReply};
+use serde_json::{Value, json};
+use tether_agent::{
+    AgentError, AgentLoop, BoxFuture, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, RunOutcome,
+    RunSink, ToolHost,
+};
+use tether_protocol::RunEvent;
+
+/// A reply that is only text.
+pub fn text(text: &str) -> ModelReply {
+    ModelReply { text: text.into(), raw: text.into(), ..ModelReply::default() }
+}
+
+/// A reply that calls `name` with `arguments`, written as a small model writes it.
+pub fn call(name: &str, arguments: Value) -> ModelReply {
+    let raw = json!({"name": name, "arguments": &arguments}).to_string();
+    ModelReply {
+        tool_calls: vec![ModelToolCall { id: "m".into(), name: name.into(), arguments }],
+        raw,
+        ..ModelReply::default()
+    }
+}
+
+/// One run: how it ended, the text streamed to the user, the events reported.
+pub struct Run {
+    pub outcome: RunOutcome,
+    pub streamed: String,
+    pub events: Vec<RunEvent>,
+}
+
+/// Runs `agent` over `host` for `message` in a new conversation (run `r1`).
+pub async fn run(agent: &AgentLoop, host: &dyn ToolHost, message: &str) -> Run {
+    let streamed = Mutex::new(String::new());
+    let events = Mutex::new(Vec::new());
+    let on_delta = |delta: &str| streamed.lock().unwrap().push_str(delta);
+    let on_event = |event: RunEvent| events.lock().unwrap().push(event);
+    let outcome =
+        agent.run(host, &RunSink { on_delta: &on_delta, on_event: &on_event }, "r1", message, Vec::new()).await;
+    Run { outcome, streamed: streamed.into_inner().unwrap(), events: events.into_inner().unwrap() }
+}
 
 /// A model that answers from a script and records every request.
 pub struct ReplayModel {
