@@ -139,14 +139,16 @@ test("todo-react: the Vite dev server on another port reaches `tether serve` thr
   const appDir = resolve(ROOT, "examples/todo-react");
   const vite = spawn(resolve(appDir, "node_modules/.bin/vite"), ["--host", "127.0.0.1", "--port", String(vitePort), "--strictPort"], {
     cwd: appDir,
-    env: { ...process.env, TETHER_SERVER: `http://127.0.0.1:${tetherPort}` },
+    // NO_COLOR: with CI set (as CI machines do), Vite colours the port in its URL.
+    env: { ...process.env, NO_COLOR: "1", TETHER_SERVER: `http://127.0.0.1:${tetherPort}` },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let viteLog = "";
   // Vite prints its URL once it listens. The promise exists before anything else is awaited, so
-  // output that arrives while the browser page opens is not missed.
+  // output that arrives while the browser page opens is not missed; colour codes are ignored in
+  // case a terminal setting brings them back.
   const listening = new Promise((ready, fail) => {
-    const check = () => viteLog.includes(`:${vitePort}`) && ready();
+    const check = () => viteLog.replace(/\x1b\[[0-9;]*m/g, "").includes(`:${vitePort}/`) && ready();
     vite.stdout.on("data", (chunk) => {
       viteLog += chunk;
       check();

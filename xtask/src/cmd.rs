@@ -39,6 +39,27 @@ pub(crate) fn run(command: &mut Command) -> Result<()> {
     Ok(())
 }
 
+/// Like [`run`], for a command that starts processes of its own (servers, browsers): it runs in a
+/// process group of its own, and whatever is left of that group when it exits is killed. A test
+/// runner that gives up on a hung test file leaves that file's servers and browser behind; they
+/// must not outlive the run (CI waits for every process it started).
+pub(crate) fn run_contained(command: &mut Command) -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    let text = describe(command);
+    eprintln!("[xtask] $ {text}");
+    let started = Instant::now();
+    let mut child = command.process_group(0).spawn().with_context(|| format!("could not start `{text}`"))?;
+    let status = child.wait();
+    // The group's id is the leader's pid; `kill -- -PGID` reaches every process still in it.
+    let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).stderr(Stdio::null()).status();
+    let status = status?;
+    eprintln!("[xtask]   ({:.1} s)", started.elapsed().as_secs_f64());
+    if !status.success() {
+        bail!("`{text}` failed with {status}");
+    }
+    Ok(())
+}
+
 /// Standard output of a command, or `None` if it cannot run or fails. For probing.
 pub(crate) fn probe(program: impl AsRef<OsStr>, args: &[&str]) -> Option<String> {
     let output = Command::new(program).args(args).stderr(Stdio::null()).output().ok()?;

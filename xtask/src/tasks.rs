@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use anyhow::{Context, Result, bail};
 
 use crate::app::{build_leptos_app, pack_react};
-use crate::cmd::{in_repo, probe, repo_root, run, step};
+use crate::cmd::{in_repo, probe, repo_root, run, run_contained, step};
 use crate::toolchain::{self, Needs, WasmToolchain};
 use crate::wasm::{ModuleSizes, build_module, print_sizes};
 
@@ -407,11 +407,14 @@ fn walkthroughs_end_to_end(runtime: &ModuleSizes, storefront: &Path, only: &[Str
     let all = ["leptos", "react", "todo"].map(String::from);
     let files: Vec<String> =
         if only.is_empty() { &all[..] } else { only }.iter().map(|name| format!("tests/e2e/{name}.test.mjs")).collect();
-    // Each test is bounded: a test that hangs fails with its name instead of holding CI.
-    run(in_repo("node")
-        .args(["--test", "--test-concurrency=1", "--test-timeout=180000"])
-        .args(&files)
-        .env("TETHER_LEPTOS_DIST", storefront))
+    // Each test (and each file) is bounded: one that hangs fails with its name instead of holding
+    // CI, and the servers and browser it started are killed with its process group.
+    run_contained(
+        in_repo("node")
+            .args(["--test", "--test-concurrency=1", "--test-timeout=300000"])
+            .args(&files)
+            .env("TETHER_LEPTOS_DIST", storefront),
+    )
 }
 
 /// `cargo xtask e2e [leptos|react|todo ...]`: only the browser part of `cargo xtask test`, with
