@@ -268,6 +268,11 @@ impl Client {
         }
     }
 
+    /// Sends a frame and ignores a failure (for a frame sent to a server that may be gone).
+    pub async fn send_lossy(&mut self, frame: ClientFrame) {
+        let _ = self.ws.send(Message::Text(encode_frame(&frame).into())).await;
+    }
+
     /// Sends a frame's text without waiting for anything.
     pub async fn send_raw(&mut self, text: String) {
         self.ws.send(Message::Text(text.into())).await.expect("send");

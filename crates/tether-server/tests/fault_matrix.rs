@@ -1,0 +1,289 @@
+//! The fault matrix of durable sessions: the real `tether serve` on a real SQLite file, an
+//! OpenAI-compatible model in this process (so that it outlives the server), and a client over a
+//! real socket. The server is killed (SIGKILL, a crash) or terminated (SIGTERM, a deploy) while
+//! (a) an approval is pending, (b) a client tool is running, (c) the model is streaming, (d) a
+//! result is in flight; a second server starts on the same file and the client resumes. Each
+//! time: the run completes, the tool ran once (one call id reached the page), and the model read
+//! the tool's result exactly once.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use axum::response::IntoResponse;
+use common::serve::{Serve, Served};
+use serde_json::{Value, json};
+use tether_protocol::{ClientFrame, ResultStatus, Resume, RunStatus, ServerFrame, ToolCall, ToolResult};
+use tokio::sync::Notify;
+
+/// The answer the model gives once it has read the tool's result.
+const ANSWER: &str = "The red mug is in your cart.";
+/// What the page's `cart_add` returns.
+const RESULT: &str = "added 1 x Red mug; cart: 1 item";
+
+/// A fresh directory for one test's store, removed afterwards.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let dir = std::env::temp_dir().join(format!("tether-faults-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Dir(dir)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The model: asked without a tool result, it calls `cart_add` for the red mug; with one, it
+/// answers [`ANSWER`]. With `stall`, its first answer streams a few words and then never ends
+/// (the server is stopped while it streams). Records every request.
+#[derive(Clone, Default)]
+struct Model {
+    requests: Arc<Mutex<Vec<Value>>>,
+    stall: bool,
+    stalled: Arc<Notify>,
+}
+
+impl Model {
+    async fn start(stall: bool) -> (Model, String) {
+        let model = Model { stall, ..Model::default() };
+        let serving = model.clone();
+        let app = axum::Router::new().route(
+            "/v1/chat/completions",
+            axum::routing::post(move |body: String| {
+                let model = serving.clone();
+                async move { model.reply(serde_json::from_str(&body).unwrap()) }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (model, base)
+    }
+
+    fn reply(&self, body: Value) -> axum::response::Response {
+        let results = tool_results(&body);
+        let first_answer = {
+            let mut requests = self.requests.lock().unwrap();
+            let first = results > 0 && !requests.iter().any(|seen| tool_results(seen) > 0);
+            requests.push(body);
+            first
+        };
+        if results == 0 {
+            let call = json!({"id": "call_1", "type": "function",
+                "function": {"name": "cart_add", "arguments": "{\"productId\":\"mug-red\"}"}});
+            return completion(json!({"role": "assistant", "content": null, "tool_calls": [call]}));
+        }
+        if self.stall && first_answer {
+            self.stalled.notify_one();
+            let chunk = json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "The red "}}]});
+            let first = futures_util::stream::iter([Ok::<_, std::io::Error>(format!("data: {chunk}\n\n"))]);
+            let body =
+                axum::body::Body::from_stream(futures_util::StreamExt::chain(first, futures_util::stream::pending()));
+            return ([(axum::http::header::CONTENT_TYPE, "text/event-stream")], body).into_response();
+        }
+        completion(json!({"role": "assistant", "content": ANSWER}))
+    }
+
+    /// The request that led to the final answer.
+    fn last_request(&self) -> Value {
+        self.requests.lock().unwrap().last().cloned().expect("the model was asked")
+    }
+}
+
+/// How many tool results a request shows the model.
+fn tool_results(body: &Value) -> usize {
+    body["messages"].as_array().map_or(0, |messages| messages.iter().filter(|m| m["role"] == "tool").count())
+}
+
+fn completion(message: Value) -> axum::response::Response {
+    axum::Json(json!({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})).into_response()
+}
+
+fn serve(dir: &Dir, model: &str) -> Served {
+    let store = format!("sqlite:{}", dir.0.join("sessions.db").display());
+    Serve::new().args(["--store", &store, "--model", model, "--tool-mode", "native"]).start()
+}
+
+/// The highest frame number the client received (what a page sends as `lastSeq`).
+fn last_seq(client: &common::Client) -> Option<u64> {
+    client
+        .seen
+        .iter()
+        .filter_map(|text| serde_json::from_str::<Value>(text).ok())
+        .filter_map(|frame| frame["id"].as_str()?.strip_prefix('s')?.parse().ok())
+        .max()
+}
+
+/// How the first server ends.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// SIGKILL: nothing of the process runs after it.
+    Kill,
+    /// SIGTERM: the server drains; the client is told to reconnect (close 1012).
+    Terminate,
+}
+
+/// When the fault strikes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Moment {
+    /// The call waits for the user's approval; the user approves after the restart.
+    ApprovalPending,
+    /// The handler runs; it finishes once the server is gone, its first send is lost, and the
+    /// result goes out again on resume.
+    ToolRunning,
+    /// The result is in, and the model streams its answer.
+    ModelStreaming,
+    /// The result was sent and the fault strikes before its acknowledgement.
+    ResultInFlight,
+}
+
+/// Ends the first server as `fault` says; `late` is what the page sends once the server is gone
+/// (lost). The client's socket is closed before the server's exit is awaited, as a browser
+/// closes once it reads the close frame.
+async fn stop(served: Served, fault: Fault, mut client: common::Client, late: Option<ClientFrame>) {
+    let exit = match fault {
+        Fault::Kill => {
+            served.kill();
+            None
+        }
+        Fault::Terminate => {
+            let exit = std::thread::spawn(move || served.terminate());
+            let (code, reason) = client.closed().await;
+            assert_eq!(code, 1012, "a draining server asks clients to reconnect: {reason}");
+            Some(exit)
+        }
+    };
+    if let Some(frame) = late {
+        client.send_lossy(frame).await;
+    }
+    client.kill();
+    if let Some(exit) = exit {
+        let status = tokio::task::spawn_blocking(move || exit.join().unwrap()).await.unwrap();
+        assert!(status.success(), "a drained server exits cleanly: {status}");
+    }
+}
+
+async fn fault(moment: Moment, fault: Fault) {
+    let dir = Dir::new(&format!("{moment:?}-{fault:?}"));
+    let (model, base) = Model::start(moment == Moment::ModelStreaming).await;
+    let first = serve(&dir, &base);
+    let mut client = common::Client::connect(&first.url()).await;
+    client.hello(None).await;
+    client.context(1, common::storefront_tools()).await;
+    client.say("add the red mug to my cart").await;
+    let call: ToolCall = client.tool_call().await;
+    assert_eq!((call.name.as_str(), &call.args), ("cart_add", &json!({"productId": "mug-red"})));
+    let mut calls = vec![call.call_id.clone()];
+
+    // What the page does before the fault, and whether it still owes the result after it.
+    let owes_result = match moment {
+        Moment::ApprovalPending | Moment::ToolRunning => true,
+        Moment::ModelStreaming => {
+            client.result(&call.call_id, ResultStatus::Ok, json!(RESULT)).await;
+            assert!(client.ack_or_error(&call.call_id).await.is_ok());
+            tokio::time::timeout(common::WAIT, model.stalled.notified()).await.expect("the model was asked to answer");
+            false
+        }
+        Moment::ResultInFlight => {
+            client.result(&call.call_id, ResultStatus::Ok, json!(RESULT)).await;
+            // Unsure whether it arrived: the page resends it after the restart.
+            true
+        }
+    };
+    let resume = Resume { last_seq: last_seq(&client), ..client.resume_info() };
+    // With the tool running, the handler finishes once the server is gone: the page's first try
+    // is lost.
+    let late = (moment == Moment::ToolRunning).then(|| {
+        let id = client.id();
+        ClientFrame::ToolResult(ToolResult {
+            id,
+            call_id: call.call_id.clone(),
+            status: ResultStatus::Ok,
+            content: json!(RESULT),
+        })
+    });
+    stop(first, fault, client, late).await;
+
+    let second = serve(&dir, &base);
+    let mut client = common::Client::connect(&second.url()).await;
+    let welcome = client.hello(Some(resume.clone())).await;
+    assert!(welcome.resumed, "the session came back from the store");
+    if owes_result {
+        client.result(&call.call_id, ResultStatus::Ok, json!(RESULT)).await;
+        assert!(client.ack_or_error(&call.call_id).await.is_ok(), "the restarted server knows the call");
+    }
+    let mut answer = String::new();
+    let status = client
+        .recv_until(|frame| match frame {
+            ServerFrame::AgentMessage(message) => {
+                assert_eq!(message.run_id, call.run_id, "the same run goes on");
+                if message.reset {
+                    answer.clear();
+                }
+                answer.push_str(&message.delta);
+                message.done.then_some(message.status)
+            }
+            ServerFrame::ToolCall(again) => {
+                if !calls.contains(&again.call_id) {
+                    calls.push(again.call_id.clone());
+                }
+                None
+            }
+            _ => None,
+        })
+        .await;
+    assert_eq!(status, Some(RunStatus::Completed), "answer: {answer}");
+    assert_eq!(answer, ANSWER);
+    assert_eq!(calls, [call.call_id.clone()], "the tool ran once");
+    let last = model.last_request();
+    assert_eq!(tool_results(&last), 1, "the model read the result once: {last:#}");
+    let result = last["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap();
+    assert!(result["content"].as_str().unwrap().contains(RESULT), "{result:#}");
+}
+
+#[tokio::test]
+async fn killed_while_an_approval_is_pending() {
+    fault(Moment::ApprovalPending, Fault::Kill).await;
+}
+
+#[tokio::test]
+async fn killed_while_a_client_tool_runs() {
+    fault(Moment::ToolRunning, Fault::Kill).await;
+}
+
+#[tokio::test]
+async fn killed_while_the_model_streams() {
+    fault(Moment::ModelStreaming, Fault::Kill).await;
+}
+
+#[tokio::test]
+async fn killed_while_a_result_is_in_flight() {
+    fault(Moment::ResultInFlight, Fault::Kill).await;
+}
+
+#[tokio::test]
+async fn terminated_while_an_approval_is_pending() {
+    fault(Moment::ApprovalPending, Fault::Terminate).await;
+}
+
+#[tokio::test]
+async fn terminated_while_a_client_tool_runs() {
+    fault(Moment::ToolRunning, Fault::Terminate).await;
+}
+
+#[tokio::test]
+async fn terminated_while_the_model_streams() {
+    fault(Moment::ModelStreaming, Fault::Terminate).await;
+}
+
+#[tokio::test]
+async fn terminated_while_a_result_is_in_flight() {
+    fault(Moment::ResultInFlight, Fault::Terminate).await;
+}
