@@ -78,7 +78,7 @@ impl Model {
         if results == 0 {
             let call = json!({"id": "call_1", "type": "function",
                 "function": {"name": "cart_add", "arguments": "{\"productId\":\"mug-red\"}"}});
-            return completion(json!({"role": "assistant", "content": null, "tool_calls": [call]}));
+            return completion(&json!({"role": "assistant", "content": null, "tool_calls": [call]}));
         }
         if self.stall && first_answer {
             self.stalled.notify_one();
@@ -88,7 +88,7 @@ impl Model {
                 axum::body::Body::from_stream(futures_util::StreamExt::chain(first, futures_util::stream::pending()));
             return ([(axum::http::header::CONTENT_TYPE, "text/event-stream")], body).into_response();
         }
-        completion(json!({"role": "assistant", "content": ANSWER}))
+        completion(&json!({"role": "assistant", "content": ANSWER}))
     }
 
     /// The request that led to the final answer.
@@ -102,7 +102,7 @@ fn tool_results(body: &Value) -> usize {
     body["messages"].as_array().map_or(0, |messages| messages.iter().filter(|m| m["role"] == "tool").count())
 }
 
-fn completion(message: Value) -> axum::response::Response {
+fn completion(message: &Value) -> axum::response::Response {
     axum::Json(json!({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})).into_response()
 }
 
@@ -241,7 +241,7 @@ async fn fault(moment: Moment, fault: Fault) {
         .await;
     assert_eq!(status, Some(RunStatus::Completed), "answer: {answer}");
     assert_eq!(answer, ANSWER);
-    assert_eq!(calls, [call.call_id.clone()], "the tool ran once");
+    assert_eq!(calls, std::slice::from_ref(&call.call_id), "the tool ran once");
     let last = model.last_request();
     assert_eq!(tool_results(&last), 1, "the model read the result once: {last:#}");
     let result = last["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap();
