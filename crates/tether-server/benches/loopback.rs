@@ -1,7 +1,10 @@
 //! Loopback measurements against a real `tether serve` process:
 //! - `TOOL_RESULT` → `TOOL_RESULT_ACK` round trip (the server applies the result and answers),
 //! - `USER_MESSAGE` → `TOOL_CALL` latency with the built-in model,
-//! - how many idle sessions one server holds, and its memory per session.
+//! - the same two with the SQLite store and with the memory store, taking turns in one run,
+//! - how many idle sessions one server holds, and its memory per session,
+//! - a restart with SESSIONS stored sessions: the time until the new process listens, and until
+//!   every session was resumed by its client.
 //!
 //! `cargo bench -p tether-server --bench loopback` (SESSIONS=10000 by default).
 
@@ -40,14 +43,22 @@ async fn recv(ws: &mut Socket) -> ServerFrame {
 }
 
 async fn hello(url: &str) -> Socket {
+    welcomed(url).await.0
+}
+
+/// A new session: its socket and WELCOME.
+async fn welcomed(url: &str) -> (Socket, Welcome) {
     let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true).await.unwrap();
     send(
         &mut ws,
         ClientFrame::Hello(Hello { id: "h".into(), protocol_version: PROTOCOL_VERSION, resume: None, client: None }),
     )
     .await;
-    while !matches!(recv(&mut ws).await, ServerFrame::Welcome(_)) {}
-    ws
+    loop {
+        if let ServerFrame::Welcome(welcome) = recv(&mut ws).await {
+            return (ws, welcome);
+        }
+    }
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -66,66 +77,117 @@ fn report(label: &str, mut samples: Vec<Duration>) {
     );
 }
 
-#[tokio::main]
-#[allow(clippy::print_stdout)]
-async fn main() {
-    let sessions: usize = std::env::var("SESSIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
-    // One client address opens every session, and one connection sends thousands of frames a
-    // second: lift those two limits for the measurement.
-    let served = serve::Serve::new().args(["--max-sessions-per-ip", "0", "--max-frames-per-second", "0"]).start();
-    let url = served.url();
-    let pid = served.pid();
-
-    // Round trips on one session.
-    let mut ws = hello(&url).await;
-    let tools = vec![ToolSpec {
+fn cart_tools() -> Vec<ToolSpec> {
+    vec![ToolSpec {
         name: "cart_add".into(),
         description: "Add a product to the cart.".into(),
         parameters: json!({"type": "object", "properties": {"productId": {"enum": ["mug-red"]}}}),
         risk: Risk::None,
         global: false,
-    }];
-    send(
-        &mut ws,
-        ClientFrame::ContextUpdate(ContextUpdate {
-            id: "c".into(),
-            revision: 1,
-            tools,
-            page: None,
-            context: Vec::new(),
-        }),
-    )
-    .await;
-    let (mut to_call, mut to_ack) = (Vec::new(), Vec::new());
-    for n in 0..2000 {
-        let started = Instant::now();
-        send(
-            &mut ws,
-            ClientFrame::UserMessage(UserMessage { id: format!("u{n}"), text: "add the red mug to my cart".into() }),
-        )
+    }]
+}
+
+fn context(revision: u64) -> ClientFrame {
+    ClientFrame::ContextUpdate(ContextUpdate {
+        id: format!("c{revision}"),
+        revision,
+        tools: cart_tools(),
+        page: None,
+        context: Vec::new(),
+    })
+}
+
+/// One run on `ws`: `USER_MESSAGE` → `TOOL_CALL` (the first duration), `TOOL_RESULT` →
+/// `TOOL_RESULT_ACK` (the second), then the run's end.
+async fn one_run(ws: &mut Socket, n: usize) -> (Duration, Duration) {
+    let started = Instant::now();
+    send(ws, ClientFrame::UserMessage(UserMessage { id: format!("u{n}"), text: "add the red mug to my cart".into() }))
         .await;
-        let call = loop {
-            if let ServerFrame::ToolCall(call) = recv(&mut ws).await {
-                break call;
-            }
-        };
-        to_call.push(started.elapsed());
-        let sent = Instant::now();
-        let result =
-            ToolResult { id: format!("r{n}"), call_id: call.call_id, status: ResultStatus::Ok, content: json!("ok") };
-        send(&mut ws, ClientFrame::ToolResult(result)).await;
-        loop {
-            match recv(&mut ws).await {
-                ServerFrame::ToolResultAck(_) => to_ack.push(sent.elapsed()),
-                ServerFrame::AgentMessage(m) if m.done => break,
-                _ => {}
-            }
+    let call = loop {
+        if let ServerFrame::ToolCall(call) = recv(ws).await {
+            break call;
+        }
+    };
+    let to_call = started.elapsed();
+    let sent = Instant::now();
+    let result =
+        ToolResult { id: format!("r{n}"), call_id: call.call_id, status: ResultStatus::Ok, content: json!("ok") };
+    send(ws, ClientFrame::ToolResult(result)).await;
+    let mut to_ack = None;
+    loop {
+        match recv(ws).await {
+            ServerFrame::ToolResultAck(_) => to_ack = Some(sent.elapsed()),
+            ServerFrame::AgentMessage(m) if m.done => break,
+            _ => {}
         }
     }
-    report("TOOL_RESULT -> TOOL_RESULT_ACK round trip (loopback)", to_ack);
-    report("USER_MESSAGE -> TOOL_CALL (scripted model, one turn)", to_call);
+    (to_call, to_ack.expect("the result was acknowledged"))
+}
 
-    // Idle sessions.
+/// A HELLO that resumes `id` with `token`; whether the server resumed it.
+async fn resume(url: &str, id: &str, token: &str) -> bool {
+    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true).await.unwrap();
+    let resume = Resume { session_id: id.into(), token: token.into(), last_seq: None, history: false };
+    let hello = Hello { id: "h".into(), protocol_version: PROTOCOL_VERSION, resume: Some(resume), client: None };
+    send(&mut ws, ClientFrame::Hello(hello)).await;
+    loop {
+        if let ServerFrame::Welcome(welcome) = recv(&mut ws).await {
+            return welcome.resumed;
+        }
+    }
+}
+
+#[tokio::main]
+#[allow(clippy::print_stdout)]
+async fn main() {
+    let sessions: usize = std::env::var("SESSIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let dir = std::env::temp_dir().join(format!("tether-bench-loopback-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sqlite = format!("sqlite:{}", dir.join("sessions.db").display());
+    // One client address opens every session, and one connection sends thousands of frames a
+    // second: lift those two limits for the measurement.
+    let limits = ["--max-sessions-per-ip", "0", "--max-frames-per-second", "0"];
+    let memory_server = serve::Serve::new().args(limits).args(["--store", "memory"]).start();
+    let sqlite_server = serve::Serve::new().args(limits).args(["--store", sqlite.as_str()]).start();
+
+    // Round trips with each store, taking turns, so that both see the same machine. A session
+    // holds its whole conversation, so each takes RUNS_PER_SESSION runs (a long chat) and then
+    // a new one starts: the figures are for conversations of up to that length.
+    const RUNS_PER_SESSION: usize = 20;
+    let (mut memory_ws, mut sqlite_ws) = (hello(&memory_server.url()).await, hello(&sqlite_server.url()).await);
+    let (mut memory_call, mut memory_ack, mut sqlite_call, mut sqlite_ack) = (vec![], vec![], vec![], vec![]);
+    for n in 0..2000 {
+        if n % RUNS_PER_SESSION == 0 {
+            (memory_ws, sqlite_ws) = (hello(&memory_server.url()).await, hello(&sqlite_server.url()).await);
+            send(&mut memory_ws, context(1)).await;
+            send(&mut sqlite_ws, context(1)).await;
+        }
+        let (call, ack) = one_run(&mut memory_ws, n).await;
+        memory_call.push(call);
+        memory_ack.push(ack);
+        let (call, ack) = one_run(&mut sqlite_ws, n).await;
+        sqlite_call.push(call);
+        sqlite_ack.push(ack);
+    }
+    let median = |samples: &[Duration]| {
+        let mut sorted = samples.to_vec();
+        sorted.sort();
+        percentile(&sorted, 0.5)
+    };
+    println!(
+        "TOOL_RESULT -> TOOL_RESULT_ACK p50, SQLite store / memory: {:.2}x",
+        median(&sqlite_ack).as_secs_f64() / median(&memory_ack).as_secs_f64()
+    );
+    report("TOOL_RESULT -> TOOL_RESULT_ACK round trip (loopback, memory store)", memory_ack);
+    report("TOOL_RESULT -> TOOL_RESULT_ACK round trip (loopback, SQLite store)", sqlite_ack);
+    report("USER_MESSAGE -> TOOL_CALL (scripted model, one turn, memory store)", memory_call);
+    report("USER_MESSAGE -> TOOL_CALL (scripted model, one turn, SQLite store)", sqlite_call);
+    drop((memory_ws, sqlite_ws));
+
+    // Idle sessions (memory store).
+    let url = memory_server.url();
+    let pid = memory_server.pid();
     let before = rss_kib(pid);
     let started = Instant::now();
     let mut idle = Vec::with_capacity(sessions);
@@ -145,5 +207,54 @@ async fn main() {
         (after.saturating_sub(before)) as f64 / idle.len() as f64
     );
     drop(idle);
-    drop(served);
+    drop(memory_server);
+
+    // A restart with `sessions` stored sessions (each with its page's tools): the time until the
+    // new process listens, and until every session has been resumed by its client.
+    let url = sqlite_server.url();
+    let mut stored = Vec::with_capacity(sessions);
+    for batch in 0..sessions.div_ceil(250) {
+        let count = 250.min(sessions - batch * 250);
+        let opened = futures_util::future::join_all((0..count).map(|_| async {
+            let (mut ws, welcome) = welcomed(&url).await;
+            send(&mut ws, context(1)).await;
+            (ws, welcome.session_id, welcome.resume_token)
+        }))
+        .await;
+        stored.extend(opened);
+    }
+    let tokens: Vec<(String, String)> = stored.into_iter().map(|(_, id, token)| (id, token)).collect();
+    // A deploy: the draining server stores what its sessions queued before it exits.
+    let status = sqlite_server.terminate();
+    assert!(status.success(), "{status}");
+    let size = std::fs::metadata(dir.join("sessions.db")).map(|m| m.len()).unwrap_or(0);
+    let started = Instant::now();
+    let restarted = serve::Serve::new().args(limits).args(["--store", sqlite.as_str()]).start();
+    let listening = started.elapsed();
+    let url = restarted.url();
+    let mut resumed = 0;
+    for batch in tokens.chunks(250) {
+        let answers = futures_util::future::join_all(batch.iter().map(|(id, token)| resume(&url, id, token))).await;
+        resumed += answers.into_iter().filter(|resumed| *resumed).count();
+    }
+    let served_again = started.elapsed();
+    // For comparison, on the same server: as many clients opening new sessions (what the
+    // connection handshakes alone cost this machine).
+    let fresh_started = Instant::now();
+    for batch in 0..sessions.div_ceil(250) {
+        let count = 250.min(sessions - batch * 250);
+        drop(futures_util::future::join_all((0..count).map(|_| hello(&url))).await);
+    }
+    let fresh = fresh_started.elapsed();
+    println!(
+        "restart with {sessions} stored sessions ({:.1} MB SQLite file): listening after {:.0} ms; all {resumed} \
+         resumed (250 clients at a time) after {:.2} s; {sessions} new sessions on the same server: {:.2} s",
+        size as f64 / 1e6,
+        listening.as_secs_f64() * 1e3,
+        served_again.as_secs_f64(),
+        fresh.as_secs_f64()
+    );
+    assert_eq!(resumed, sessions, "every stored session resumes");
+    drop(restarted);
+    let _ = std::fs::remove_dir_all(&dir);
 }
