@@ -41,7 +41,7 @@ export function defineScenarios({ app, dist }) {
     await close();
   });
 
-  test(`${app}: removing the mug asks first; Reject keeps it, Approve removes it`, async () => {
+  test(`${app}: removing the mug asks first; Enter (on Reject) keeps it, a typed reason reaches the model, Approve removes it`, async () => {
     const { page, close } = await open();
     await ask(page, "add the red mug to my cart");
     let count = await answers(page);
@@ -49,17 +49,30 @@ export function defineScenarios({ app, dist }) {
     const dialog = page.getByTestId("approval-dialog");
     await dialog.waitFor();
     assert.equal((await page.getByTestId("approval-risk").textContent()).trim(), "high");
-    assert.match(await page.getByTestId("approval-args").innerText(), /mug-red/);
+    assert.deepEqual(await page.getByTestId("approval-arg").allInnerTexts().then(rows => rows.map(r => r.split(/\n+/))), [["productId", "mug-red"]]);
     await page.screenshot({ path: artifactPath(app, "approval-dialog.png") });
-    await page.getByTestId("approval-reject").click();
+    // Reject, the safe choice, has the focus: Enter refuses.
+    assert.equal(await page.evaluate(() => document.activeElement?.dataset.testid), "approval-reject");
+    await page.keyboard.press("Enter");
     let answer = await nextAnswer(page, count);
     assert.match(answer.text, /cart_remove/);
     assert.match(answer.text, /denied|rejected/i, "the model was told");
     await waitForText(page, "cart-badge", "1");
 
+    // What the user types in the dialog is the reason the model reads.
     count = await answers(page);
     await say(page, "remove the mug");
     await dialog.waitFor();
+    await page.getByTestId("approval-reason").fill("I changed my mind");
+    await page.getByTestId("approval-reason").press("Enter");
+    answer = await nextAnswer(page, count);
+    assert.match(answer.text, /the user said: I changed my mind/);
+    await waitForText(page, "cart-badge", "1");
+
+    count = await answers(page);
+    await say(page, "remove the mug");
+    await dialog.waitFor();
+    assert.equal(await page.getByTestId("approval-reason").inputValue(), "", "a new request starts with no reason");
     await page.getByTestId("approval-approve").click();
     answer = await nextAnswer(page, count);
     assert.equal(answer.status, "completed");

@@ -100,7 +100,7 @@ for (const { app, dist } of APPS) {
       await dialog.waitFor();
       assert.equal((await page.getByTestId("approval-risk").textContent()).trim(), "high");
       assert.equal(await page.getByTestId("approval-risk").getAttribute("class"), "tether-risk tether-risk-high");
-      assert.deepEqual(JSON.parse(await page.getByTestId("approval-args").innerText()), { title: "buy milk" });
+      assert.deepEqual(await page.getByTestId("approval-arg").allInnerTexts().then(rows => rows.map(r => r.split(/\n+/))), [["title", "buy milk"]]);
       // The components bring their styles: the dialog is a modal over the page.
       const position = await page.locator(".tether-approval-backdrop").evaluate((e) => getComputedStyle(e).position);
       assert.equal(position, "fixed");

@@ -17,33 +17,58 @@ fn risk_class(risk: Risk) -> String {
     format!("tether-risk tether-risk-{}", risk.as_str())
 }
 
+/// The arguments of a call as the approval dialog lists them: for an object, each field with its
+/// value (a string as it is, anything else as compact JSON); anything else as one JSON line
+/// under an empty name.
+pub fn args_summary(args: &serde_json::Value) -> Vec<(String, String)> {
+    let text = |value: &serde_json::Value| match value {
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    match args {
+        serde_json::Value::Object(fields) => fields.iter().map(|(name, value)| (name.clone(), text(value))).collect(),
+        other => vec![(String::new(), text(other))],
+    }
+}
+
 /// Asks the user to approve `high` and `critical` tool calls, one at a time.
 ///
-/// It shows the tool, its risk, its description and the exact arguments. Approve and Reject
-/// are buttons (Tab moves between them, Enter or Space presses); Escape rejects. The Approve
-/// button takes the focus when a request opens.
+/// It shows the tool, its risk, its description and the arguments, field by field
+/// ([`args_summary`]). Approve and Reject are buttons (Tab moves between them, Enter or Space
+/// presses); Escape rejects. Reject, the safe choice, takes the focus when a request opens, so
+/// Enter never approves by accident. What the user types in its text field is the reason the
+/// model reads with a refusal (`the user said: …`); Enter there refuses.
 #[component]
 pub fn ApprovalDialog() -> impl IntoView {
     let context = agent_for("<ApprovalDialog/>");
     let approvals = context.state.approvals;
-    let approve_button = NodeRef::<html::Button>::new();
+    let reject_button = NodeRef::<html::Button>::new();
     let current = move || approvals.with(|pending| pending.first().cloned());
     Effect::new(move |_| {
         if current().is_some() {
-            if let Some(button) = approve_button.get() {
+            if let Some(button) = reject_button.get() {
                 let _ = button.focus();
             }
         }
     });
+    // What the user typed: the reason a refusal gives the model (or what to do instead).
+    let reason = RwSignal::new(String::new());
     let answer = move |decision: ApprovalDecision| {
         if let Some(request) = current() {
             context.answer_approval(&request.call_id, decision);
+            reason.set(String::new());
         }
+    };
+    let reject = move |fallback: &str| {
+        let typed = reason.get_untracked();
+        let typed = typed.trim();
+        let reason = if typed.is_empty() { fallback.to_string() } else { format!("the user said: {typed}") };
+        answer(ApprovalDecision::Rejected { reason: Some(reason) });
     };
     let on_keydown = move |event: KeyboardEvent| {
         if event.key() == "Escape" {
             event.prevent_default();
-            answer(ApprovalDecision::Rejected { reason: Some("the user pressed Escape".into()) });
+            reject("the user pressed Escape");
         }
     };
     view! {
@@ -51,7 +76,17 @@ pub fn ApprovalDialog() -> impl IntoView {
             {move || {
                 current()
                     .map(|request| {
-                        let args = serde_json::to_string_pretty(&request.args).unwrap_or_default();
+                        let args = args_summary(&request.args)
+                            .into_iter()
+                            .map(|(name, value)| {
+                                view! {
+                                    <div data-testid="approval-arg">
+                                        <dt>{name}</dt>
+                                        <dd>{value}</dd>
+                                    </div>
+                                }
+                            })
+                            .collect_view();
                         view! {
                             <div class="tether-approval-backdrop">
                                 <div
@@ -72,12 +107,26 @@ pub fn ApprovalDialog() -> impl IntoView {
                                         </span>
                                     </p>
                                     <p id="tether-approval-description">{request.description}</p>
-                                    <pre class="tether-approval-args" data-testid="approval-args">{args}</pre>
+                                    <dl class="tether-approval-args" data-testid="approval-args">{args}</dl>
+                                    // Enter here refuses, with these words as the reason.
+                                    <form on:submit=move |event: SubmitEvent| {
+                                        event.prevent_default();
+                                        reject("the user pressed Reject");
+                                    }>
+                                        <input
+                                            type="text"
+                                            class="tether-approval-reason"
+                                            aria-label="Reason for refusing, or what to do instead (optional)"
+                                            placeholder="Reason for refusing, or what to do instead (optional)"
+                                            data-testid="approval-reason"
+                                            prop:value=move || reason.get()
+                                            on:input=move |event| reason.set(event_target_value(&event))
+                                        />
+                                    </form>
                                     <div class="tether-approval-buttons">
                                         <button
                                             class="tether-approve"
                                             data-testid="approval-approve"
-                                            node_ref=approve_button
                                             on:click=move |_| answer(ApprovalDecision::Approved)
                                         >
                                             "Approve"
@@ -85,11 +134,8 @@ pub fn ApprovalDialog() -> impl IntoView {
                                         <button
                                             class="tether-reject"
                                             data-testid="approval-reject"
-                                            on:click=move |_| {
-                                                answer(ApprovalDecision::Rejected {
-                                                    reason: Some("the user pressed Reject".into()),
-                                                });
-                                            }
+                                            node_ref=reject_button
+                                            on:click=move |_| reject("the user pressed Reject")
                                         >
                                             "Reject"
                                         </button>
@@ -115,11 +161,14 @@ pub fn ChatPanel() -> impl IntoView {
     let context = agent_for("<ChatPanel/>");
     let state = context.state;
     let open = move || state.connection.get() == ConnectionState::Open;
+    // While a run waits for an approval, a message answers it (see `send_message`).
+    let busy = move || state.running.get() && state.approvals.with(|pending| pending.is_empty());
     let draft = RwSignal::new(String::new());
     let on_submit = move |event: SubmitEvent| {
         event.prevent_default();
         let text = draft.get_untracked();
-        if !text.trim().is_empty() && !state.running.get_untracked() {
+        let busy = state.running.get_untracked() && state.approvals.with_untracked(|pending| pending.is_empty());
+        if !text.trim().is_empty() && !busy {
             context.send_message(&text);
             draft.set(String::new());
         }
@@ -163,14 +212,14 @@ pub fn ChatPanel() -> impl IntoView {
                     prop:value=move || draft.get()
                     on:input=move |event| draft.set(event_target_value(&event))
                 />
-                <button type="submit" data-testid="chat-send" disabled=move || state.running.get()>
-                    {move || match (state.running.get(), open()) {
+                <button type="submit" data-testid="chat-send" disabled=busy>
+                    {move || match (busy(), open()) {
                         (false, _) => "Send",
                         (true, true) => "Working…",
                         (true, false) => "Waiting for the server…",
                     }}
                 </button>
-                <Show when=move || state.running.get() && open()>
+                <Show when=move || busy() && open()>
                     <button type="button" class="tether-stop" data-testid="chat-stop" on:click=move |_| context.stop()>
                         "Stop"
                     </button>

@@ -157,6 +157,11 @@ impl AgentContext {
     }
 
     /// Sends the user's message and shows it in the chat.
+    ///
+    /// While the run waits for approvals, the message answers them instead: each pending call is
+    /// refused with the message as the reason (`the user wrote instead: …`), the run goes on,
+    /// and the model reads those words with the refusal. No new run starts. The same as
+    /// `@tether/react`.
     pub fn send_message(&self, text: &str) {
         let text = text.trim();
         if text.is_empty() {
@@ -167,6 +172,15 @@ impl AgentContext {
             let key = format!("user-{}", lines.len());
             lines.push(ChatLine { key, role: ChatRole::User, text: text.to_string(), status: None, waiting });
         });
+        let pending: Vec<String> =
+            self.state.approvals.with_untracked(|pending| pending.iter().map(|a| a.call_id.clone()).collect());
+        if !pending.is_empty() {
+            for call_id in pending {
+                let reason = Some(format!("the user wrote instead: {text}"));
+                self.answer_approval(&call_id, ApprovalDecision::Rejected { reason });
+            }
+            return;
+        }
         self.state.running.set(true);
         // The runtime keeps it until the server has welcomed the client.
         self.with_client(|client| client.send_message(text));

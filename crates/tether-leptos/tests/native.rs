@@ -102,3 +102,16 @@ fn derived_schemas_work_with_the_compact_validator() {
         "{errors:?}"
     );
 }
+
+#[test]
+fn the_approval_dialog_lists_arguments_field_by_field() {
+    use tether_leptos::components::args_summary;
+    let pair = |name: &str, value: &str| (name.to_string(), value.to_string());
+    let rows = args_summary(&json!({"productId": "mug-red", "quantity": 2, "note": {"gift": true}}));
+    for expected in [pair("productId", "mug-red"), pair("quantity", "2"), pair("note", r#"{"gift":true}"#)] {
+        assert!(rows.contains(&expected), "{rows:?}");
+    }
+    assert_eq!(rows.len(), 3);
+    assert_eq!(args_summary(&json!(["a", 1])), vec![pair("", r#"["a",1]"#)]);
+    assert_eq!(args_summary(&json!("plain")), vec![pair("", "plain")]);
+}

@@ -7,21 +7,44 @@ import { connectionWords } from "./store.js";
 const riskClass = (risk: Risk) => `tether-risk tether-risk-${risk}`;
 
 /**
+ * The arguments of a call as the approval dialog lists them: for an object, each field with its
+ * value (a string as it is, anything else as compact JSON); anything else as one JSON line under
+ * an empty name.
+ */
+export function argsSummary(args: unknown): [string, string][] {
+  const text = (value: unknown) => (typeof value === "string" ? value : JSON.stringify(value));
+  if (args !== null && typeof args === "object" && !Array.isArray(args)) {
+    return Object.entries(args).map(([name, value]) => [name, text(value)]);
+  }
+  return [["", text(args)]];
+}
+
+/**
  * Asks the user to approve `high` and `critical` calls, one at a time: the tool, its risk, its
- * description and the exact arguments. Approve takes the focus; Escape rejects.
+ * description and the arguments, field by field ({@link argsSummary}). Reject, the safe choice,
+ * takes the focus, so Enter never approves by accident; Escape rejects. What the user types in
+ * its text field is the reason the model reads with a refusal (`the user said: …`); Enter there
+ * refuses.
  */
 export function ApprovalDialog() {
   const { current, approve, reject } = useApprovalRequests();
   const { stop } = useTether();
-  const approveButton = useRef<HTMLButtonElement>(null);
+  const rejectButton = useRef<HTMLButtonElement>(null);
+  // What the user typed: the reason a refusal gives the model (or what to do instead).
+  const [reason, setReason] = useState("");
   useEffect(() => {
-    if (current) approveButton.current?.focus();
+    if (current) rejectButton.current?.focus();
   }, [current]);
   if (!current) return null;
+  const refuse = (fallback: string) => {
+    const typed = reason.trim();
+    setReason("");
+    reject(current.callId, typed ? `the user said: ${typed}` : fallback);
+  };
   const onKeyDown = (event: KeyboardEvent) => {
     if (event.key === "Escape") {
       event.preventDefault();
-      reject(current.callId, "the user pressed Escape");
+      refuse("the user pressed Escape");
     }
   };
   return (
@@ -44,22 +67,47 @@ export function ApprovalDialog() {
           </span>
         </p>
         <p id="tether-approval-description">{current.description}</p>
-        <pre className="tether-approval-args" data-testid="approval-args">
-          {JSON.stringify(current.args, null, 2)}
-        </pre>
+        <dl className="tether-approval-args" data-testid="approval-args">
+          {argsSummary(current.args).map(([name, value]) => (
+            <div key={name} data-testid="approval-arg">
+              <dt>{name}</dt>
+              <dd>{value}</dd>
+            </div>
+          ))}
+        </dl>
+        {/* Enter here refuses, with these words as the reason. */}
+        <form
+          onSubmit={(event) => {
+            event.preventDefault();
+            refuse("the user pressed Reject");
+          }}
+        >
+          <input
+            type="text"
+            className="tether-approval-reason"
+            aria-label="Reason for refusing, or what to do instead (optional)"
+            placeholder="Reason for refusing, or what to do instead (optional)"
+            data-testid="approval-reason"
+            value={reason}
+            onChange={(event) => setReason(event.target.value)}
+          />
+        </form>
         <div className="tether-approval-buttons">
           <button
             className="tether-approve"
             data-testid="approval-approve"
-            ref={approveButton}
-            onClick={() => approve(current.callId)}
+            onClick={() => {
+              setReason("");
+              approve(current.callId);
+            }}
           >
             Approve
           </button>
           <button
             className="tether-reject"
             data-testid="approval-reject"
-            onClick={() => reject(current.callId, "the user pressed Reject")}
+            ref={rejectButton}
+            onClick={() => refuse("the user pressed Reject")}
           >
             Reject
           </button>
@@ -81,7 +129,8 @@ export function ApprovalDialog() {
 export function ChatPanel() {
   const { sendMessage, stop } = useTether();
   const messages = useTetherState((s) => s.messages);
-  const running = useTetherState((s) => s.running);
+  // While a run waits for an approval, a message answers it (see `sendMessage`).
+  const running = useTetherState((s) => s.running && s.approvals.length === 0);
   const connection = useTetherState((s) => s.connection);
   const attempt = useTetherState((s) => s.attempt);
   const open = connection === "open";

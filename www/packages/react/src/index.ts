@@ -25,7 +25,7 @@ export type {
   ResolverTool,
   ApprovalRequests,
 } from "./hooks.js";
-export { ApprovalDialog, ChatPanel, ToolInspector, RuntimeErrors } from "./components.js";
+export { ApprovalDialog, ChatPanel, ToolInspector, RuntimeErrors, argsSummary } from "./components.js";
 export { loadTether, wasmLoadError } from "./runtime.js";
 export { connectionWords, connectionError } from "./store.js";
 export type { WasmSource } from "./runtime.js";

@@ -358,15 +358,27 @@ export class TetherStore {
 
   // ---- actions ----
 
-  /** Sends the user's message (kept until the server is reachable) and shows it in the chat. */
+  /**
+   * Sends the user's message (kept until the server is reachable) and shows it in the chat.
+   * While the run waits for approvals, the message answers them instead: each pending call is
+   * refused with the message as the reason (`the user wrote instead: …`), the run goes on, and
+   * the model reads those words with the refusal. No new run starts. The same as tether-leptos.
+   */
   sendMessage(text: string): void {
     const trimmed = text.trim();
     if (!trimmed) return;
     const waiting = this.state.connection !== "open";
+    const pending = this.state.approvals;
     this.update({
       messages: [...this.state.messages, { key: `user-${this.state.messages.length}`, role: "user", text: trimmed, waiting }],
       running: true,
     });
+    if (pending.length > 0) {
+      for (const request of pending) {
+        this.answerApproval(request.callId, { approved: false, reason: `the user wrote instead: ${trimmed}` });
+      }
+      return;
+    }
     if (this.client) this.client.sendMessage(trimmed);
     else this.queued.push(trimmed);
   }

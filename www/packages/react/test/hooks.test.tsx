@@ -390,15 +390,75 @@ describe("events, approvals and the chat", () => {
     let answer: Promise<unknown> | undefined;
     act(() => {
       answer = Promise.resolve(
-        client.approver!({ callId: "c1", tool: "cart_remove", description: "Remove.", risk: "high", args: { productId: "mug-red" } }),
+        client.approver!({
+          callId: "c1",
+          tool: "cart_remove",
+          description: "Remove.",
+          risk: "high",
+          args: { productId: "mug-red", quantity: 2, note: { gift: true } },
+        }),
       );
     });
     expect(screen.getByTestId("approval-risk").textContent).toBe("high");
-    expect(screen.getByTestId("approval-args").textContent).toMatch(/mug-red/);
-    expect(document.activeElement).toBe(screen.getByTestId("approval-approve"));
+    // Field by field, not raw JSON.
+    expect(screen.getAllByTestId("approval-arg").map((row) => row.textContent)).toEqual([
+      "productIdmug-red",
+      "quantity2",
+      'note{"gift":true}',
+    ]);
+    // The safe choice has the focus: Enter does not approve.
+    expect(document.activeElement).toBe(screen.getByTestId("approval-reject"));
     fireEvent.click(screen.getByTestId("approval-reject"));
     await expect(answer).resolves.toEqual({ approved: false, reason: "the user pressed Reject" });
     expect(screen.queryByTestId("approval-dialog")).toBeNull();
+  });
+
+  it("ApprovalDialog refuses with the words the user typed as the reason", async () => {
+    const { client } = setup(<ApprovalDialog />);
+    await settle();
+    let answer: Promise<unknown> | undefined;
+    act(() => {
+      answer = Promise.resolve(
+        client.approver!({ callId: "c1", tool: "checkout", description: "Pay.", risk: "critical", args: {} }),
+      );
+    });
+    fireEvent.change(screen.getByTestId("approval-reason"), { target: { value: "not before Friday" } });
+    // Enter in the text field submits its form: a refusal, never an approval.
+    fireEvent.submit(screen.getByTestId("approval-reason"));
+    await expect(answer).resolves.toEqual({ approved: false, reason: "the user said: not before Friday" });
+    expect(screen.queryByTestId("approval-dialog")).toBeNull();
+  });
+
+  it("a message sent while a call waits for approval refuses it with the message as the reason", async () => {
+    const { client } = setup(
+      <>
+        <ChatPanel />
+        <ApprovalDialog />
+      </>,
+    );
+    await settle();
+    act(() => client.emit({ type: "connection", state: "open", attempt: 0 }));
+    fireEvent.change(screen.getByTestId("chat-input"), { target: { value: "remove the mug" } });
+    fireEvent.submit(screen.getByTestId("chat-input"));
+    let answer: Promise<unknown> | undefined;
+    act(() => {
+      answer = Promise.resolve(
+        client.approver!({ callId: "c1", tool: "cart_remove", description: "", risk: "high", args: {} }),
+      );
+    });
+    // The run waits for the approval: the chat takes a message again.
+    expect((screen.getByTestId("chat-send") as HTMLButtonElement).disabled).toBe(false);
+    fireEvent.change(screen.getByTestId("chat-input"), { target: { value: "no, keep it" } });
+    fireEvent.submit(screen.getByTestId("chat-input"));
+    await expect(answer).resolves.toEqual({ approved: false, reason: "the user wrote instead: no, keep it" });
+    // No second run was asked for; the words are in the chat; the run goes on.
+    expect(client.sent).toEqual(["remove the mug"]);
+    expect(screen.getAllByTestId("chat-message").map((line) => line.textContent)).toEqual([
+      "remove the mug",
+      "no, keep it",
+    ]);
+    expect(screen.queryByTestId("approval-dialog")).toBeNull();
+    expect((screen.getByTestId("chat-send") as HTMLButtonElement).disabled).toBe(true);
   });
 
   it("useApprovalRequests lists pending requests oldest first", async () => {
