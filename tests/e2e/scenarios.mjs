@@ -119,6 +119,24 @@ export function defineScenarios({ app, dist }) {
     await close();
   });
 
+  test(`${app}: Stop while a slow handler runs: the handler sees the abort and the run ends as aborted`, async () => {
+    // ?latency= makes cart_view wait for a (simulated) slow backend.
+    const { page, errors, close } = await open("/cart?latency=60000");
+    const count = await answers(page);
+    await say(page, "show my cart");
+    await page.locator('[data-testid="backend"][data-state="waiting"]').waitFor();
+    await page.getByTestId("chat-stop").click();
+    const answer = await nextAnswer(page, count);
+    assert.equal(answer.status, "aborted");
+    // The handler learnt it (an AbortSignal in React, its future dropped in Leptos).
+    await waitForText(page, "backend", "cart_view was stopped before it finished");
+    await page.screenshot({ path: artifactPath(app, "stopped-handler.png") });
+    // The session takes the next message at once.
+    assert.equal((await ask(page, "add the red mug to my cart")).status, "completed");
+    assert.deepEqual(errors, []);
+    await close();
+  });
+
   test(`${app}: "check out" needs a critical approval and places the order`, async () => {
     const { page, close } = await open();
     await ask(page, "add the black t-shirt to my cart");

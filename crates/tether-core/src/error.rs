@@ -14,7 +14,8 @@ pub enum CoreError {
         reason: &'static str,
     },
     /// The registry is full: the tool was refused (a `tool.registry.limit` event was emitted).
-    #[error("tool {} refused: the session allows at most {cap} active tools", Quoted(.name))]
+    // `as u64`: the browser runtime formats no `u32` (one integer formatter less in the wasm).
+    #[error("tool {} refused: the session allows at most {} active tools", Quoted(.name), u64::from(*.cap))]
     ToolLimit {
         /// The refused tool.
         name: String,

@@ -438,6 +438,11 @@ fn register_with_cleanup(what: &str, register: impl FnOnce(&Client, OwnerId)) {
 /// calls the tool; it reads signals at that moment, so it always sees the current state. A
 /// refused registration (over the cap, invalid schema) is reported to the error list and the
 /// inspector.
+///
+/// When the call is cancelled before the handler finished (the user's Stop, the server's
+/// `TOOL_CANCEL`, the handler's timeout, the component unmounted), the handler's future is
+/// dropped at its next `.await`: that is its cancellation signal. Put what must happen then in
+/// a `Drop` guard (the storefront's `BackendWait` shows one); nothing it returns is sent.
 #[track_caller]
 pub fn use_agent_tool<F, Fut>(def: ToolDef, handler: F)
 where

@@ -13,7 +13,7 @@ use crate::{ClientFrame, ErrorCode, PROTOCOL_VERSION, ServerFrame};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProtocolError {
     /// The frame is larger than the receiver accepts. Nothing of it was parsed.
-    #[error("frame of {len} bytes is over the limit of {max} bytes")]
+    #[error("frame of {} bytes is over the limit of {} bytes", *.len as u64, *.max as u64)]
     TooLarge {
         /// Size of the refused frame, in bytes.
         len: usize,

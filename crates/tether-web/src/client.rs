@@ -711,7 +711,7 @@ impl Client {
                 effects.push(Effect::Emit(ClientEvent::ToolRefused {
                     event: tether_core::LIMIT_EVENT.to_string(),
                     tool: name,
-                    reason: format!("the server allows at most {} active tools", welcome.max_active_tools),
+                    reason: format!("the server allows at most {} active tools", u64::from(welcome.max_active_tools)),
                 }));
             }
             let snapshot = inner.registry.resync();

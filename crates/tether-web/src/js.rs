@@ -35,8 +35,14 @@ export interface ToolDefinition {
   /** Handler timeout in milliseconds. Default: 10000. */
   timeoutMs?: number;
 }
+/** What a handler gets besides its arguments. */
+export interface ToolContext {
+  /** Aborted when the call is cancelled before the handler finished: the user's Stop, the
+   * server's `TOOL_CANCEL`, the handler's timeout, or its tool unmounted. */
+  signal: AbortSignal;
+}
 /** Runs a tool with validated arguments (schema defaults applied). Throw or reject to fail. */
-export type ToolHandler = (args: any) => unknown | Promise<unknown>;
+export type ToolHandler = (args: any, context: ToolContext) => unknown | Promise<unknown>;
 /** A tool as the model sees it. */
 export interface ToolSpec { name: string; description: string; parameters: Record<string, unknown>; risk: Risk; global?: boolean; }
 /** What an approval dialog shows. */
@@ -204,12 +210,43 @@ async fn call_js(function: &js_sys::Function, args: &[JsValue]) -> Result<JsValu
     }
 }
 
+#[wasm_bindgen]
+extern "C" {
+    /// The page's `AbortController`.
+    #[derive(Clone)]
+    type AbortController;
+    #[wasm_bindgen(constructor)]
+    fn new() -> AbortController;
+    #[wasm_bindgen(method)]
+    fn abort(this: &AbortController);
+}
+
+/// Aborts its controller when dropped: the handler's future is dropped when its call is
+/// cancelled (Stop, `TOOL_CANCEL`, a timeout, its tool unmounted) before it finished.
+struct AbortOnDrop(Option<AbortController>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(controller) = self.0.take() {
+            controller.abort();
+        }
+    }
+}
+
 fn handler(function: js_sys::Function) -> crate::Handler {
     let function = Rc::new(function);
     Rc::new(move |args: Value| -> LocalFuture<Result<Value, String>> {
         let function = function.clone();
         Box::pin(async move {
-            let output = call_js(&function, &[to_js(&args)]).await?;
+            let controller = AbortController::new();
+            // The controller itself is the handler's context: its `signal` is what the handler
+            // reads (a separate object would cost the runtime bytes it does not have).
+            let context: JsValue = controller.clone().into();
+            let mut abort = AbortOnDrop(Some(controller));
+            let output = call_js(&function, &[to_js(&args), context]).await;
+            // Finished: nothing to abort.
+            abort.0 = None;
+            let output = output?;
             if output.is_undefined() {
                 return Ok(Value::Null);
             }

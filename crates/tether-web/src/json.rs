@@ -62,7 +62,7 @@ fn number(float: f64) -> Value {
 /// `None` is what `JSON.stringify` leaves out: `undefined`, functions, symbols.
 fn convert(value: &JsValue, depth: u32) -> Result<Option<Value>, String> {
     if depth > MAX_DEPTH {
-        return Err(format!("the value nests deeper than {MAX_DEPTH} levels (or is cyclic)"));
+        return Err(format!("the value nests deeper than {} levels (or is cyclic)", u64::from(MAX_DEPTH)));
     }
     if value.is_undefined() || value.is_function() || value.is_symbol() {
         return Ok(None);

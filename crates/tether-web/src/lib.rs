@@ -75,7 +75,7 @@ pub enum WebError {
     Protocol(String),
     /// The server lost the session (it expired while the client was away): results of its
     /// calls could not be delivered.
-    #[error("{count} tool result(s) could not be delivered: the server no longer knows the session")]
+    #[error("{} tool result(s) could not be delivered: the server no longer knows the session", *.count as u64)]
     ResultsLost {
         /// How many.
         count: usize,

@@ -11,7 +11,7 @@ use tether_leptos::{
 };
 use wasm_bindgen::prelude::*;
 
-use shop::{PRODUCTS, Route, Shop, price, product, product_line};
+use shop::{Backend, PRODUCTS, Route, Shop, price, product, product_line};
 
 /// The server's WebSocket endpoint on the same origin as the page.
 fn server_url() -> String {
@@ -228,6 +228,7 @@ fn ProductPage(id: String) -> impl IntoView {
 fn CartPage() -> impl IntoView {
     let shop = expect_context::<Shop>();
     use_agent_tool(ToolDef::new("cart_view", "Show the items in the cart and the total."), move |_| async move {
+        shop.backend("cart_view").await;
         Ok(shop.cart_text())
     });
     view! {
@@ -278,6 +279,26 @@ fn MiniCart() -> impl IntoView {
             "Cart "
             <span class="badge" data-testid="cart-badge" data-cart=move || shop.cart_attribute()>{move || shop.item_count()}</span>
         </a>
+        {move || {
+            shop.backend
+                .get()
+                .map(|backend| match backend {
+                    Backend::Waiting(tool) => {
+                        view! {
+                            <p class="backend" data-testid="backend" data-state="waiting">
+                                {tool} " is waiting for the shop's backend…"
+                            </p>
+                        }
+                    }
+                    Backend::Stopped(tool) => {
+                        view! {
+                            <p class="backend" data-testid="backend" data-state="stopped">
+                                {tool} " was stopped before it finished"
+                            </p>
+                        }
+                    }
+                })
+        }}
     }
 }
 

@@ -78,6 +78,59 @@ fn current_path() -> String {
     web_sys::window().and_then(|w| w.location().pathname().ok()).unwrap_or_else(|| "/".into())
 }
 
+/// The simulated backend latency of `?latency=MS` in the page's address (0 without it).
+fn latency_from_address() -> u32 {
+    let search = web_sys::window().and_then(|w| w.location().search().ok()).unwrap_or_default();
+    search
+        .trim_start_matches('?')
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("latency="))
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits `ms` milliseconds (a browser timer).
+async fn sleep_ms(ms: u32) {
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        if let Some(window) = web_sys::window() {
+            let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms as i32);
+        }
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+}
+
+/// What a handler that waits for the (simulated) backend is doing, for the page to show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    /// `tool` waits for the backend.
+    Waiting(&'static str),
+    /// `tool` was stopped (its call cancelled: Stop, the timeout, the server) before it finished.
+    Stopped(&'static str),
+}
+
+/// Marks the wait of one handler: dropped before [`BackendWait::finish`], the handler's future
+/// was dropped unfinished, which is how a Rust handler learns that its call was cancelled.
+struct BackendWait {
+    shop: Shop,
+    tool: &'static str,
+    finished: bool,
+}
+
+impl BackendWait {
+    fn finish(mut self) {
+        self.finished = true;
+        self.shop.backend.set(None);
+    }
+}
+
+impl Drop for BackendWait {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.shop.backend.set(Some(Backend::Stopped(self.tool)));
+        }
+    }
+}
+
 /// The shop's reactive state; `Copy` handles, provided as context.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Shop {
@@ -87,6 +140,10 @@ pub(crate) struct Shop {
     /// How many times a `cart_add` handler ran in this page (a second run of one call would show).
     pub(crate) cart_add_runs: RwSignal<u32>,
     orders: RwSignal<u32>,
+    /// The simulated backend's latency (`?latency=MS`), which `cart_view` waits for.
+    latency_ms: u32,
+    /// What the handler waiting for the backend does now.
+    pub(crate) backend: RwSignal<Option<Backend>>,
 }
 
 impl Shop {
@@ -98,6 +155,8 @@ impl Shop {
             last_order: RwSignal::new(None),
             cart_add_runs: RwSignal::new(0),
             orders: RwSignal::new(1000),
+            latency_ms: latency_from_address(),
+            backend: RwSignal::new(None),
         };
         let on_popstate = Closure::<dyn Fn()>::new(move || shop.route.set(Route::parse(&current_path())));
         if let Some(window) = web_sys::window() {
@@ -123,6 +182,19 @@ impl Shop {
             event.prevent_default();
             shop.navigate(&path);
         }
+    }
+
+    /// Waits for the simulated backend on behalf of `tool` (nothing to wait for without
+    /// `?latency=`). The page shows the wait, and shows that the tool was stopped if the
+    /// handler's future is dropped meanwhile (its call cancelled).
+    pub(crate) async fn backend(&self, tool: &'static str) {
+        if self.latency_ms == 0 {
+            return;
+        }
+        self.backend.set(Some(Backend::Waiting(tool)));
+        let wait = BackendWait { shop: *self, tool, finished: false };
+        sleep_ms(self.latency_ms).await;
+        wait.finish();
     }
 
     pub(crate) fn item_count(&self) -> u32 {

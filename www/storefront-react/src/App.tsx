@@ -202,7 +202,13 @@ function ProductPage({ id }: { id: string }) {
 function CartPage() {
   const shop = useShop();
   const { cart } = shop;
-  useAgentTool({ name: "cart_view", description: "Show the items in the cart and the total.", schema: NO_ARGS }, () => cartText(shop.cart));
+  useAgentTool(
+    { name: "cart_view", description: "Show the items in the cart and the total.", schema: NO_ARGS },
+    async (_args, { signal }) => {
+      await shop.waitForBackend("cart_view", signal);
+      return cartText(shop.cart);
+    },
+  );
   return (
     <section data-testid="cart-page">
       <h1>Your cart</h1>
@@ -255,6 +261,13 @@ function MiniCart() {
           {itemCount(shop.cart)}
         </span>
       </a>
+      {shop.backend && (
+        <p className="backend" data-testid="backend" data-state={shop.backend.state}>
+          {shop.backend.state === "waiting"
+            ? `${shop.backend.tool} is waiting for the shop's backend…`
+            : `${shop.backend.tool} was stopped before it finished`}
+        </p>
+      )}
     </>
   );
 }

@@ -106,6 +106,12 @@ export function pageOpened(cart: CartLine[], to: string): string {
   return `opened the ${to} page`;
 }
 
+/** What a handler that waits for the (simulated) backend is doing, for the page to show. */
+export type Backend = { tool: string; state: "waiting" | "stopped" } | null;
+
+/** The simulated backend latency of `?latency=MS` in the page's address (0 without it). */
+const latencyMs = Number(new URLSearchParams(location.search).get("latency") ?? 0) || 0;
+
 export interface Shop {
   route: Route;
   cart: CartLine[];
@@ -117,6 +123,14 @@ export interface Shop {
   link(path: string): (event: MouseEvent) => void;
   setCart(cart: CartLine[]): void;
   placeOrder(): string;
+  backend: Backend;
+  /**
+   * Waits for the simulated backend on behalf of `tool` (nothing to wait for without
+   * `?latency=`). The page shows the wait; when `signal` aborts (the call was cancelled: Stop,
+   * the timeout, the server), the wait ends at once, the page shows that the tool was stopped,
+   * and the promise rejects.
+   */
+  waitForBackend(tool: string, signal: AbortSignal): Promise<void>;
 }
 
 const ShopContext = createContext<Shop | null>(null);
@@ -133,6 +147,22 @@ export function ShopProvider({ children }: { children: ReactNode }) {
   const [orders, setOrders] = useState(1000);
   const [lastOrder, setLastOrder] = useState<string | null>(null);
   const [cartAddRuns, setCartAddRuns] = useState(0);
+  const [backend, setBackend] = useState<Backend>(null);
+  const waitForBackend = useCallback((tool: string, signal: AbortSignal) => {
+    if (latencyMs === 0) return Promise.resolve();
+    setBackend({ tool, state: "waiting" });
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        setBackend(null);
+        resolve();
+      }, latencyMs);
+      signal.addEventListener("abort", () => {
+        clearTimeout(timer);
+        setBackend({ tool, state: "stopped" });
+        reject(new Error(`${tool} was stopped`));
+      });
+    });
+  }, []);
 
   useEffect(() => {
     const onPopState = () => setRoute(parseRoute(location.pathname));
@@ -171,8 +201,10 @@ export function ShopProvider({ children }: { children: ReactNode }) {
         navigate("/checkout/done");
         return order;
       },
+      backend,
+      waitForBackend,
     }),
-    [route, cart, lastOrder, cartAddRuns, orders, navigate, link],
+    [route, cart, lastOrder, cartAddRuns, orders, navigate, link, backend, waitForBackend],
   );
   return <ShopContext.Provider value={shop}>{children}</ShopContext.Provider>;
 }

@@ -17,6 +17,7 @@ import type {
   ResolverHooks,
   Risk,
   TetherEvent,
+  ToolContext,
   ToolDefinition,
 } from "../wasm/tether_web.js";
 import { loadTether, type WasmSource } from "./runtime.js";
@@ -180,8 +181,13 @@ export interface AgentTool<S extends ToolSchema | undefined = ToolSchema | undef
   timeoutMs?: number;
 }
 
-/** Runs a tool: gets validated arguments (defaults applied); returns JSON or throws. */
-export type AgentToolHandler<S> = (args: ArgsOf<S>) => unknown | Promise<unknown>;
+/**
+ * Runs a tool: gets validated arguments (defaults applied); returns JSON or throws. `signal` is
+ * aborted when the call is cancelled before the handler finished (the user's Stop, the server's
+ * `TOOL_CANCEL`, the timeout, the component unmounted): pass it to `fetch` or stop on its
+ * `abort` event. Whatever the handler returns after that is not sent.
+ */
+export type AgentToolHandler<S> = (args: ArgsOf<S>, context: ToolContext) => unknown | Promise<unknown>;
 
 function definition(tool: AgentTool): ToolDefinition {
   const def: ToolDefinition = { name: tool.name, description: tool.description, parameters: toJsonSchema(tool.schema) };
@@ -222,7 +228,7 @@ export function useAgentTool<S extends ToolSchema | undefined = undefined>(
   const key = JSON.stringify(def);
   useRegistration(store, key, () => ({
     names: [def.name],
-    register: (client, owner) => client.registerTool(owner, def, (args) => store.runHandler(() => latest.current(args))),
+    register: (client, owner) => client.registerTool(owner, def, (args, context) => store.runHandler(() => latest.current(args, context))),
   }));
 }
 
@@ -296,10 +302,10 @@ export function useAgentToolResolver(resolver: AgentToolResolver, hooks: Resolve
         owner,
         resolver.prefix,
         defs,
-        defs.map((d) => (args: unknown) => {
+        defs.map((d) => (args: unknown, context: ToolContext) => {
           const tool = latest.current.resolver.tools.find((t) => t.name === d.name);
           if (!tool) throw new Error(`the tool ${d.name} is gone`);
-          return store.runHandler(() => tool.handler(args));
+          return store.runHandler(() => tool.handler(args, context));
         }),
         {
           onBeforeAnyCall: (tool, args) => latest.current.hooks.onBeforeAnyCall?.(tool, args),

@@ -44,6 +44,7 @@ export type {
   Risk,
   ToolDefinition,
   ToolHandler,
+  ToolContext,
   ToolSpec,
   ApprovalRequest,
   ApprovalAnswer,

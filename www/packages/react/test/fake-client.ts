@@ -144,7 +144,7 @@ export class FakeClient implements TetherClientLike {
     const refusal = await hooks?.onBeforeAnyCall?.(name, args);
     if (typeof refusal === "string") return { refused: refusal };
     try {
-      const output = await entry.handler(args);
+      const output = await entry.handler(args, { signal: new AbortController().signal });
       hooks?.onAfterAnyCall?.(name, output);
       return output;
     } catch (e) {

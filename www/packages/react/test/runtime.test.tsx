@@ -109,6 +109,37 @@ describe("on the real runtime", () => {
     expect(frames.filter((f) => f.type === "TOOL_RESULT")).toHaveLength(1);
   });
 
+  it("a handler's signal is aborted when its call is cancelled, and never after it finished", async () => {
+    const seen: string[] = [];
+    let finishedSignal: AbortSignal | undefined;
+    function Tools() {
+      useAgentTool({ name: "slow_search", description: "Search slowly." }, (_args, { signal }) => {
+        seen.push(`started, aborted=${signal.aborted}`);
+        return new Promise((resolve) => {
+          signal.addEventListener("abort", () => {
+            seen.push("aborted");
+            resolve("stopped");
+          });
+        });
+      });
+      useAgentTool({ name: "quick", description: "Answer at once." }, (_args, { signal }) => {
+        finishedSignal = signal;
+        return "done";
+      });
+      return null;
+    }
+    await mount(<Tools />);
+    socket!.send(JSON.stringify({ type: "TOOL_CALL", id: "c1", callId: "call-3", runId: "r", name: "slow_search", args: {} }));
+    await waitFor(() => expect(seen).toEqual(["started, aborted=false"]));
+    socket!.send(JSON.stringify({ type: "TOOL_CANCEL", id: "c2", callId: "call-3", reason: "the user pressed Stop" }));
+    await waitFor(() => expect(seen).toEqual(["started, aborted=false", "aborted"]));
+    socket!.send(JSON.stringify({ type: "TOOL_CALL", id: "c3", callId: "call-4", runId: "r", name: "quick", args: {} }));
+    await waitFor(() => expect(frames.find((f) => f.type === "TOOL_RESULT")).toMatchObject({ callId: "call-4" }));
+    // The cancelled call sends no result; the finished one's signal stays as it was.
+    expect(frames.filter((f) => f.type === "TOOL_RESULT").map((f) => f.callId)).toEqual(["call-4"]);
+    expect(finishedSignal!.aborted).toBe(false);
+  });
+
   it("a handler reads state set after registration", async () => {
     let setLabel: (label: string) => void = () => {};
     function Labelled() {

@@ -154,7 +154,7 @@ impl<X: CompiledRegex> CompactSchema<X> {
                         None
                     });
                     if let Some(schema) = schema {
-                        if !self.check_child(schema, item, path, &n.to_string(), report) {
+                        if !self.check_child(schema, item, path, &(n as u64).to_string(), report) {
                             valid = false;
                             if !report.collecting() {
                                 return false;

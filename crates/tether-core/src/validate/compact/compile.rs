@@ -49,7 +49,7 @@ impl<R: RegexEngine> Compiler<'_, R> {
             return Ok(index as usize);
         }
         if depth > MAX_SCHEMA_DEPTH {
-            return Err(invalid(pointer, format!("schema is nested deeper than {MAX_SCHEMA_DEPTH} levels")));
+            return Err(invalid(pointer, format!("schema is nested deeper than {} levels", MAX_SCHEMA_DEPTH as u64)));
         }
         let index = self.nodes.len();
         self.nodes.push(Node::default());
@@ -90,7 +90,7 @@ impl<R: RegexEngine> Compiler<'_, R> {
         };
         let mut indices = Vec::with_capacity(items.len());
         for (n, item) in items.iter().enumerate() {
-            indices.push(self.compile(item, &child_pointer(&list_pointer, &n.to_string()), depth + 1)?);
+            indices.push(self.compile(item, &child_pointer(&list_pointer, &(n as u64).to_string()), depth + 1)?);
         }
         Ok(indices)
     }
