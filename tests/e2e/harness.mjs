@@ -26,6 +26,7 @@ export async function startServer(dist, addr = "127.0.0.1:0", modelArgs = ["--mo
   });
   let log = "";
   let banner = "";
+  const exited = new Promise((done) => child.once("exit", done));
   child.stderr.on("data", (chunk) => (log += chunk));
   const url = await new Promise((resolveUrl, reject) => {
     let out = "";
@@ -38,7 +39,15 @@ export async function startServer(dist, addr = "127.0.0.1:0", modelArgs = ["--mo
     child.on("exit", (code) => reject(new Error(`tether exited with ${code}: ${log}`)));
   });
   const [host, port] = url.split(":");
-  return { host, port: Number(port), stop: () => child.kill(), log: () => log, banner: () => banner };
+  return {
+    host,
+    port: Number(port),
+    stop: () => child.kill(),
+    /** Stops it and waits until the process is gone (its port is free again). */
+    stopped: () => (child.kill(), exited),
+    log: () => log,
+    banner: () => banner,
+  };
 }
 
 /** A TCP proxy to `port` that can drop every connection at once. */

@@ -5,6 +5,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import {
   startServer, startProxy, launchBrowser, recordFrames, artifactPath, say, ask, answers, nextAnswer, waitForText,
+  freePort,
 } from "./harness.mjs";
 
 export function defineScenarios({ app, dist }) {
@@ -135,6 +136,32 @@ export function defineScenarios({ app, dist }) {
     assert.equal((await ask(page, "add the red mug to my cart")).status, "completed");
     assert.deepEqual(errors, []);
     await close();
+  });
+
+  test(`${app}: a server that lost the session: the chat says so, the open dialog closes unrun, the next message works`, async () => {
+    // A server of its own, kept in memory: restarted, it has forgotten every session.
+    const port = await freePort();
+    let forgetful = await startServer(dist, `127.0.0.1:${port}`);
+    const { page, errors, close } = await open("/", port);
+    try {
+      await ask(page, "add the red mug to my cart");
+      await say(page, "remove the mug");
+      await page.getByTestId("approval-dialog").waitFor();
+      await forgetful.stopped();
+      forgetful = await startServer(dist, `127.0.0.1:${port}`);
+      await page.locator('[data-testid="chat-message"]', { hasText: "could not resume this conversation" }).waitFor();
+      await page.getByTestId("approval-dialog").waitFor({ state: "detached" });
+      // The handler never ran: the mug is still in the cart.
+      await waitForText(page, "cart-badge", "1");
+      assert.equal(await page.getByTestId("chat-send").isDisabled(), false);
+      await page.screenshot({ path: artifactPath(app, "session-lost.png") });
+      assert.equal((await ask(page, "add the red mug to my cart")).status, "completed");
+      await waitForText(page, "cart-badge", "2");
+      assert.deepEqual(errors, []);
+    } finally {
+      await close();
+      forgetful.stop();
+    }
   });
 
   test(`${app}: "check out" needs a critical approval and places the order`, async () => {

@@ -211,6 +211,30 @@ impl AgentContext {
         self.with_client(Client::stop);
     }
 
+    /// The server could not resume the session (it expired, or the server lost it): nothing of
+    /// the old one will ever answer. The run in progress ends in the chat, the approvals
+    /// waiting for the user close without running their handlers, and the chat says so.
+    fn session_lost(&self, session_id: &str) {
+        let pending: Vec<String> =
+            self.state.approvals.with_untracked(|pending| pending.iter().map(|a| a.call_id.clone()).collect());
+        for call_id in pending {
+            self.answer_approval(&call_id, ApprovalDecision::Dismissed);
+        }
+        self.state.messages.update(|lines| {
+            for line in lines.iter_mut().filter(|l| l.role == ChatRole::Agent && l.status.is_none()) {
+                line.status = Some(RunStatus::Failed);
+            }
+            lines.push(ChatLine {
+                key: format!("lost-{session_id}"),
+                role: ChatRole::System,
+                text: SESSION_LOST.to_string(),
+                status: None,
+                waiting: false,
+            });
+        });
+        self.state.running.set(false);
+    }
+
     /// Answers the approval request of `call_id`.
     pub fn answer_approval(&self, call_id: &str, decision: ApprovalDecision) {
         let responder = self.responders.try_update_value(|responders| responders.remove(call_id)).flatten();
@@ -243,6 +267,10 @@ pub(crate) fn agent_for(what: &str) -> AgentContext {
 
 /// How many chat lines and calls the provider keeps.
 const KEPT: usize = 50;
+
+/// What the chat says when the server could not resume the conversation (the same in
+/// `@tether/react`).
+pub const SESSION_LOST: &str = "The server could not resume this conversation (it expired, or the server lost it): the run in progress ended, and what you say next starts a new conversation.";
 
 fn apply_event(state: &AgentState, url: &str, event: &ClientEvent) {
     match event {
@@ -377,10 +405,18 @@ pub fn AgentProvider(
         state,
     };
 
+    let session = StoredValue::new_local(None::<String>);
     client.subscribe(move |event| {
         // A call that ended while its approval was open (Stop, a timeout): the dialog goes.
         if let ClientEvent::CallFinished { record } = event {
             context.answer_approval(&record.call_id, ApprovalDecision::Dismissed);
+        }
+        if let ClientEvent::Welcome { session_id, resumed, .. } = event {
+            let before = session.get_value();
+            session.set_value(Some(session_id.clone()));
+            if !resumed && before.is_some_and(|before| &before != session_id) {
+                context.session_lost(session_id);
+            }
         }
         apply_event(&state, &url, event);
         if matches!(event, ClientEvent::ContextSent { .. } | ClientEvent::ToolRefused { .. }) {

@@ -115,3 +115,10 @@ fn the_approval_dialog_lists_arguments_field_by_field() {
     assert_eq!(args_summary(&json!(["a", 1])), vec![pair("", r#"["a",1]"#)]);
     assert_eq!(args_summary(&json!("plain")), vec![pair("", "plain")]);
 }
+
+#[test]
+fn a_lost_session_is_told_in_the_same_words_as_in_react() {
+    let react = include_str!("../../../www/packages/react/src/store.ts");
+    let quoted = format!("\"{}\"", tether_leptos::SESSION_LOST);
+    assert!(react.contains(&quoted), "www/packages/react/src/store.ts has no {quoted}");
+}

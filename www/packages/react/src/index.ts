@@ -27,7 +27,7 @@ export type {
 } from "./hooks.js";
 export { ApprovalDialog, ChatPanel, ToolInspector, RuntimeErrors, argsSummary } from "./components.js";
 export { loadTether, wasmLoadError } from "./runtime.js";
-export { connectionWords, connectionError } from "./store.js";
+export { connectionWords, connectionError, SESSION_LOST } from "./store.js";
 export type { WasmSource } from "./runtime.js";
 export { toJsonSchema } from "./schema.js";
 export type { ToolSchema, JsonSchema, StandardSchemaLike, ArgsOf, NoArgs } from "./schema.js";

@@ -31,6 +31,10 @@ export type TetherClientLike = Pick<
   | "tools"
 >;
 
+/** What the chat says when the server could not resume the conversation (the same in tether-leptos). */
+export const SESSION_LOST =
+  "The server could not resume this conversation (it expired, or the server lost it): the run in progress ended, and what you say next starts a new conversation.";
+
 /** Makes the client once the provider mounts. */
 export type ClientFactory = (url: string, options?: ClientOptions) => TetherClientLike | Promise<TetherClientLike>;
 
@@ -301,9 +305,28 @@ export class TetherStore {
         this.update(patch);
         break;
       }
-      case "welcome":
-        this.update({ sessionId: event.sessionId });
+      case "welcome": {
+        if (s.sessionId === null || event.resumed || event.sessionId === s.sessionId) {
+          this.update({ sessionId: event.sessionId });
+          break;
+        }
+        // The server could not resume the session (it expired, or the server lost it): nothing
+        // of the old one will ever answer. The run in progress ends in the chat, the approvals
+        // waiting for the user close without running their handlers, and the chat says so.
+        for (const request of s.approvals) {
+          const answer = this.answers.get(request.callId);
+          this.answers.delete(request.callId);
+          answer?.("dismissed");
+        }
+        const ended = s.messages.map((line) => (line.role === "agent" && !line.status ? { ...line, status: "failed" as const } : line));
+        this.update({
+          sessionId: event.sessionId,
+          approvals: [],
+          running: false,
+          messages: keep(ended, { key: `lost-${event.sessionId}`, role: "system", text: SESSION_LOST }),
+        });
         break;
+      }
       case "contextSent":
         this.update({ contextUpdates: s.contextUpdates + 1, tools: this.client?.tools() ?? s.tools });
         break;

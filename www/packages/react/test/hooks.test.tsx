@@ -7,6 +7,7 @@ import {
   ChatPanel,
   OUTSIDE_PROVIDER,
   RuntimeErrors,
+  SESSION_LOST,
   TetherProvider,
   ToolInspector,
   contextKey,
@@ -459,6 +460,39 @@ describe("events, approvals and the chat", () => {
     ]);
     expect(screen.queryByTestId("approval-dialog")).toBeNull();
     expect((screen.getByTestId("chat-send") as HTMLButtonElement).disabled).toBe(true);
+  });
+
+  it("a session the server could not resume ends the run in words and closes its approvals unrun", async () => {
+    const { client } = setup(
+      <>
+        <ChatPanel />
+        <ApprovalDialog />
+      </>,
+    );
+    await settle();
+    act(() => client.emit({ type: "connection", state: "open", attempt: 0 }));
+    act(() => client.emit({ type: "welcome", sessionId: "s1", maxActiveTools: 30, resumed: false }));
+    fireEvent.change(screen.getByTestId("chat-input"), { target: { value: "remove the mug" } });
+    fireEvent.submit(screen.getByTestId("chat-input"));
+    act(() => client.emit({ type: "agentMessage", runId: "r1", delta: "Removing", done: false }));
+    let answer: Promise<unknown> | undefined;
+    act(() => {
+      answer = Promise.resolve(client.approver!({ callId: "c1", tool: "cart_remove", description: "", risk: "high", args: {} }));
+    });
+    // The same session resumed: nothing changes.
+    act(() => client.emit({ type: "welcome", sessionId: "s1", maxActiveTools: 30, resumed: true }));
+    expect(screen.getByTestId("approval-dialog")).toBeTruthy();
+    // A new session instead of the old one.
+    act(() => client.emit({ type: "welcome", sessionId: "s2", maxActiveTools: 30, resumed: false }));
+    await expect(answer).resolves.toBe("dismissed");
+    expect(screen.queryByTestId("approval-dialog")).toBeNull();
+    const lines = screen.getAllByTestId("chat-message");
+    expect(lines.map((l) => [l.textContent, l.getAttribute("data-status")])).toEqual([
+      ["remove the mug", ""],
+      ["Removing", "failed"],
+      [SESSION_LOST, ""],
+    ]);
+    expect((screen.getByTestId("chat-send") as HTMLButtonElement).disabled).toBe(false);
   });
 
   it("useApprovalRequests lists pending requests oldest first", async () => {
