@@ -38,6 +38,16 @@ export function defineScenarios({ app, dist }) {
     const answer = await ask(page, "add the red mug to my cart");
     assert.equal(answer.status, "completed");
     await waitForText(page, "cart-badge", "1");
+    // The call is in the chat, drawn by the storefront, before the answer that follows it.
+    const lines = await page.locator('[data-testid="chat-panel"] li').evaluateAll((items) =>
+      items.map((li) => [li.dataset.testid, li.dataset.callStatus ?? li.dataset.status ?? "", li.innerText.replace(/\s+/g, " ").trim()]),
+    );
+    assert.deepEqual(lines.slice(0, 2), [
+      ["chat-message", "", "add the red mug to my cart"],
+      ["chat-tool-call", "done", "Add 1 × Red mug to the cart · done"],
+    ]);
+    assert.equal(lines[2][0], "chat-message");
+    assert.equal(lines[2][1], "completed");
     assert.deepEqual(errors, []);
     await close();
   });
@@ -49,6 +59,8 @@ export function defineScenarios({ app, dist }) {
     await say(page, "remove the mug");
     const dialog = page.getByTestId("approval-dialog");
     await dialog.waitFor();
+    // The call is in the chat too, waiting for the user.
+    await page.locator('[data-testid="chat-tool-call"][data-tool="cart_remove"][data-call-status="approval"]').waitFor();
     assert.equal((await page.getByTestId("approval-risk").textContent()).trim(), "high");
     assert.deepEqual(await page.getByTestId("approval-arg").allInnerTexts().then(rows => rows.map(r => r.split(/\n+/))), [["productId", "mug-red"]]);
     await page.screenshot({ path: artifactPath(app, "approval-dialog.png") });
@@ -58,6 +70,7 @@ export function defineScenarios({ app, dist }) {
     let answer = await nextAnswer(page, count);
     assert.match(answer.text, /cart_remove/);
     assert.match(answer.text, /denied|rejected/i, "the model was told");
+    assert.equal(await page.locator('[data-testid="chat-tool-call"][data-call-status="refused"]').count(), 1);
     await waitForText(page, "cart-badge", "1");
 
     // What the user types in the dialog is the reason the model reads.
@@ -186,6 +199,10 @@ export function defineScenarios({ app, dist }) {
     const answer = await ask(page, "go to the product page for the blue mug");
     assert.equal(answer.status, "completed");
     await page.locator('[data-testid="product-page"][data-product="mug-blue"]').waitFor();
+    // The call is drawn in the chat as the product's card.
+    const card = page.locator('[data-testid="chat-tool-call"][data-tool="product_view"] [data-testid="product-card"]');
+    assert.equal((await card.innerText()).replace(/\s+/g, " ").trim(), "Blue mug $12.00 · done");
+    await page.getByTestId("chat-panel").screenshot({ path: artifactPath(app, "product-card.png") });
     const call = frames.find((f) => f.dir === "received" && f.frame.type === "TOOL_CALL" && f.frame.name === "product_view");
     assert.ok(call, "the model called product_view");
     const result = frames.find((f) => f.dir === "sent" && f.frame.type === "TOOL_RESULT" && f.frame.callId === call.frame.callId);

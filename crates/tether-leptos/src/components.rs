@@ -10,7 +10,7 @@ use tether_web::{ApprovalDecision, Risk};
 
 use tether_web::ConnectionState;
 
-use crate::{ChatRole, agent_for, connection_words};
+use crate::{ChatRole, ToolCallView, agent_for, connection_words};
 
 /// `tether-risk tether-risk-<risk>`: each level has its own class.
 fn risk_class(risk: Risk) -> String {
@@ -153,7 +153,24 @@ pub fn ApprovalDialog() -> impl IntoView {
     }
 }
 
-/// A chat with the agent: the answer streams in as `AGENT_MESSAGE` frames arrive. While not
+/// A tool call in the chat without a renderer of its own: the tool, its arguments, its status.
+fn default_tool_call(call: &ToolCallView) -> impl IntoView + use<> {
+    let args: Vec<String> = args_summary(&call.args)
+        .into_iter()
+        .map(|(name, value)| if name.is_empty() { value } else { format!("{name}: {value}") })
+        .collect();
+    let args = if args.is_empty() { String::new() } else { format!(" ({})", args.join(", ")) };
+    view! {
+        <span class="tether-tool-call">
+            <code>{call.tool.clone()}</code>
+            {format!("{args} — {}", call.status.words())}
+        </span>
+    }
+}
+
+/// A chat with the agent: the answer streams in as `AGENT_MESSAGE` frames arrive. Each tool
+/// call has its line at its place between the agent's words (`data-testid="chat-tool-call"`,
+/// `data-call-status`), drawn by its renderer ([`use_tool_call_renderer`](crate::use_tool_call_renderer)) if it has one. While not
 /// connected it says so, and a message written meanwhile is marked as waiting until it leaves.
 /// While a run is in progress, Stop ends it (`data-testid="chat-stop"`).
 #[component]
@@ -178,12 +195,32 @@ pub fn ChatPanel() -> impl IntoView {
             <ol class="tether-chat-lines" aria-live="polite">
                 <For
                     each=move || state.messages.get()
-                    key=|line| (line.key.clone(), line.text.clone(), line.status, line.waiting)
+                    key=|line| {
+                        (line.key.clone(), line.text.clone(), line.status, line.waiting, line.call.as_ref().map(|c| c.status))
+                    }
                     children=move |line| {
+                        if let Some(call) = line.call {
+                            let (tool, status) = (call.tool.clone(), call.status.as_str());
+                            let drawn = match context.renderer(&call.tool) {
+                                Some(render) => render(call),
+                                None => default_tool_call(&call).into_any(),
+                            };
+                            return view! {
+                                <li
+                                    class="tether-line tether-line-tool"
+                                    data-testid="chat-tool-call"
+                                    data-tool=tool
+                                    data-call-status=status
+                                >
+                                    {drawn}
+                                </li>
+                            }
+                                .into_any();
+                        }
                         let class = match line.role {
                             ChatRole::User => "tether-line tether-line-user",
                             ChatRole::Agent => "tether-line tether-line-agent",
-                            ChatRole::System => "tether-line tether-line-system",
+                            ChatRole::System | ChatRole::Tool => "tether-line tether-line-system",
                         };
                         let status = line.status.map(|s| s.as_str()).unwrap_or("");
                         let waiting = line.waiting.then_some("true");
@@ -193,6 +230,7 @@ pub fn ChatPanel() -> impl IntoView {
                                 {line.waiting.then(|| view! { <small class="tether-waiting">" (waiting for the connection)"</small> })}
                             </li>
                         }
+                            .into_any()
                     }
                 />
             </ol>

@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tether_web::{
     ApprovalDecision, ApprovalRequest, ApprovalView, CallRecord, Client, ClientConfig, ClientEvent, Handler,
-    LocalFuture, Notification, OwnerId, ResolverHooks, RunStatus,
+    LocalFuture, Notification, OwnerId, ResolverHooks, ResultStatus, RunStatus,
 };
 
 pub use components::{ApprovalDialog, ChatPanel, RuntimeErrors, ToolInspector};
@@ -49,12 +49,82 @@ pub enum ChatRole {
     Agent,
     /// The runtime (a low-risk tool ran, an error).
     System,
+    /// A tool call ([`ChatLine::call`]).
+    Tool,
 }
+
+/// Where a tool call shown in the chat stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ToolCallStatus {
+    /// Waiting for the user's approval.
+    Approval,
+    /// Its handler runs.
+    Running,
+    /// It succeeded.
+    Done,
+    /// It failed (an error, invalid arguments, a timeout, an unknown tool).
+    Failed,
+    /// The user or a policy refused it.
+    Refused,
+    /// It was cancelled (Stop, the server, an unmount, a reload).
+    Cancelled,
+}
+
+impl ToolCallStatus {
+    /// The status a finished call shows, from its result status.
+    pub fn finished(status: ResultStatus) -> ToolCallStatus {
+        match status {
+            ResultStatus::Ok => ToolCallStatus::Done,
+            ResultStatus::Denied | ResultStatus::Blocked => ToolCallStatus::Refused,
+            ResultStatus::Cancelled | ResultStatus::Interrupted => ToolCallStatus::Cancelled,
+            _ => ToolCallStatus::Failed,
+        }
+    }
+
+    /// Its name, as `data-call-status` carries it: `approval`, `running`, `done`, …
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolCallStatus::Approval => "approval",
+            ToolCallStatus::Running => "running",
+            ToolCallStatus::Done => "done",
+            ToolCallStatus::Failed => "failed",
+            ToolCallStatus::Refused => "refused",
+            ToolCallStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// What it says in the chat (the same words as `@tether/react`).
+    pub fn words(self) -> &'static str {
+        match self {
+            ToolCallStatus::Approval => "waiting for your approval",
+            other => other.as_str(),
+        }
+    }
+}
+
+/// A tool call as the chat shows it (what a renderer of [`use_tool_call_renderer`] gets).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallView {
+    /// The call.
+    pub call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// The arguments the model gave (validated once the call runs).
+    pub args: Value,
+    /// Where it stands.
+    pub status: ToolCallStatus,
+    /// What the handler returned (`Done`), or the message (`Failed`, `Refused`, `Cancelled`).
+    pub result: Option<Value>,
+}
+
+/// Draws a tool call in the chat.
+type Renderer = Rc<dyn Fn(ToolCallView) -> AnyView>;
 
 /// One line of the chat.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatLine {
-    /// A stable key: the run id for agent lines.
+    /// A stable key: the run id for agent lines (`run~n` for the words after its n-th tool
+    /// call), `call-<call id>` for calls.
     pub key: String,
     /// Who wrote it.
     pub role: ChatRole,
@@ -64,6 +134,8 @@ pub struct ChatLine {
     pub status: Option<RunStatus>,
     /// A user message written while not connected: it is sent when the connection opens.
     pub waiting: bool,
+    /// The call ([`ChatRole::Tool`]).
+    pub call: Option<ToolCallView>,
 }
 
 /// A refused tool, as the inspector shows it.
@@ -146,6 +218,11 @@ pub struct AgentContext {
     client: StoredValue<Client, LocalStorage>,
     responders: StoredValue<HashMap<String, oneshot::Sender<ApprovalDecision>>, LocalStorage>,
     refresh_scheduled: StoredValue<bool, LocalStorage>,
+    /// Where each run writes its words now: the line keyed by the run id unless a tool call came
+    /// after its words (then `run~n`). `true`: the next words start a new line.
+    run_lines: StoredValue<HashMap<String, (String, bool)>, LocalStorage>,
+    /// How each tool's calls look in the chat (`"*"`: the rest).
+    renderers: StoredValue<HashMap<String, Renderer>, LocalStorage>,
     /// The reactive state.
     pub state: AgentState,
 }
@@ -170,7 +247,14 @@ impl AgentContext {
         let waiting = self.state.connection.get_untracked() != ConnectionState::Open;
         self.state.messages.update(|lines| {
             let key = format!("user-{}", lines.len());
-            lines.push(ChatLine { key, role: ChatRole::User, text: text.to_string(), status: None, waiting });
+            lines.push(ChatLine {
+                key,
+                role: ChatRole::User,
+                text: text.to_string(),
+                status: None,
+                waiting,
+                call: None,
+            });
         });
         let pending: Vec<String> =
             self.state.approvals.with_untracked(|pending| pending.iter().map(|a| a.call_id.clone()).collect());
@@ -230,13 +314,35 @@ impl AgentContext {
                 text: SESSION_LOST.to_string(),
                 status: None,
                 waiting: false,
+                call: None,
             });
         });
         self.state.running.set(false);
     }
 
+    /// The chat line of call `call_id`, if it is shown, now says `status` (and `result`).
+    fn set_call_status(&self, call_id: &str, status: ToolCallStatus, result: Option<Value>) {
+        let key = format!("call-{call_id}");
+        self.state.messages.update(|lines| {
+            if let Some(call) = lines.iter_mut().find(|l| l.key == key).and_then(|l| l.call.as_mut()) {
+                call.status = status;
+                if result.is_some() {
+                    call.result = result;
+                }
+            }
+        });
+    }
+
+    /// The renderer of `tool`'s calls, if one was given ([`use_tool_call_renderer`]).
+    pub(crate) fn renderer(&self, tool: &str) -> Option<Renderer> {
+        self.renderers.with_value(|renderers| renderers.get(tool).or_else(|| renderers.get("*")).cloned())
+    }
+
     /// Answers the approval request of `call_id`.
     pub fn answer_approval(&self, call_id: &str, decision: ApprovalDecision) {
+        if decision == ApprovalDecision::Approved {
+            self.set_call_status(call_id, ToolCallStatus::Running, None);
+        }
         let responder = self.responders.try_update_value(|responders| responders.remove(call_id)).flatten();
         if let Some(responder) = responder {
             let _ = responder.send(decision);
@@ -272,7 +378,8 @@ const KEPT: usize = 50;
 /// `@tether/react`).
 pub const SESSION_LOST: &str = "The server could not resume this conversation (it expired, or the server lost it): the run in progress ended, and what you say next starts a new conversation.";
 
-fn apply_event(state: &AgentState, url: &str, event: &ClientEvent) {
+fn apply_event(context: &AgentContext, url: &str, event: &ClientEvent) {
+    let state = &context.state;
     match event {
         ClientEvent::Connection { state: connection, attempt } => {
             let was_open = state.connection.get_untracked() == ConnectionState::Open;
@@ -301,28 +408,88 @@ fn apply_event(state: &AgentState, url: &str, event: &ClientEvent) {
             refused.retain(|r| &r.tool != tool);
             refused.push(RefusedView { tool: tool.clone(), event: event.clone(), reason: reason.clone() });
         }),
-        ClientEvent::CallFinished { record } => state.calls.update(|calls| {
-            calls.push(record.clone());
-            if calls.len() > KEPT {
-                calls.remove(0);
+        // The call takes its place in the chat after the words so far; the run's later words go
+        // in a line after it.
+        ClientEvent::CallStarted { call_id, tool, args } => state.messages.update(|lines| {
+            if let Some(last) = lines.last().filter(|l| l.role == ChatRole::Agent && l.status.is_none()) {
+                let run = last.key.split('~').next().unwrap_or_default().to_string();
+                let key = last.key.clone();
+                context.run_lines.update_value(|runs| {
+                    runs.insert(run, (key, true));
+                });
             }
+            let call = ToolCallView {
+                call_id: call_id.clone(),
+                tool: tool.clone(),
+                args: args.clone(),
+                status: ToolCallStatus::Running,
+                result: None,
+            };
+            push_line(
+                lines,
+                ChatLine {
+                    key: format!("call-{call_id}"),
+                    role: ChatRole::Tool,
+                    text: String::new(),
+                    status: None,
+                    waiting: false,
+                    call: Some(call),
+                },
+            );
         }),
+        ClientEvent::CallFinished { record } => {
+            state.calls.update(|calls| {
+                calls.push(record.clone());
+                if calls.len() > KEPT {
+                    calls.remove(0);
+                }
+            });
+            context.set_call_status(
+                &record.call_id,
+                ToolCallStatus::finished(record.status),
+                Some(record.content.clone()),
+            );
+        }
         ClientEvent::AgentMessage { run_id, delta, done, status, reset } => {
-            state.messages.update(|lines| match lines.iter_mut().find(|l| &l.key == run_id) {
-                Some(line) => {
-                    if *reset {
+            state.messages.update(|lines| {
+                if *reset {
+                    // The run starts its words again: one line, after its calls.
+                    context.run_lines.update_value(|runs| {
+                        runs.remove(run_id);
+                    });
+                    let later = format!("{run_id}~");
+                    lines.retain(|l| !l.key.starts_with(&later));
+                    if let Some(line) = lines.iter_mut().find(|l| &l.key == run_id) {
                         line.text.clear();
                     }
-                    line.text.push_str(delta);
-                    line.status = *status;
                 }
-                None => lines.push(ChatLine {
-                    key: run_id.clone(),
-                    role: ChatRole::Agent,
-                    text: delta.clone(),
-                    status: *status,
-                    waiting: false,
-                }),
+                let (mut key, split) =
+                    context.run_lines.with_value(|runs| runs.get(run_id).cloned()).unwrap_or((run_id.clone(), false));
+                if split {
+                    let later = format!("{run_id}~");
+                    key = format!("{later}{}", lines.iter().filter(|l| l.key.starts_with(&later)).count() + 1);
+                    let line = key.clone();
+                    context.run_lines.update_value(|runs| {
+                        runs.insert(run_id.clone(), (line, false));
+                    });
+                }
+                match lines.iter_mut().find(|l| l.key == key) {
+                    Some(line) => {
+                        line.text.push_str(delta);
+                        line.status = *status;
+                    }
+                    None => push_line(
+                        lines,
+                        ChatLine {
+                            key,
+                            role: ChatRole::Agent,
+                            text: delta.clone(),
+                            status: *status,
+                            waiting: false,
+                            call: None,
+                        },
+                    ),
+                }
             });
             if *done {
                 state.running.set(false);
@@ -343,6 +510,7 @@ fn apply_event(state: &AgentState, url: &str, event: &ClientEvent) {
                     text: line.text.clone(),
                     status: line.status,
                     waiting: false,
+                    call: None,
                 })
                 .collect();
             let running = lines.iter().any(|l| l.role == tether_web::HistoryRole::Agent && l.status.is_none());
@@ -361,6 +529,14 @@ fn apply_event(state: &AgentState, url: &str, event: &ClientEvent) {
             }
         }
         _ => {}
+    }
+}
+
+/// Adds a chat line, keeping the last [`KEPT`].
+fn push_line(lines: &mut Vec<ChatLine>, line: ChatLine) {
+    lines.push(line);
+    if lines.len() > KEPT {
+        lines.remove(0);
     }
 }
 
@@ -402,6 +578,8 @@ pub fn AgentProvider(
         client: StoredValue::new_local(client.clone()),
         responders: StoredValue::new_local(HashMap::new()),
         refresh_scheduled: StoredValue::new_local(false),
+        run_lines: StoredValue::new_local(HashMap::new()),
+        renderers: StoredValue::new_local(HashMap::new()),
         state,
     };
 
@@ -418,7 +596,7 @@ pub fn AgentProvider(
                 context.session_lost(session_id);
             }
         }
-        apply_event(&state, &url, event);
+        apply_event(&context, &url, event);
         if matches!(event, ClientEvent::ContextSent { .. } | ClientEvent::ToolRefused { .. }) {
             context.refresh_tools();
         }
@@ -429,6 +607,7 @@ pub fn AgentProvider(
             responders.insert(request.call_id.clone(), responder);
         });
         state.approvals.update(|pending| pending.push(ApprovalView::from(&request)));
+        context.set_call_status(&request.call_id, ToolCallStatus::Approval, None);
         Box::pin(async move { answer.await.unwrap_or(ApprovalDecision::Dismissed) })
     }));
     client.on_notify(move |notification: &Notification| {
@@ -440,6 +619,7 @@ pub fn AgentProvider(
                 text,
                 status: None,
                 waiting: false,
+                call: None,
             });
         });
     });
@@ -465,6 +645,20 @@ fn register_with_cleanup(what: &str, register: impl FnOnce(&Client, OwnerId)) {
     on_cleanup(move || {
         context.with_client(|client| client.unregister_owner(owner));
         context.refresh_tools();
+    });
+}
+
+/// Draws the calls of `tool` in [`ChatPanel`](crate::ChatPanel) (`"*"`: of every tool without a
+/// renderer of its own): `render` gets the call ([`ToolCallView`]: status, arguments, result)
+/// each time it changes. The renderer stays after the component unmounts, so the calls already
+/// in the chat keep their look (a later one for the same tool replaces it). Without one, a call
+/// shows its tool, its arguments and its status.
+#[track_caller]
+pub fn use_tool_call_renderer<V: IntoView + 'static>(tool: &str, render: impl Fn(ToolCallView) -> V + 'static) {
+    let context = agent_for(&format!("use_tool_call_renderer(\"{tool}\")"));
+    let render: Renderer = Rc::new(move |call| render(call).into_any());
+    context.renderers.update_value(|renderers| {
+        renderers.insert(tool.to_string(), render);
     });
 }
 

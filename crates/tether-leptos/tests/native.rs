@@ -122,3 +122,13 @@ fn a_lost_session_is_told_in_the_same_words_as_in_react() {
     let quoted = format!("\"{}\"", tether_leptos::SESSION_LOST);
     assert!(react.contains(&quoted), "www/packages/react/src/store.ts has no {quoted}");
 }
+
+#[test]
+fn a_tool_call_in_the_chat_says_its_status_in_the_same_words_as_in_react() {
+    use tether_leptos::ToolCallStatus::*;
+    let react = include_str!("../../../www/packages/react/src/components.tsx");
+    for status in [Approval, Running, Done, Failed, Refused, Cancelled] {
+        let entry = format!("  {}: \"{}\",", status.as_str(), status.words());
+        assert!(react.contains(&entry), "www/packages/react/src/components.tsx has no {entry:?}");
+    }
+}

@@ -6,8 +6,8 @@ mod shop;
 use leptos::prelude::*;
 use serde_json::{Value, json};
 use tether_leptos::{
-    AgentProvider, ApprovalDialog, ChatPanel, Risk, ToolDef, ToolInspector, use_agent, use_agent_context,
-    use_agent_tool, use_agent_tool_reactive,
+    AgentProvider, ApprovalDialog, ChatPanel, Risk, ToolCallView, ToolDef, ToolInspector, use_agent, use_agent_context,
+    use_agent_tool, use_agent_tool_reactive, use_tool_call_renderer,
 };
 use wasm_bindgen::prelude::*;
 
@@ -68,6 +68,38 @@ fn page_opened(shop: &Shop, to: &str) -> String {
     }
 }
 
+/// `product_view` in the chat: the product's card.
+fn product_card(call: &ToolCallView) -> impl IntoView + use<> {
+    let found = call.args["productId"].as_str().and_then(product);
+    let (name, cost) = found.map_or(("a product".to_string(), String::new()), |p| (p.name.to_string(), price(p.price)));
+    view! {
+        <div class="tool-card product-card" data-testid="product-card">
+            <strong>{name}</strong>
+            " "
+            <span class="product-card-price">{cost}</span>
+            <small>" · " {call.status.words()}</small>
+        </div>
+    }
+}
+
+/// The cart tools in the chat: what they do to the cart, in a line.
+fn cart_summary(call: &ToolCallView) -> impl IntoView + use<> {
+    let name = call.args["productId"].as_str().and_then(product).map(|p| p.name).unwrap_or("");
+    let quantity = call.args["quantity"].as_u64().unwrap_or(1);
+    let what = match call.tool.as_str() {
+        "cart_add" => format!("Add {quantity} × {name} to the cart"),
+        "cart_remove" => format!("Remove {name} from the cart"),
+        "cart_clear" => "Empty the cart".to_string(),
+        _ => "Look at the cart".to_string(),
+    };
+    view! {
+        <div class="tool-card cart-summary" data-testid="cart-summary">
+            {what}
+            <small>" · " {call.status.words()}</small>
+        </div>
+    }
+}
+
 #[component]
 fn Layout() -> impl IntoView {
     let shop = expect_context::<Shop>();
@@ -99,6 +131,11 @@ fn Layout() -> impl IntoView {
     // What the agent reads without calling a tool: where the user is and what is in the cart.
     use_agent_context("The page the user is on", move || shop.page_context());
     use_agent_context("The shopping cart", move || shop.cart_context());
+    // How the agent's calls look in the chat.
+    use_tool_call_renderer("product_view", |call| product_card(&call));
+    for tool in ["cart_add", "cart_remove", "cart_view", "cart_clear"] {
+        use_tool_call_renderer(tool, |call| cart_summary(&call));
+    }
     let errors = use_agent().state.errors;
     view! {
         <header>

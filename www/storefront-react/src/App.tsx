@@ -9,6 +9,8 @@ import {
   ToolInspector,
   useAgentContext,
   useAgentTool,
+  useToolCallRenderer,
+  type ToolCallView,
 } from "@tether/react";
 import {
   PRODUCT_IDS,
@@ -51,8 +53,55 @@ export function App() {
   );
 }
 
+/** What each call status says in the chat. */
+const STATUS_WORDS: Record<ToolCallView["status"], string> = {
+  approval: "waiting for your approval",
+  running: "running",
+  done: "done",
+  failed: "failed",
+  refused: "refused",
+  cancelled: "cancelled",
+};
+
+/** `product_view` in the chat: the product's card. */
+function ProductCard(call: ToolCallView) {
+  const found = product(String(call.args?.productId ?? ""));
+  return (
+    <div className="tool-card product-card" data-testid="product-card">
+      <strong>{found?.name ?? "a product"}</strong> <span className="product-card-price">{found ? price(found.price) : ""}</span>
+      <small> · {STATUS_WORDS[call.status]}</small>
+    </div>
+  );
+}
+
+/** The cart tools in the chat: what they do to the cart, in a line. */
+function CartSummary(call: ToolCallView) {
+  const name = product(String(call.args?.productId ?? ""))?.name ?? "";
+  const quantity = Number(call.args?.quantity ?? 1);
+  const what =
+    call.tool === "cart_add"
+      ? `Add ${quantity} × ${name} to the cart`
+      : call.tool === "cart_remove"
+        ? `Remove ${name} from the cart`
+        : call.tool === "cart_clear"
+          ? "Empty the cart"
+          : "Look at the cart";
+  return (
+    <div className="tool-card cart-summary" data-testid="cart-summary">
+      {what}
+      <small> · {STATUS_WORDS[call.status]}</small>
+    </div>
+  );
+}
+
 function Layout() {
   const shop = useShop();
+  // How the agent's calls look in the chat.
+  useToolCallRenderer("product_view", ProductCard);
+  useToolCallRenderer("cart_add", CartSummary);
+  useToolCallRenderer("cart_remove", CartSummary);
+  useToolCallRenderer("cart_view", CartSummary);
+  useToolCallRenderer("cart_clear", CartSummary);
   useAgentTool(
     { name: "navigate", description: "Go to a page of the shop: home, cart, or a product page.", schema: navigateSchema, global: true },
     ({ to }) => {

@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState, type FormEvent, type KeyboardEvent } from "react";
 import type { Risk } from "../wasm/tether_web.js";
-import { useApprovalRequests, useTether, useTetherState } from "./hooks.js";
+import { useApprovalRequests, useRendererLookup, useTether, useTetherState } from "./hooks.js";
+import type { ToolCallView } from "./store.js";
 import { connectionWords } from "./store.js";
 
 /** `tether-risk tether-risk-<risk>`: each level has its own class. */
@@ -121,13 +122,39 @@ export function ApprovalDialog() {
   );
 }
 
+/** What each call status says in the chat. */
+export const TOOL_CALL_STATUS_WORDS: Record<ToolCallView["status"], string> = {
+  approval: "waiting for your approval",
+  running: "running",
+  done: "done",
+  failed: "failed",
+  refused: "refused",
+  cancelled: "cancelled",
+};
+
+/** A tool call in the chat without a renderer of its own: the tool, its arguments, its status. */
+function DefaultToolCall(call: ToolCallView) {
+  const args = argsSummary(call.args)
+    .map(([name, value]) => (name ? `${name}: ${value}` : value))
+    .join(", ");
+  return (
+    <span className="tether-tool-call">
+      <code>{call.tool}</code>
+      {args ? ` (${args})` : ""} — {TOOL_CALL_STATUS_WORDS[call.status]}
+    </span>
+  );
+}
+
 /**
- * A chat with the agent; answers stream in. Agent lines carry `data-status` once done. While not
+ * A chat with the agent; answers stream in. Agent lines carry `data-status` once done. Each tool
+ * call has its line at its place between the agent's words (`data-testid="chat-tool-call"`,
+ * `data-call-status`), drawn by the tool's `render` if it has one. While not
  * connected it says so, and a message written meanwhile is marked as waiting until it leaves.
  * While a run is in progress, Stop ends it (`data-testid="chat-stop"`).
  */
 export function ChatPanel() {
   const { sendMessage, stop } = useTether();
+  const renderer = useRendererLookup();
   const messages = useTetherState((s) => s.messages);
   // While a run waits for an approval, a message answers it (see `sendMessage`).
   const running = useTetherState((s) => s.running && s.approvals.length === 0);
@@ -145,7 +172,18 @@ export function ChatPanel() {
   return (
     <section className="tether-chat" aria-label="Assistant" data-testid="chat-panel">
       <ol className="tether-chat-lines" aria-live="polite">
-        {messages.map((line) => (
+        {messages.map((line) =>
+          line.call ? (
+            <li
+              key={line.key}
+              className="tether-line tether-line-tool"
+              data-testid="chat-tool-call"
+              data-tool={line.call.tool}
+              data-call-status={line.call.status}
+            >
+              {(renderer(line.call.tool) ?? DefaultToolCall)(line.call)}
+            </li>
+          ) : (
           <li
             key={line.key}
             className={`tether-line tether-line-${line.role}`}
@@ -156,7 +194,8 @@ export function ChatPanel() {
             {line.text}
             {line.waiting ? <small className="tether-waiting"> (waiting for the connection)</small> : null}
           </li>
-        ))}
+          ),
+        )}
       </ol>
       {!open && (
         <p className="tether-chat-status" data-testid="chat-status" role="status">

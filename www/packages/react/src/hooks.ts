@@ -22,7 +22,7 @@ import type {
 } from "../wasm/tether_web.js";
 import { loadTether, type WasmSource } from "./runtime.js";
 import { toJsonSchema, type ArgsOf, type ToolSchema } from "./schema.js";
-import { Slot, TetherStore, type ClientFactory, type TetherState } from "./store.js";
+import { Slot, TetherStore, type ClientFactory, type TetherState, type ToolCallView } from "./store.js";
 
 const StoreContext = createContext<TetherStore | null>(null);
 
@@ -179,6 +179,31 @@ export interface AgentTool<S extends ToolSchema | undefined = ToolSchema | undef
   global?: boolean;
   /** Handler timeout in milliseconds (default 10000). */
   timeoutMs?: number;
+  /**
+   * How the tool's calls look in the chat (`<ChatPanel/>`): gets the call (`status`, `args`,
+   * `result`) and returns an element. Kept after the component unmounts, so the calls already
+   * in the chat keep their look. Without it: `useToolCallRenderer("*", …)`, else a line with the
+   * tool, its arguments and its status.
+   */
+  render?: (call: ToolCallView) => ReactNode;
+}
+
+/** The renderer of each tool's calls (for `<ChatPanel/>`; not exported from the package). */
+export function useRendererLookup(): (tool: string) => ((call: ToolCallView) => ReactNode) | undefined {
+  const store = useStore("<ChatPanel/>");
+  return (tool) => store.renderer(tool);
+}
+
+/**
+ * Draws the calls of `tool` in the chat (`"*"`: of every tool without a renderer of its own),
+ * while the component is mounted and after (the calls already shown keep their look).
+ */
+export function useToolCallRenderer(tool: string, render: (call: ToolCallView) => ReactNode): void {
+  const store = useStore(`useToolCallRenderer("${tool}")`);
+  const latest = useLatest(render);
+  useEffect(() => {
+    store.setRenderer(tool, (call) => latest.current(call));
+  }, [store, tool, latest]);
 }
 
 /**
@@ -224,6 +249,11 @@ export function useAgentTool<S extends ToolSchema | undefined = undefined>(
 ): void {
   const store = useStore(`useAgentTool("${tool.name}")`);
   const latest = useLatest(handler);
+  const render = useLatest(tool.render);
+  const hasRender = tool.render !== undefined;
+  useEffect(() => {
+    if (hasRender) store.setRenderer(tool.name, (call) => render.current?.(call));
+  }, [store, tool.name, hasRender, render]);
   const def = definition(tool);
   const key = JSON.stringify(def);
   useRegistration(store, key, () => ({
@@ -293,6 +323,15 @@ const resolverName = (prefix: string, name: string) => (prefix.endsWith("_") ? p
 export function useAgentToolResolver(resolver: AgentToolResolver, hooks: ResolverHooks = {}): void {
   const store = useStore(`useAgentToolResolver("${resolver.prefix}")`);
   const latest = useLatest({ resolver, hooks });
+  const rendered = resolver.tools.filter((t) => t.render !== undefined).map((t) => t.name);
+  const renderedKey = JSON.stringify(rendered);
+  useEffect(() => {
+    for (const name of JSON.parse(renderedKey) as string[]) {
+      store.setRenderer(resolverName(resolver.prefix, name), (call) =>
+        latest.current.resolver.tools.find((t) => t.name === name)?.render?.(call),
+      );
+    }
+  }, [store, resolver.prefix, renderedKey, latest]);
   const defs = resolver.tools.map(definition);
   const key = JSON.stringify([resolver.prefix, defs]);
   useRegistration(store, key, () => ({

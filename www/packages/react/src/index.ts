@@ -12,6 +12,7 @@ export {
   useTetherState,
   useTetherEvents,
   useApprovalRequests,
+  useToolCallRenderer,
   sameOriginUrl,
   OUTSIDE_PROVIDER,
 } from "./hooks.js";
@@ -31,9 +32,13 @@ export { connectionWords, connectionError, SESSION_LOST } from "./store.js";
 export type { WasmSource } from "./runtime.js";
 export { toJsonSchema } from "./schema.js";
 export type { ToolSchema, JsonSchema, StandardSchemaLike, ArgsOf, NoArgs } from "./schema.js";
+export { finishedStatus } from "./store.js";
 export type {
   TetherState,
   ChatLine,
+  ToolCallView,
+  ToolCallStatus,
+  ToolCallRenderer,
   RefusedTool,
   ConnectionState,
   TetherClientLike,

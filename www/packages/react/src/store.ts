@@ -9,6 +9,7 @@ import type {
   TetherNotification,
   ToolSpec,
 } from "../wasm/tether_web.js";
+import type { ReactNode } from "react";
 
 /** The part of `TetherClient` the provider uses (tests pass a fake through `createClient`). */
 export type TetherClientLike = Pick<
@@ -63,16 +64,51 @@ export function connectionError(url: string, attempt: number, wasOpen: boolean):
     : `cannot reach the agent server at ${url} (${attempt} failed attempt${attempt === 1 ? "" : "s"}); is \`tether serve\` running there? Retrying`;
 }
 
+/** Draws a tool call in the chat (see `useAgentTool`'s `render` and `useToolCallRenderer`). */
+export type ToolCallRenderer = (call: ToolCallView) => ReactNode;
+
+/** Where a tool call shown in the chat stands. */
+export type ToolCallStatus = "approval" | "running" | "done" | "failed" | "refused" | "cancelled";
+
+/** A tool call as the chat shows it (what a tool's `render` gets). */
+export interface ToolCallView {
+  callId: string;
+  tool: string;
+  /** The arguments the model gave (validated once the call runs). */
+  args: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  status: ToolCallStatus;
+  /** What the handler returned (`done`), or the message (`failed`, `refused`, `cancelled`). */
+  result?: unknown;
+}
+
+/** The status a finished call shows, from its result status. */
+export function finishedStatus(resultStatus: string): ToolCallStatus {
+  switch (resultStatus) {
+    case "ok":
+      return "done";
+    case "denied":
+    case "blocked":
+      return "refused";
+    case "cancelled":
+    case "interrupted":
+      return "cancelled";
+    default:
+      return "failed";
+  }
+}
+
 /** One line of the chat. */
 export interface ChatLine {
-  /** Stable key: the run id for agent lines. */
+  /** Stable key: the run id for agent lines (`runId~n` for the words after its n-th tool call), `call-<callId>` for calls. */
   key: string;
-  role: "user" | "agent" | "system";
+  role: "user" | "agent" | "system" | "tool";
   text: string;
-  /** How the run ended, once it did (agent lines). */
+  /** How the run ended, once it did (an agent line: the run's last). */
   status?: string;
   /** A user message written while not connected: it is sent when the connection opens. */
   waiting?: boolean;
+  /** The call (`role: "tool"`). */
+  call?: ToolCallView;
 }
 
 /** A registration the runtime refused (over the cap, invalid name or schema). */
@@ -166,6 +202,12 @@ export class TetherStore {
   private readonly slots = new Set<Slot>();
   private readonly answers = new Map<string, (answer: ApprovalAnswer) => void>();
   private queued: string[] = [];
+  /** Agent lines a tool call came after: the run's next words start a new line. */
+  private readonly split = new Set<string>();
+  /** The line each run writes its words to now (absent: the line keyed by the run id). */
+  private readonly runLine = new Map<string, string>();
+  /** How each tool's calls look in the chat (`"*"`: the rest). */
+  private readonly renderers = new Map<string, ToolCallRenderer>();
   private scheduled = false;
   private mounted = 0;
   private started = false;
@@ -228,7 +270,10 @@ export class TetherStore {
       (request) =>
         new Promise<ApprovalAnswer>((resolve) => {
           this.answers.set(request.callId, resolve);
-          this.update({ approvals: [...this.state.approvals, request] });
+          this.update({
+            approvals: [...this.state.approvals, request],
+            messages: this.withCall(request.callId, { status: "approval" }),
+          });
         }),
     );
     // Tools wanted before the runtime was ready: registered before the first connection.
@@ -336,6 +381,15 @@ export class TetherStore {
         });
         this.refreshTools();
         break;
+      case "callStarted": {
+        // The call takes its place in the chat after the words so far; the run's later words
+        // go in a line after it.
+        const last = s.messages.at(-1);
+        if (last?.role === "agent" && !last.status) this.split.add(last.key);
+        const call: ToolCallView = { callId: event.callId, tool: event.tool, args: event.args, status: "running" };
+        this.update({ messages: keep(s.messages, { key: `call-${event.callId}`, role: "tool", text: "", call }) });
+        break;
+      }
       case "callFinished": {
         // A call that ended while its approval was open (Stop, a timeout): the dialog goes.
         const open = this.answers.get(event.record.callId);
@@ -344,18 +398,34 @@ export class TetherStore {
         this.update({
           calls: keep(s.calls, event.record),
           approvals: s.approvals.filter((request) => request.callId !== event.record.callId),
+          messages: this.withCall(event.record.callId, {
+            status: finishedStatus(event.record.status),
+            result: event.record.content,
+          }),
         });
         break;
       }
       case "agentMessage": {
-        const index = s.messages.findIndex((line) => line.key === event.runId);
         const messages = [...s.messages];
         const status = event.status ?? undefined;
-        if (index < 0) messages.push({ key: event.runId, role: "agent", text: event.delta, status });
-        else {
-          const text = event.reset ? event.delta : messages[index]!.text + event.delta;
-          messages[index] = { ...messages[index]!, text, status };
+        if (event.reset) {
+          // The run starts its words again: one line, after its calls.
+          this.runLine.delete(event.runId);
+          for (let n = messages.length - 1; n >= 0; n--) {
+            const key = messages[n]!.key;
+            if (key.startsWith(`${event.runId}~`)) messages.splice(n, 1);
+            else if (key === event.runId) messages[n] = { ...messages[n]!, text: "" };
+          }
         }
+        let key = this.runLine.get(event.runId) ?? event.runId;
+        if (this.split.has(key)) {
+          this.split.delete(key);
+          key = `${event.runId}~${messages.filter((line) => line.key.startsWith(`${event.runId}~`)).length + 1}`;
+          this.runLine.set(event.runId, key);
+        }
+        const index = messages.findIndex((line) => line.key === key);
+        if (index < 0) messages.push({ key, role: "agent", text: event.delta, status });
+        else messages[index] = { ...messages[index]!, text: messages[index]!.text + event.delta, status };
         this.update({ messages, running: event.done ? false : s.running });
         break;
       }
@@ -416,8 +486,29 @@ export class TetherStore {
   answerApproval(callId: string, answer: ApprovalAnswer): void {
     const resolve = this.answers.get(callId);
     this.answers.delete(callId);
-    this.update({ approvals: this.state.approvals.filter((r) => r.callId !== callId) });
+    const approved = answer === true || (typeof answer === "object" && answer !== null && answer.approved === true);
+    this.update({
+      approvals: this.state.approvals.filter((r) => r.callId !== callId),
+      messages: approved ? this.withCall(callId, { status: "running" }) : this.state.messages,
+    });
     resolve?.(answer);
+  }
+
+  /** The chat lines with the line of call `callId` (if it is shown) changed by `patch`. */
+  private withCall(callId: string, patch: Partial<ToolCallView>): ChatLine[] {
+    const key = `call-${callId}`;
+    if (!this.state.messages.some((line) => line.key === key)) return this.state.messages;
+    return this.state.messages.map((line) => (line.key === key && line.call ? { ...line, call: { ...line.call, ...patch } } : line));
+  }
+
+  /** How a tool's calls look in the chat: `render` for `tool` (`"*"`: every tool without its own). */
+  setRenderer(tool: string, render: ToolCallRenderer | undefined): void {
+    if (render) this.renderers.set(tool, render);
+  }
+
+  /** The renderer for `tool`'s calls, if any was given. */
+  renderer(tool: string): ToolCallRenderer | undefined {
+    return this.renderers.get(tool) ?? this.renderers.get("*");
   }
 
   // ---- tools ----

@@ -16,6 +16,7 @@ import {
   useAgentToolResolver,
   useApprovalRequests,
   useTetherEvents,
+  useToolCallRenderer,
 } from "../src/index.js";
 import type { TetherEvent } from "../src/index.js";
 import { FakeClient } from "./fake-client.js";
@@ -493,6 +494,61 @@ describe("events, approvals and the chat", () => {
       [SESSION_LOST, ""],
     ]);
     expect((screen.getByTestId("chat-send") as HTMLButtonElement).disabled).toBe(false);
+  });
+
+  it("ChatPanel shows each tool call at its place between the agent's words, live, drawn by its renderer", async () => {
+    function Tools() {
+      useAgentTool(
+        {
+          name: "cart_remove",
+          description: "Remove.",
+          risk: "high",
+          render: (call) => <b data-testid="card">{`remove ${call.args.productId}: ${call.status}`}</b>,
+        },
+        () => "removed",
+      );
+      useToolCallRenderer("*", (call) => <i data-testid="wildcard">{`${call.tool} ${call.status}`}</i>);
+      return null;
+    }
+    const { client } = setup(
+      <>
+        <Tools />
+        <ChatPanel />
+        <ApprovalDialog />
+      </>,
+    );
+    await settle();
+    act(() => client.emit({ type: "connection", state: "open", attempt: 0 }));
+    fireEvent.change(screen.getByTestId("chat-input"), { target: { value: "remove the mug" } });
+    fireEvent.submit(screen.getByTestId("chat-input"));
+    act(() => client.emit({ type: "agentMessage", runId: "r1", delta: "Looking. ", done: false }));
+    act(() => client.emit({ type: "callStarted", callId: "c1", tool: "cart_remove", args: { productId: "mug-red" } }));
+    act(() => {
+      void client.approver!({ callId: "c1", tool: "cart_remove", description: "", risk: "high", args: { productId: "mug-red" } });
+    });
+    const lines = () =>
+      screen
+        .getAllByRole("listitem")
+        .map((li) => [li.getAttribute("data-testid"), li.textContent, li.getAttribute("data-call-status") ?? li.getAttribute("data-status")]);
+    expect(lines()).toEqual([
+      ["chat-message", "remove the mug", ""],
+      ["chat-message", "Looking. ", ""],
+      ["chat-tool-call", "remove mug-red: approval", "approval"],
+    ]);
+    fireEvent.click(screen.getByTestId("approval-approve"));
+    expect(screen.getByTestId("card").textContent).toBe("remove mug-red: running");
+    act(() => client.emit({ type: "callFinished", record: { callId: "c1", tool: "cart_remove", status: "ok", content: "removed" } }));
+    act(() => client.emit({ type: "callStarted", callId: "c2", tool: "cart_view", args: {} }));
+    act(() => client.emit({ type: "callFinished", record: { callId: "c2", tool: "cart_view", status: "error", content: "no cart" } }));
+    act(() => client.emit({ type: "agentMessage", runId: "r1", delta: "Removed.", done: true, status: "completed" }));
+    expect(lines()).toEqual([
+      ["chat-message", "remove the mug", ""],
+      ["chat-message", "Looking. ", ""],
+      ["chat-tool-call", "remove mug-red: done", "done"],
+      ["chat-tool-call", "cart_view failed", "failed"],
+      // The words after the calls: the run's last line, which carries its status.
+      ["chat-message", "Removed.", "completed"],
+    ]);
   });
 
   it("useApprovalRequests lists pending requests oldest first", async () => {
