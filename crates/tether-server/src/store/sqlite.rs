@@ -7,11 +7,12 @@
 //! refused at start with a message saying so, instead of two servers driving the same sessions.
 //! Space of expired sessions is given back to the file system (`auto_vacuum=INCREMENTAL`).
 //!
-//! The calls run on the caller's thread; each is one short transaction (tens of microseconds
-//! on this machine's disk; see `cargo xtask bench`).
+//! Each call is one transaction, run on tokio's blocking threads: most take tens of
+//! microseconds, but a long conversation's write takes milliseconds, which must not hold an
+//! async worker (see `cargo bench -p tether-server --bench loopback`).
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
@@ -42,6 +43,12 @@ CREATE TABLE IF NOT EXISTS frames (
 /// Sessions in a SQLite file.
 #[derive(Debug)]
 pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+/// The file and its one connection, shared with the blocking threads that use it.
+#[derive(Debug)]
+struct Inner {
     path: PathBuf,
     connection: Mutex<Connection>,
 }
@@ -108,9 +115,28 @@ impl SqliteStore {
                 ),
             ));
         }
-        Ok(SqliteStore { path: path.to_path_buf(), connection: Mutex::new(connection) })
+        Ok(SqliteStore { inner: Arc::new(Inner { path: path.to_path_buf(), connection: Mutex::new(connection) }) })
     }
 
+    /// Runs `job` on tokio's blocking threads, so that a slow statement never holds an async
+    /// worker.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&Inner) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, ServerError> {
+        let inner = self.inner.clone();
+        let done = tokio::task::spawn_blocking(move || job(&inner).map_err(|e| inner.error(&e))).await;
+        done.unwrap_or_else(|error| {
+            Err(ServerError::Store {
+                store: self.describe(),
+                problem: StoreProblem::Unavailable,
+                message: format!("the store's thread failed ({error}); nothing of this write is stored"),
+            })
+        })
+    }
+}
+
+impl Inner {
     fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.connection.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -212,40 +238,37 @@ fn classify(path: &Path, error: &rusqlite::Error) -> ServerError {
 
 impl SessionStore for SqliteStore {
     fn describe(&self) -> String {
-        format!("sqlite:{}", self.path.display())
+        format!("sqlite:{}", self.inner.path.display())
     }
 
     fn load<'a>(&'a self, id: &'a str, now_ms: u64) -> StoreFuture<'a, Result<Option<StoredSession>, ServerError>> {
-        Box::pin(async move { self.load_now(id, now_ms).map_err(|e| self.error(&e)) })
+        let id = id.to_string();
+        Box::pin(self.blocking(move |inner| inner.load_now(&id, now_ms)))
     }
 
     fn write<'a>(&'a self, id: &'a str, write: SessionWrite) -> StoreFuture<'a, Result<(), ServerError>> {
-        Box::pin(async move { self.write_now(id, &write).map_err(|e| self.error(&e)) })
+        let id = id.to_string();
+        Box::pin(self.blocking(move |inner| inner.write_now(&id, &write)))
     }
 
     fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<(), ServerError>> {
-        Box::pin(async move {
-            let remove = || -> rusqlite::Result<()> {
-                let mut connection = self.lock();
-                let transaction = connection.transaction()?;
-                transaction.execute("DELETE FROM frames WHERE session = ?1", params![id])?;
-                transaction.execute("DELETE FROM sessions WHERE id = ?1", params![id])?;
-                transaction.commit()
-            };
-            remove().map_err(|e| self.error(&e))
-        })
+        let id = id.to_string();
+        Box::pin(self.blocking(move |inner| {
+            let mut connection = inner.lock();
+            let transaction = connection.transaction()?;
+            transaction.execute("DELETE FROM frames WHERE session = ?1", params![id])?;
+            transaction.execute("DELETE FROM sessions WHERE id = ?1", params![id])?;
+            transaction.commit()
+        }))
     }
 
     fn expire(&self, now_ms: u64) -> StoreFuture<'_, Result<usize, ServerError>> {
-        Box::pin(async move { self.expire_now(now_ms).map_err(|e| self.error(&e)) })
+        Box::pin(self.blocking(move |inner| inner.expire_now(now_ms)))
     }
 
     fn count(&self) -> StoreFuture<'_, Result<usize, ServerError>> {
-        Box::pin(async move {
-            self.lock()
-                .query_row("SELECT count(*) FROM sessions", [], |row| row.get::<_, i64>(0))
-                .map(|n| n as usize)
-                .map_err(|e| self.error(&e))
-        })
+        Box::pin(self.blocking(|inner| {
+            inner.lock().query_row("SELECT count(*) FROM sessions", [], |row| row.get::<_, i64>(0)).map(|n| n as usize)
+        }))
     }
 }
