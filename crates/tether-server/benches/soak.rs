@@ -4,7 +4,9 @@
 //! completed, and the server's memory before and after, and exits with an error if anything was
 //! lost, run twice or applied twice.
 //!
-//! `cargo bench -p tether-server --bench soak` (SESSIONS=1000 CALLS=10 DROP=0.1 by default).
+//! `cargo bench -p tether-server --bench soak` (SESSIONS=1000 CALLS=10 DROP=0.1 by default, in
+//! memory; `STORE=sqlite`: on a SQLite file; `RESTART_SECONDS=5`: on a SQLite file, the server
+//! killed with SIGKILL and started again every 5 s).
 
 #[path = "../tests/common/serve.rs"]
 mod serve;
@@ -24,6 +26,11 @@ async fn main() {
         sessions: setting("SESSIONS", 1000),
         calls: setting("CALLS", 10),
         drop_chance: setting("DROP", 0.1),
+        sqlite: std::env::var("STORE").is_ok_and(|store| store == "sqlite"),
+        restart_every: match setting("RESTART_SECONDS", 0.0) {
+            seconds if seconds > 0.0 => Some(std::time::Duration::from_secs_f64(seconds)),
+            _ => None,
+        },
     };
     let report = soak(plan).await;
     println!("{}", report.summary(&plan));

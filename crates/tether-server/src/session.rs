@@ -397,10 +397,18 @@ impl Session {
         self.send(ServerFrame::Error(frame));
     }
 
-    /// Sends an `EVENT`.
+    /// Sends an `EVENT`. A `tool_execution_end` leaves with the checkpoint that records its
+    /// result (the run checkpoints right after it, in the same step): both are stored in one
+    /// write, so a crash between them cannot leave a client that saw the result applied with a
+    /// stored run that applies it again.
     pub(crate) fn send_event(&self, run_id: Option<&str>, event: RunEvent) {
+        let with_checkpoint = matches!(event, RunEvent::ToolExecutionEnd(_));
         let frame = EventFrame { id: String::new(), run_id: run_id.map(String::from), event };
-        self.send(ServerFrame::Event(frame));
+        let mut state = self.lock();
+        state.machine.send(ServerFrame::Event(frame));
+        if !with_checkpoint {
+            state.flush();
+        }
     }
 
     /// Sends a streamed piece of the answer.

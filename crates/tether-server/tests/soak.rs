@@ -1,7 +1,8 @@
 //! A small soak on loopback (50 sessions, 10 tool calls each, one call in five dropping the
 //! socket), counted at the clients: every handler ran once, every result was applied once (as
 //! the client sees in its runs' events) and unaltered, every run completed, every session
-//! resumed. The full run is `cargo bench -p tether-server --bench soak` (1,000 sessions).
+//! resumed. The full run is `cargo bench -p tether-server --bench soak` (1,000 sessions;
+//! `STORE=sqlite`, `RESTART_SECONDS=N` for a SQLite file and a server killed every N seconds).
 
 mod common;
 
@@ -9,7 +10,7 @@ use common::soak::{SoakPlan, soak};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_sessions_with_random_drops_run_every_handler_once_and_apply_every_result_once() {
-    let plan = SoakPlan { sessions: 50, calls: 10, drop_chance: 0.2 };
+    let plan = SoakPlan { sessions: 50, calls: 10, drop_chance: 0.2, sqlite: false, restart_every: None };
     let report = soak(plan).await;
     eprintln!("{}", report.summary(&plan));
     assert!(report.stuck.is_empty(), "clients stuck:\n{}", report.stuck.join("\n"));

@@ -18,7 +18,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// How long the helper waits for the process to print its address or to exit.
 const PROCESS_WAIT: Duration = Duration::from_secs(30);
 
-/// What to start: `tether serve --addr 127.0.0.1:0` plus the arguments and environment given.
+/// What to start: `tether serve --addr 127.0.0.1:0` (unless `--addr` is given) plus the
+/// arguments and environment given.
 #[derive(Debug, Default)]
 pub struct Serve {
     args: Vec<OsString>,
@@ -65,7 +66,10 @@ impl Serve {
 
     fn command(&self) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_tether"));
-        command.args(["serve", "--addr", "127.0.0.1:0"]);
+        command.arg("serve");
+        if !self.args.iter().any(|arg| arg == "--addr") {
+            command.args(["--addr", "127.0.0.1:0"]);
+        }
         if !self.args.iter().any(|arg| arg == "--model") {
             command.args(["--model", "scripted"]);
         }

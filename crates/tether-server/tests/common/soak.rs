@@ -38,6 +38,11 @@ pub struct SoakPlan {
     /// Chance, per tool call, that the client drops its socket (half of the time before sending
     /// the result, half right after sending it) and resumes.
     pub drop_chance: f64,
+    /// Keep sessions in a SQLite file (else in memory).
+    pub sqlite: bool,
+    /// Kill the server (SIGKILL) this often and start it again on the same port and SQLite file
+    /// (implies `sqlite`); `None`: one server for the whole soak.
+    pub restart_every: Option<Duration>,
 }
 
 /// What a soak measured. Everything but the `server_*` fields is counted at the clients.
@@ -80,6 +85,8 @@ pub struct SoakReport {
     pub rss_peak_kib: u64,
     /// See `rss_before_kib`.
     pub rss_after_kib: u64,
+    /// Times the server was killed and started again.
+    pub restarts: u64,
     /// Wall time of the load, in seconds.
     pub seconds: f64,
     /// Clients that were still waiting when the load's time was up, with what they last saw.
@@ -90,15 +97,17 @@ impl SoakReport {
     /// A one-paragraph summary.
     pub fn summary(&self, plan: &SoakPlan) -> String {
         format!(
-            "soak: {} sessions x {} tool calls, drop chance {:.0}%, {:.1} s\n\
+            "soak: {} sessions x {} tool calls, {} store, drop chance {:.0}%, {} server restarts (SIGKILL), {:.1} s\n\
              counted at the clients: runs ended {} ({} completed); calls {}, handler runs {}, handlers run twice {}; \
              results lost {}, applied twice {}, altered {}; reconnects {}, sessions lost {}, frames skipped as \
              seen {}, errors {}\n\
-             server counters: results applied {}, duplicates ignored {}, late {}\n\
+             server counters (the last process's): results applied {}, duplicates ignored {}, late {}\n\
              server RSS {} KiB before, {} KiB with all sessions, {} KiB after they expired",
             plan.sessions,
             plan.calls,
+            if plan.sqlite || plan.restart_every.is_some() { "SQLite" } else { "memory" },
             plan.drop_chance * 100.0,
+            self.restarts,
             self.seconds,
             self.runs_ended,
             self.runs_completed,
@@ -148,11 +157,20 @@ fn rss_kib(pid: u32) -> u64 {
 struct Rng(u64);
 
 impl Rng {
-    fn chance(&mut self, p: f64) -> bool {
+    fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
-        (self.0 % 1_000_000) as f64 / 1_000_000.0 < p
+        self.0
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        (self.next() % 1_000_000) as f64 / 1_000_000.0 < p
+    }
+
+    /// A number below `n`.
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
     }
 }
 
@@ -244,9 +262,19 @@ impl BrowserLike {
         }
     }
 
-    /// Opens a socket and says HELLO (resuming the session, if there is one).
+    /// Opens a socket and says HELLO (resuming the session, if there is one). While the server
+    /// is down (restarting) it tries again, as the browser runtime does, for up to 30 s.
     async fn connect(&mut self) -> bool {
-        let Ok((socket, _)) = tokio_tungstenite::connect_async(&self.url).await else { return false };
+        let started = Instant::now();
+        let socket = loop {
+            match tokio_tungstenite::connect_async(&self.url).await {
+                Ok((socket, _)) => break socket,
+                Err(_) if self.plan.restart_every.is_some() && started.elapsed() < Duration::from_secs(30) => {
+                    tokio::time::sleep(Duration::from_millis(20 + self.rng.below(80))).await;
+                }
+                Err(_) => return false,
+            }
+        };
         self.socket = Some(socket);
         let hello = self.session.connected();
         self.send(vec![hello]).await;
@@ -421,14 +449,66 @@ impl BrowserLike {
     }
 }
 
-/// Runs a soak against a `tether serve` process.
+/// A soak's store: a SQLite file in a directory of its own, removed afterwards.
+struct StoreDir(std::path::PathBuf);
+
+impl Drop for StoreDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `tether serve` for a soak: every client comes from 127.0.0.1 (the other limits stay at their
+/// defaults); with restarts, on a SQLite file in `store` and at `addr`.
+fn soak_server(store: Option<(&std::path::Path, &str)>) -> Served {
+    let mut serve = Serve::new().args(["--max-sessions-per-ip", "0", "--reconnect-grace-seconds", "2"]);
+    if let Some((dir, addr)) = store {
+        let file = format!("sqlite:{}", dir.join("sessions.db").display());
+        serve = serve.args(["--store", file.as_str(), "--addr", addr]);
+    }
+    serve.start()
+}
+
+/// Runs a soak against a `tether serve` process (or, with restarts, a series of them on one
+/// SQLite file).
 pub async fn soak(plan: SoakPlan) -> SoakReport {
-    // Every client comes from 127.0.0.1; the other limits stay at their defaults.
-    let server = Serve::new().args(["--max-sessions-per-ip", "0", "--reconnect-grace-seconds", "2"]).start();
-    let url = server.url();
-    let pid = server.pid();
-    wait_for(&server, Duration::from_secs(5), |h| h["status"] == "ok").await;
-    let mut report = SoakReport { rss_before_kib: rss_kib(pid), ..SoakReport::default() };
+    let store = (plan.sqlite || plan.restart_every.is_some()).then(|| {
+        let dir = std::env::temp_dir().join(format!("tether-soak-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a directory for the store");
+        StoreDir(dir)
+    });
+    let first = soak_server(store.as_ref().map(|dir| (dir.0.as_path(), "127.0.0.1:0")));
+    let url = first.url();
+    wait_for(&first, Duration::from_secs(5), |h| h["status"] == "ok").await;
+    let mut report = SoakReport { rss_before_kib: rss_kib(first.pid()), ..SoakReport::default() };
+    // With restarts, every later server takes the first one's address and file.
+    let (addr, server) = (first.addr.clone(), Arc::new(Mutex::new(Some(first))));
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let restarts = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let restarter = plan.restart_every.zip(store.as_ref()).map(|(every, dir)| {
+        let (server, dir, stop, restarts) = (server.clone(), dir.0.clone(), stop.clone(), restarts.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(every) => {}
+                    () = stop.notified() => return,
+                }
+                let old = server.lock().unwrap().take();
+                let (addr, dir) = (addr.clone(), dir.clone());
+                let next = tokio::task::spawn_blocking(move || {
+                    if let Some(old) = old {
+                        old.kill();
+                    }
+                    soak_server(Some((dir.as_path(), addr.as_str())))
+                })
+                .await
+                .expect("restart the server");
+                *server.lock().unwrap() = Some(next);
+                restarts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+    });
     let started = Instant::now();
     let tasks: Vec<(Trace, _)> = (0..plan.sessions)
         .map(|index| {
@@ -479,6 +559,13 @@ pub async fn soak(plan: SoakPlan) -> SoakReport {
         report.unexpected_errors += tally.errors;
     }
     report.seconds = started.elapsed().as_secs_f64();
+    if let Some(restarter) = restarter {
+        stop.notify_one();
+        restarter.await.expect("the restarts");
+        report.restarts = restarts.load(std::sync::atomic::Ordering::Relaxed);
+    }
+    let server = server.lock().unwrap().take().expect("a server is running");
+    let pid = server.pid();
     report.rss_peak_kib = rss_kib(pid);
     let health =
         wait_for(&server, Duration::from_secs(30), |h| h["stats"]["runsEnded"] == h["stats"]["runsStarted"]).await;
