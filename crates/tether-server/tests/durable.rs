@@ -8,36 +8,14 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use common::serve::{Serve, Served};
 use serde_json::json;
 use tether_protocol::{ClientFrame, HistoryRole, ResultStatus, Resume, RunStatus, ServerFrame, StopRun};
 
-/// A fresh directory for one test's store, removed afterwards.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let dir = std::env::temp_dir().join(format!("tether-durable-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Dir(dir)
-    }
-
-    fn store(&self) -> String {
-        format!("sqlite:{}", self.0.join("sessions.db").display())
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+type Dir = common::dir::TestDir;
 
 fn serve(dir: &Dir) -> Served {
-    Serve::new().args(["--store", &dir.store()]).start()
+    Serve::new().args(["--store", &dir.sqlite_store()]).start()
 }
 
 /// The number of a server frame id (`s<n>`).
@@ -59,7 +37,7 @@ async fn waiting_call(served: &Served) -> (common::Client, tether_protocol::Tool
 
 #[tokio::test]
 async fn a_server_killed_during_an_approval_resumes_the_session_and_finishes_the_run_once() {
-    let dir = Dir::new("kill");
+    let dir = Dir::new("durable-kill");
     let first = serve(&dir);
     let (client, call) = waiting_call(&first).await;
     let resume = Resume { last_seq: Some(seq(&call.id)), ..client.resume_info() };
@@ -100,7 +78,7 @@ async fn a_server_killed_during_an_approval_resumes_the_session_and_finishes_the
 
 #[tokio::test]
 async fn a_reloaded_page_gets_the_conversation_back_after_a_restart() {
-    let dir = Dir::new("history");
+    let dir = Dir::new("durable-history");
     let first = serve(&dir);
     let (mut client, call) = waiting_call(&first).await;
     client.result(&call.call_id, ResultStatus::Ok, json!("added 1 x Red mug; cart: 1 item")).await;
@@ -138,7 +116,7 @@ async fn a_reloaded_page_gets_the_conversation_back_after_a_restart() {
 
 #[tokio::test]
 async fn a_deploy_drains_clients_reconnect_and_the_run_goes_on_in_the_next_process() {
-    let dir = Dir::new("drain");
+    let dir = Dir::new("durable-drain");
     let first = serve(&dir);
     let (mut client, call) = waiting_call(&first).await;
     let resume = Resume { last_seq: Some(seq(&call.id)), ..client.resume_info() };
@@ -158,7 +136,7 @@ async fn a_deploy_drains_clients_reconnect_and_the_run_goes_on_in_the_next_proce
 
 #[tokio::test]
 async fn a_wrong_token_never_resumes_a_stored_session() {
-    let dir = Dir::new("token");
+    let dir = Dir::new("durable-token");
     let first = serve(&dir);
     let (client, _) = waiting_call(&first).await;
     let resume = client.resume_info();
@@ -177,7 +155,7 @@ async fn a_wrong_token_never_resumes_a_stored_session() {
 
 #[tokio::test]
 async fn stop_ends_the_run_as_aborted_and_cancels_its_call_in_the_page() {
-    let dir = Dir::new("stop");
+    let dir = Dir::new("durable-stop");
     let served = serve(&dir);
     let (mut client, call) = waiting_call(&served).await;
     let id = client.id();

@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use axum::response::IntoResponse;
@@ -22,23 +21,7 @@ const ANSWER: &str = "The red mug is in your cart.";
 /// What the page's `cart_add` returns.
 const RESULT: &str = "added 1 x Red mug; cart: 1 item";
 
-/// A fresh directory for one test's store, removed afterwards.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let dir = std::env::temp_dir().join(format!("tether-faults-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Dir(dir)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+type Dir = common::dir::TestDir;
 
 /// The model: asked without a tool result, it calls `cart_add` for the red mug; with one, it
 /// answers [`ANSWER`]. With `stall`, its first answer streams a few words and then never ends
@@ -107,8 +90,7 @@ fn completion(message: &Value) -> axum::response::Response {
 }
 
 fn serve(dir: &Dir, model: &str) -> Served {
-    let store = format!("sqlite:{}", dir.0.join("sessions.db").display());
-    Serve::new().args(["--store", &store, "--model", model, "--tool-mode", "native"]).start()
+    Serve::new().args(["--store", &dir.sqlite_store(), "--model", model, "--tool-mode", "native"]).start()
 }
 
 /// The highest frame number the client received (what a page sends as `lastSeq`).
@@ -171,7 +153,7 @@ async fn stop(served: Served, fault: Fault, mut client: common::Client, late: Op
 }
 
 async fn fault(moment: Moment, fault: Fault) {
-    let dir = Dir::new(&format!("{moment:?}-{fault:?}"));
+    let dir = Dir::new(&format!("faults-{moment:?}-{fault:?}"));
     let (model, base) = Model::start(moment == Moment::ModelStreaming).await;
     let first = serve(&dir, &base);
     let mut client = common::Client::connect(&first.url()).await;

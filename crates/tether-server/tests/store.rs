@@ -4,6 +4,8 @@
 //! clearly and nothing is half-written. Redis against a real `redis-server` of the test's own:
 //! killed and restarted (AOF), gone, out of memory.
 
+#[path = "common/dir.rs"]
+mod dir;
 mod redis_support;
 
 use std::path::PathBuf;
@@ -14,27 +16,7 @@ use tether_server::StoreProblem;
 use tether_server::store::{MemoryStore, RedisStore, SessionStore, SessionWrite, SqliteStore, token_hash};
 use tether_server::{ServerError, store};
 
-/// A fresh directory for one test's files, removed afterwards.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let dir = std::env::temp_dir().join(format!("tether-store-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Dir(dir)
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+type Dir = dir::TestDir;
 
 fn first_write(expires_at_ms: u64) -> SessionWrite {
     SessionWrite {
@@ -91,7 +73,7 @@ async fn the_memory_store_passes_the_suite() {
 
 #[tokio::test]
 async fn the_sqlite_store_passes_the_suite_and_keeps_sessions_across_a_reopen() {
-    let dir = Dir::new("reopen");
+    let dir = Dir::new("store-reopen");
     let path = dir.file("sessions.db");
     {
         let store = SqliteStore::open(&path).unwrap();
@@ -116,7 +98,7 @@ fn problem(error: ServerError) -> (StoreProblem, String) {
 
 #[test]
 fn a_damaged_file_is_refused_and_left_as_it_was() {
-    let dir = Dir::new("corrupt");
+    let dir = Dir::new("store-corrupt");
     let path = dir.file("sessions.db");
     let garbage = b"this is not a database, but somebody's notes\n".repeat(200);
     std::fs::write(&path, &garbage).unwrap();
@@ -128,7 +110,7 @@ fn a_damaged_file_is_refused_and_left_as_it_was() {
 
 #[test]
 fn a_missing_directory_is_a_clear_error() {
-    let dir = Dir::new("missing");
+    let dir = Dir::new("store-missing");
     let (kind, message) = problem(SqliteStore::open(&dir.file("no/such/dir/sessions.db")).unwrap_err());
     assert_eq!(kind, StoreProblem::Unavailable);
     assert!(message.contains("does not exist"), "{message}");
@@ -136,7 +118,7 @@ fn a_missing_directory_is_a_clear_error() {
 
 #[test]
 fn a_second_opener_of_the_same_file_is_refused() {
-    let dir = Dir::new("locked");
+    let dir = Dir::new("store-locked");
     let path = dir.file("sessions.db");
     let first = SqliteStore::open(&path).unwrap();
     let (kind, message) = problem(SqliteStore::open(&path).unwrap_err());
@@ -148,7 +130,7 @@ fn a_second_opener_of_the_same_file_is_refused() {
 
 #[tokio::test]
 async fn a_full_file_refuses_the_write_whole() {
-    let dir = Dir::new("full");
+    let dir = Dir::new("store-full");
     let store = SqliteStore::open_with_limit(&dir.file("sessions.db"), Some(96 * 1024)).unwrap();
     let later = store::now_ms() + 60_000;
     store.write("s-a", first_write(later)).await.unwrap();
@@ -172,7 +154,7 @@ async fn a_full_file_refuses_the_write_whole() {
 
 #[tokio::test]
 async fn expired_sessions_give_their_space_back() {
-    let dir = Dir::new("vacuum");
+    let dir = Dir::new("store-vacuum");
     let path = dir.file("sessions.db");
     let store = SqliteStore::open(&path).unwrap();
     let now = store::now_ms();

@@ -5,6 +5,7 @@ import {
   ApprovalDialog,
   ChatPanel,
   RuntimeErrors,
+  TOOL_CALL_STATUS_WORDS,
   TetherProvider,
   ToolInspector,
   useAgentContext,
@@ -53,23 +54,13 @@ export function App() {
   );
 }
 
-/** What each call status says in the chat. */
-const STATUS_WORDS: Record<ToolCallView["status"], string> = {
-  approval: "waiting for your approval",
-  running: "running",
-  done: "done",
-  failed: "failed",
-  refused: "refused",
-  cancelled: "cancelled",
-};
-
 /** `product_view` in the chat: the product's card. */
 function ProductCard(call: ToolCallView) {
   const found = product(String(call.args?.productId ?? ""));
   return (
     <div className="tool-card product-card" data-testid="product-card">
       <strong>{found?.name ?? "a product"}</strong> <span className="product-card-price">{found ? price(found.price) : ""}</span>
-      <small> · {STATUS_WORDS[call.status]}</small>
+      <small> · {TOOL_CALL_STATUS_WORDS[call.status]}</small>
     </div>
   );
 }
@@ -89,7 +80,7 @@ function CartSummary(call: ToolCallView) {
   return (
     <div className="tool-card cart-summary" data-testid="cart-summary">
       {what}
-      <small> · {STATUS_WORDS[call.status]}</small>
+      <small> · {TOOL_CALL_STATUS_WORDS[call.status]}</small>
     </div>
   );
 }

@@ -2,6 +2,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod dir;
 pub mod serve;
 pub mod soak;
 

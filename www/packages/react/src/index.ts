@@ -26,7 +26,7 @@ export type {
   ResolverTool,
   ApprovalRequests,
 } from "./hooks.js";
-export { ApprovalDialog, ChatPanel, ToolInspector, RuntimeErrors, argsSummary } from "./components.js";
+export { ApprovalDialog, ChatPanel, ToolInspector, RuntimeErrors, argsSummary, TOOL_CALL_STATUS_WORDS } from "./components.js";
 export { loadTether, wasmLoadError } from "./runtime.js";
 export { connectionWords, connectionError, SESSION_LOST } from "./store.js";
 export type { WasmSource } from "./runtime.js";
