@@ -218,9 +218,6 @@ pub struct AgentContext {
     client: StoredValue<Client, LocalStorage>,
     responders: StoredValue<HashMap<String, oneshot::Sender<ApprovalDecision>>, LocalStorage>,
     refresh_scheduled: StoredValue<bool, LocalStorage>,
-    /// Where each run writes its words now: the line keyed by the run id unless a tool call came
-    /// after its words (then `run~n`). `true`: the next words start a new line.
-    run_lines: StoredValue<HashMap<String, (String, bool)>, LocalStorage>,
     /// How each tool's calls look in the chat (`"*"`: the rest).
     renderers: StoredValue<HashMap<String, Renderer>, LocalStorage>,
     /// The reactive state.
@@ -256,8 +253,7 @@ impl AgentContext {
                 call: None,
             });
         });
-        let pending: Vec<String> =
-            self.state.approvals.with_untracked(|pending| pending.iter().map(|a| a.call_id.clone()).collect());
+        let pending = self.pending_approvals();
         if !pending.is_empty() {
             for call_id in pending {
                 let reason = Some(format!("the user wrote instead: {text}"));
@@ -299,9 +295,7 @@ impl AgentContext {
     /// the old one will ever answer. The run in progress ends in the chat, the approvals
     /// waiting for the user close without running their handlers, and the chat says so.
     fn session_lost(&self, session_id: &str) {
-        let pending: Vec<String> =
-            self.state.approvals.with_untracked(|pending| pending.iter().map(|a| a.call_id.clone()).collect());
-        for call_id in pending {
+        for call_id in self.pending_approvals() {
             self.answer_approval(&call_id, ApprovalDecision::Dismissed);
         }
         self.state.messages.update(|lines| {
@@ -318,6 +312,11 @@ impl AgentContext {
             });
         });
         self.state.running.set(false);
+    }
+
+    /// The call ids of the approval requests waiting for the user.
+    fn pending_approvals(&self) -> Vec<String> {
+        self.state.approvals.with_untracked(|pending| pending.iter().map(|a| a.call_id.clone()).collect())
     }
 
     /// The chat line of call `call_id`, if it is shown, now says `status` (and `result`).
@@ -409,15 +408,8 @@ fn apply_event(context: &AgentContext, url: &str, event: &ClientEvent) {
             refused.push(RefusedView { tool: tool.clone(), event: event.clone(), reason: reason.clone() });
         }),
         // The call takes its place in the chat after the words so far; the run's later words go
-        // in a line after it.
+        // in a line after it (`run_line`).
         ClientEvent::CallStarted { call_id, tool, args } => state.messages.update(|lines| {
-            if let Some(last) = lines.last().filter(|l| l.role == ChatRole::Agent && l.status.is_none()) {
-                let run = last.key.split('~').next().unwrap_or_default().to_string();
-                let key = last.key.clone();
-                context.run_lines.update_value(|runs| {
-                    runs.insert(run, (key, true));
-                });
-            }
             let call = ToolCallView {
                 call_id: call_id.clone(),
                 tool: tool.clone(),
@@ -425,7 +417,7 @@ fn apply_event(context: &AgentContext, url: &str, event: &ClientEvent) {
                 status: ToolCallStatus::Running,
                 result: None,
             };
-            push_line(
+            push_kept(
                 lines,
                 ChatLine {
                     key: format!("call-{call_id}"),
@@ -438,12 +430,7 @@ fn apply_event(context: &AgentContext, url: &str, event: &ClientEvent) {
             );
         }),
         ClientEvent::CallFinished { record } => {
-            state.calls.update(|calls| {
-                calls.push(record.clone());
-                if calls.len() > KEPT {
-                    calls.remove(0);
-                }
-            });
+            state.calls.update(|calls| push_kept(calls, record.clone()));
             context.set_call_status(
                 &record.call_id,
                 ToolCallStatus::finished(record.status),
@@ -454,31 +441,15 @@ fn apply_event(context: &AgentContext, url: &str, event: &ClientEvent) {
             state.messages.update(|lines| {
                 if *reset {
                     // The run starts its words again: one line, after its calls.
-                    context.run_lines.update_value(|runs| {
-                        runs.remove(run_id);
-                    });
-                    let later = format!("{run_id}~");
-                    lines.retain(|l| !l.key.starts_with(&later));
-                    if let Some(line) = lines.iter_mut().find(|l| &l.key == run_id) {
-                        line.text.clear();
-                    }
+                    lines.retain(|l| !of_run(&l.key, run_id));
                 }
-                let (mut key, split) =
-                    context.run_lines.with_value(|runs| runs.get(run_id).cloned()).unwrap_or((run_id.clone(), false));
-                if split {
-                    let later = format!("{run_id}~");
-                    key = format!("{later}{}", lines.iter().filter(|l| l.key.starts_with(&later)).count() + 1);
-                    let line = key.clone();
-                    context.run_lines.update_value(|runs| {
-                        runs.insert(run_id.clone(), (line, false));
-                    });
-                }
+                let key = run_line(lines, run_id);
                 match lines.iter_mut().find(|l| l.key == key) {
                     Some(line) => {
                         line.text.push_str(delta);
                         line.status = *status;
                     }
-                    None => push_line(
+                    None => push_kept(
                         lines,
                         ChatLine {
                             key,
@@ -532,18 +503,29 @@ fn apply_event(context: &AgentContext, url: &str, event: &ClientEvent) {
     }
 }
 
-/// Adds a chat line, keeping the last [`KEPT`].
-fn push_line(lines: &mut Vec<ChatLine>, line: ChatLine) {
-    lines.push(line);
-    if lines.len() > KEPT {
-        lines.remove(0);
-    }
+/// Whether a chat line holds words of run `run_id` (keyed `run_id`, or `run_id~n` after a call).
+fn of_run(key: &str, run_id: &str) -> bool {
+    key.strip_prefix(run_id).is_some_and(|rest| rest.is_empty() || rest.starts_with('~'))
 }
 
-fn push_kept(errors: &mut Vec<String>, error: String) {
-    errors.push(error);
-    if errors.len() > KEPT {
-        errors.remove(0);
+/// The key of the line that takes run `run_id`'s next words: its last line, unless a tool call
+/// came after it (then a new line, `run_id~n`, after the call); the run id for its first.
+fn run_line(lines: &[ChatLine], run_id: &str) -> String {
+    let Some(last) = lines.iter().rposition(|l| l.role == ChatRole::Agent && of_run(&l.key, run_id)) else {
+        return run_id.to_string();
+    };
+    if lines[last + 1..].iter().any(|l| l.role == ChatRole::Tool) {
+        let later = lines.iter().filter(|l| l.key.starts_with(&format!("{run_id}~"))).count();
+        return format!("{run_id}~{}", later + 1);
+    }
+    lines[last].key.clone()
+}
+
+/// Adds to a list the provider keeps short: the last [`KEPT`] entries.
+fn push_kept<T>(list: &mut Vec<T>, item: T) {
+    list.push(item);
+    if list.len() > KEPT {
+        list.remove(0);
     }
 }
 
@@ -578,7 +560,6 @@ pub fn AgentProvider(
         client: StoredValue::new_local(client.clone()),
         responders: StoredValue::new_local(HashMap::new()),
         refresh_scheduled: StoredValue::new_local(false),
-        run_lines: StoredValue::new_local(HashMap::new()),
         renderers: StoredValue::new_local(HashMap::new()),
         state,
     };

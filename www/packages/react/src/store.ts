@@ -167,6 +167,24 @@ const KEPT = 50;
 
 const keep = <T>(list: T[], item: T): T[] => [...list, item].slice(-KEPT);
 
+/** Whether a chat line holds words of run `runId` (keyed `runId`, or `runId~n` after a call). */
+const ofRun = (key: string, runId: string) => key === runId || key.startsWith(`${runId}~`);
+
+/**
+ * The key of the line that takes run `runId`'s next words: its last line, unless a tool call came
+ * after it (then a new line, `runId~n`, after the call); the run id for its first (the same rule
+ * as tether-leptos).
+ */
+function runLine(lines: ChatLine[], runId: string): string {
+  let last = lines.length - 1;
+  while (last >= 0 && !(lines[last]!.role === "agent" && ofRun(lines[last]!.key, runId))) last--;
+  if (last < 0) return runId;
+  if (lines.slice(last + 1).some((line) => line.role === "tool")) {
+    return `${runId}~${lines.filter((line) => line.key.startsWith(`${runId}~`)).length + 1}`;
+  }
+  return lines[last]!.key;
+}
+
 const isConnectionFailure = (error: TetherError) =>
   error.kind === "connection" && /^(cannot reach|lost the connection to) the agent server/.test(error.message);
 
@@ -202,10 +220,6 @@ export class TetherStore {
   private readonly slots = new Set<Slot>();
   private readonly answers = new Map<string, (answer: ApprovalAnswer) => void>();
   private queued: string[] = [];
-  /** Agent lines a tool call came after: the run's next words start a new line. */
-  private readonly split = new Set<string>();
-  /** The line each run writes its words to now (absent: the line keyed by the run id). */
-  private readonly runLine = new Map<string, string>();
   /** How each tool's calls look in the chat (`"*"`: the rest). */
   private readonly renderers = new Map<string, ToolCallRenderer>();
   private scheduled = false;
@@ -383,9 +397,7 @@ export class TetherStore {
         break;
       case "callStarted": {
         // The call takes its place in the chat after the words so far; the run's later words
-        // go in a line after it.
-        const last = s.messages.at(-1);
-        if (last?.role === "agent" && !last.status) this.split.add(last.key);
+        // go in a line after it (`runLine`).
         const call: ToolCallView = { callId: event.callId, tool: event.tool, args: event.args, status: "running" };
         this.update({ messages: keep(s.messages, { key: `call-${event.callId}`, role: "tool", text: "", call }) });
         break;
@@ -406,23 +418,10 @@ export class TetherStore {
         break;
       }
       case "agentMessage": {
-        const messages = [...s.messages];
+        // The run starts its words again on a reset: one line, after its calls.
+        const messages = event.reset ? s.messages.filter((line) => !ofRun(line.key, event.runId)) : [...s.messages];
         const status = event.status ?? undefined;
-        if (event.reset) {
-          // The run starts its words again: one line, after its calls.
-          this.runLine.delete(event.runId);
-          for (let n = messages.length - 1; n >= 0; n--) {
-            const key = messages[n]!.key;
-            if (key.startsWith(`${event.runId}~`)) messages.splice(n, 1);
-            else if (key === event.runId) messages[n] = { ...messages[n]!, text: "" };
-          }
-        }
-        let key = this.runLine.get(event.runId) ?? event.runId;
-        if (this.split.has(key)) {
-          this.split.delete(key);
-          key = `${event.runId}~${messages.filter((line) => line.key.startsWith(`${event.runId}~`)).length + 1}`;
-          this.runLine.set(event.runId, key);
-        }
+        const key = runLine(messages, event.runId);
         const index = messages.findIndex((line) => line.key === key);
         if (index < 0) messages.push({ key, role: "agent", text: event.delta, status });
         else messages[index] = { ...messages[index]!, text: messages[index]!.text + event.delta, status };

@@ -551,6 +551,20 @@ describe("events, approvals and the chat", () => {
     ]);
   });
 
+  it("a run that starts its words again (reset) has one line for them, after its calls", async () => {
+    const { client } = setup(<ChatPanel />);
+    await settle();
+    act(() => client.emit({ type: "connection", state: "open", attempt: 0 }));
+    act(() => client.emit({ type: "agentMessage", runId: "r1", delta: "Looking. ", done: false }));
+    act(() => client.emit({ type: "callStarted", callId: "c1", tool: "cart_view", args: {} }));
+    act(() => client.emit({ type: "agentMessage", runId: "r1", delta: "Half", done: false }));
+    act(() => client.emit({ type: "agentMessage", runId: "r1", delta: "Again.", done: true, status: "completed", reset: true }));
+    expect(screen.getAllByRole("listitem").map((li) => [li.getAttribute("data-testid"), li.textContent])).toEqual([
+      ["chat-tool-call", "cart_view — running"],
+      ["chat-message", "Again."],
+    ]);
+  });
+
   it("useApprovalRequests lists pending requests oldest first", async () => {
     let api: ReturnType<typeof useApprovalRequests> | undefined;
     function Custom() {
