@@ -8,6 +8,8 @@
 //! memory; `STORE=sqlite`: on a SQLite file; `RESTART_SECONDS=5`: on a SQLite file, the server
 //! killed with SIGKILL and started again every 5 s).
 
+#[path = "../tests/common/dir.rs"]
+mod dir;
 #[path = "../tests/common/serve.rs"]
 mod serve;
 #[path = "../tests/common/soak.rs"]

@@ -24,6 +24,7 @@ use tether_core::{CallRequest, Executor, OwnerId, Step, ToolDef, ToolRegistry};
 use tether_protocol::*;
 use tokio_tungstenite::tungstenite::Message;
 
+use super::dir::TestDir;
 use super::serve::{Serve, Served};
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
@@ -449,22 +450,12 @@ impl BrowserLike {
     }
 }
 
-/// A soak's store: a SQLite file in a directory of its own, removed afterwards.
-struct StoreDir(std::path::PathBuf);
-
-impl Drop for StoreDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// `tether serve` for a soak: every client comes from 127.0.0.1 (the other limits stay at their
 /// defaults); with restarts, on a SQLite file in `store` and at `addr`.
-fn soak_server(store: Option<(&std::path::Path, &str)>) -> Served {
+fn soak_server(store: Option<(&TestDir, &str)>) -> Served {
     let mut serve = Serve::new().args(["--max-sessions-per-ip", "0", "--reconnect-grace-seconds", "2"]);
     if let Some((dir, addr)) = store {
-        let file = format!("sqlite:{}", dir.join("sessions.db").display());
-        serve = serve.args(["--store", file.as_str(), "--addr", addr]);
+        serve = serve.args(["--store", dir.sqlite_store().as_str(), "--addr", addr]);
     }
     serve.start()
 }
@@ -472,13 +463,8 @@ fn soak_server(store: Option<(&std::path::Path, &str)>) -> Served {
 /// Runs a soak against a `tether serve` process (or, with restarts, a series of them on one
 /// SQLite file).
 pub async fn soak(plan: SoakPlan) -> SoakReport {
-    let store = (plan.sqlite || plan.restart_every.is_some()).then(|| {
-        let dir = std::env::temp_dir().join(format!("tether-soak-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("a directory for the store");
-        StoreDir(dir)
-    });
-    let first = soak_server(store.as_ref().map(|dir| (dir.0.as_path(), "127.0.0.1:0")));
+    let store = (plan.sqlite || plan.restart_every.is_some()).then(|| Arc::new(TestDir::new("soak")));
+    let first = soak_server(store.as_deref().map(|dir| (dir, "127.0.0.1:0")));
     let url = first.url();
     wait_for(&first, Duration::from_secs(5), |h| h["status"] == "ok").await;
     let mut report = SoakReport { rss_before_kib: rss_kib(first.pid()), ..SoakReport::default() };
@@ -487,7 +473,7 @@ pub async fn soak(plan: SoakPlan) -> SoakReport {
     let stop = Arc::new(tokio::sync::Notify::new());
     let restarts = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let restarter = plan.restart_every.zip(store.as_ref()).map(|(every, dir)| {
-        let (server, dir, stop, restarts) = (server.clone(), dir.0.clone(), stop.clone(), restarts.clone());
+        let (server, dir, stop, restarts) = (server.clone(), dir.clone(), stop.clone(), restarts.clone());
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -500,7 +486,7 @@ pub async fn soak(plan: SoakPlan) -> SoakReport {
                     if let Some(old) = old {
                         old.kill();
                     }
-                    soak_server(Some((dir.as_path(), addr.as_str())))
+                    soak_server(Some((&dir, addr.as_str())))
                 })
                 .await
                 .expect("restart the server");
