@@ -2,7 +2,7 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -28,15 +28,7 @@ fn describe(command: &Command) -> String {
 
 /// Runs a command to completion, failing when it fails. Prints how long it took.
 pub(crate) fn run(command: &mut Command) -> Result<()> {
-    let text = describe(command);
-    eprintln!("[xtask] $ {text}");
-    let started = Instant::now();
-    let status = command.status().with_context(|| format!("could not start `{text}`"))?;
-    eprintln!("[xtask]   ({:.1} s)", started.elapsed().as_secs_f64());
-    if !status.success() {
-        bail!("`{text}` failed with {status}");
-    }
-    Ok(())
+    run_with(command, |command| command.status())
 }
 
 /// Like [`run`], for a command that starts processes of its own (servers, browsers): it runs in a
@@ -45,14 +37,21 @@ pub(crate) fn run(command: &mut Command) -> Result<()> {
 /// must not outlive the run (CI waits for every process it started).
 pub(crate) fn run_contained(command: &mut Command) -> Result<()> {
     use std::os::unix::process::CommandExt;
+    run_with(command.process_group(0), |command| {
+        let mut child = command.spawn()?;
+        let status = child.wait();
+        // The group's id is the leader's pid; `kill -- -PGID` reaches every process still in it.
+        let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).stderr(Stdio::null()).status();
+        status
+    })
+}
+
+/// Echoes `command`, runs it with `wait`, prints how long it took and fails when it failed.
+fn run_with(command: &mut Command, wait: impl FnOnce(&mut Command) -> std::io::Result<ExitStatus>) -> Result<()> {
     let text = describe(command);
     eprintln!("[xtask] $ {text}");
     let started = Instant::now();
-    let mut child = command.process_group(0).spawn().with_context(|| format!("could not start `{text}`"))?;
-    let status = child.wait();
-    // The group's id is the leader's pid; `kill -- -PGID` reaches every process still in it.
-    let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).stderr(Stdio::null()).status();
-    let status = status?;
+    let status = wait(command).with_context(|| format!("could not start `{text}`"))?;
     eprintln!("[xtask]   ({:.1} s)", started.elapsed().as_secs_f64());
     if !status.success() {
         bail!("`{text}` failed with {status}");
