@@ -74,6 +74,11 @@ pub struct ServerConfig {
     /// How many of the most recent frames a session keeps to replay after a reconnect (what a
     /// dying socket lost, and what was sent while the client was away). Default 1024.
     pub outbox_limit: usize,
+    /// With a store shared by several servers (Redis): how long a server's claims on its
+    /// sessions stand after its last heartbeat (it renews it every third of this). A server
+    /// silent for longer (killed, cut off) loses its sessions to the servers their clients
+    /// reconnect to. Default 5 s.
+    pub instance_lease: Duration,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -95,6 +100,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("reconnect_grace", &self.reconnect_grace)
             .field("session_ttl", &self.session_ttl)
             .field("outbox_limit", &self.outbox_limit)
+            .field("instance_lease", &self.instance_lease)
             .finish()
     }
 }
@@ -117,6 +123,7 @@ impl Default for ServerConfig {
             reconnect_grace: Duration::from_secs(30),
             session_ttl: crate::store::DEFAULT_SESSION_TTL,
             outbox_limit: 1024,
+            instance_lease: Duration::from_secs(5),
         }
     }
 }

@@ -252,7 +252,7 @@ async fn serve_connection(socket: WebSocket, app: &Arc<App>, peer_ip: Option<IpA
                 if wait.is_zero() {
                     tracing::info!(session = session.id(), "client did not come back; session closed");
                     session.close();
-                    app.sessions.remove(session.id());
+                    app.sessions.remove(&session);
                     return;
                 }
                 tokio::time::sleep(wait).await;
@@ -278,27 +278,82 @@ enum Found {
 
 /// Finds the session a `HELLO` resumes: in memory, or (after a restart, or on another
 /// instance) in the store, checking the token against its stored hash. The bool: it was read
-/// back from the store (its run, if it was in one, goes on).
+/// back from the store (its run, if it was in one, goes on). With a store shared by several
+/// servers, the session is claimed first (from the server that held it, which lets it go).
 async fn find_session(app: &Arc<App>, resume: &Resume, peer_ip: Option<IpAddr>) -> Found {
+    // One resume of a session at a time on this server: two at once claim it once.
+    let lock = {
+        let mut resuming = app.resuming.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        resuming.entry(resume.session_id.clone()).or_default().clone()
+    };
+    let found = {
+        let _one_at_a_time = lock.lock().await;
+        find_session_now(app, resume, peer_ip).await
+    };
+    let mut resuming = app.resuming.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if resuming.get(&resume.session_id).is_some_and(|held| Arc::ptr_eq(held, &lock) && Arc::strong_count(held) == 2) {
+        resuming.remove(&resume.session_id);
+    }
+    found
+}
+
+async fn find_session_now(app: &Arc<App>, resume: &Resume, peer_ip: Option<IpAddr>) -> Found {
     if let Some(session) = app.sessions.get(&resume.session_id) {
-        return if session.token_matches(&resume.token) { Found::Session(session, false) } else { Found::WrongToken };
+        if !session.token_matches(&resume.token) {
+            return Found::WrongToken;
+        }
+        if !session.moved() && still_held(app, &session).await {
+            return Found::Session(session, false);
+        }
+        // Another server claimed it meanwhile: it is read back from the store below.
+        tracing::info!(session = session.id(), "session claimed by another server; reading it back");
+        session.hand_off().await;
+        app.sessions.remove(&session);
     }
     let Some(store) = &app.store else { return Found::Missing };
-    let stored = match store.load(&resume.session_id, crate::store::now_ms()).await {
+    let load = || async {
+        store.load(&resume.session_id, crate::store::now_ms()).await.map_err(|error| {
+            tracing::error!(session = resume.session_id, %error, "the session store could not be read");
+            error.to_string()
+        })
+    };
+    let stored = match load().await {
         Ok(Some(stored)) => stored,
         Ok(None) => return Found::Missing,
-        Err(error) => {
-            tracing::error!(session = resume.session_id, %error, "the session store could not be read");
-            return Found::StoreFailed(error.to_string());
-        }
+        Err(error) => return Found::StoreFailed(error),
     };
+    // The token before the claim: a client without it moves no session.
     if !crate::store::same_hash(&stored.token_hash, &crate::store::token_hash(&resume.token)) {
         return Found::WrongToken;
     }
-    match Session::restore(app.config.clone(), peer_ip, store.clone(), stored, &resume.token) {
+    let (stored, claim) = if store.shared() {
+        let claim = match crate::handoff::claim(app, &**store, &resume.session_id).await {
+            Ok(claim) => claim,
+            Err(error) => return Found::StoreFailed(error),
+        };
+        // Read again: the server that let it go stored its last state first.
+        match load().await {
+            Ok(Some(stored)) => (stored, Some(claim)),
+            other => {
+                let _ = store.release(&resume.session_id, &app.instance, &claim).await;
+                return match other {
+                    Err(error) => Found::StoreFailed(error),
+                    _ => Found::Missing,
+                };
+            }
+        }
+    } else {
+        (stored, None)
+    };
+    match Session::restore(app.config.clone(), peer_ip, store.clone(), stored, &resume.token, claim) {
         // Two connections resuming at once: the first one in memory is the session.
         Ok(restored) => match app.sessions.insert_or_get(restored, app.config.max_sessions_per_ip) {
-            Ok((session, fresh)) => Found::Session(session, fresh),
+            Ok((session, fresh)) => {
+                if fresh {
+                    Stats::count(&app.stats.sessions_restored);
+                }
+                Found::Session(session, fresh)
+            }
             Err(_) => Found::StoreFailed("too many sessions from this address (max_sessions_per_ip)".into()),
         },
         Err(error) => {
@@ -307,6 +362,25 @@ async fn find_session(app: &Arc<App>, resume: &Resume, peer_ip: Option<IpAddr>) 
             Found::Missing
         }
     }
+}
+
+/// Whether this server still holds its claim on `session` (a shared store; a store that cannot
+/// answer now counts as yes: the session goes on here, and its writes are fenced all the same).
+async fn still_held(app: &App, session: &Session) -> bool {
+    match (&app.store, session.claim()) {
+        (Some(store), Some(claim)) => store.holds(session.id(), claim).await.unwrap_or(true),
+        _ => true,
+    }
+}
+
+/// A new session, claimed first when the store is shared.
+async fn new_session(app: &Arc<App>, peer_ip: Option<IpAddr>) -> Result<Arc<Session>, String> {
+    let id = Session::new_id();
+    let claim = match app.store.as_ref().filter(|store| store.shared()) {
+        Some(store) => Some(crate::handoff::claim(app, &**store, &id).await?),
+        None => None,
+    };
+    Ok(Session::new(app.config.clone(), peer_ip, app.store.clone(), id, claim))
 }
 
 async fn handshake(
@@ -348,7 +422,15 @@ async fn handshake(
                 let message = "resume refused: the token does not match that session; a new session is started";
                 send_direct_error(tx, ErrorCode::Unauthorized, message.into(), Some(hello.id.clone()));
             }
-            let session = Session::new(app.config.clone(), peer_ip, app.store.clone());
+            let session = match new_session(app, peer_ip).await {
+                Ok(session) => session,
+                Err(error) => {
+                    let message = format!("no session can be started now ({error}); connect again later");
+                    send_direct_error(tx, ErrorCode::Internal, message, Some(hello.id));
+                    let _ = tx.send(Outbound::Close(CLOSE_TRY_AGAIN, "the session store is unavailable".into()));
+                    return None;
+                }
+            };
             let limit = app.config.max_sessions_per_ip;
             if let Err(count) = app.sessions.insert(session.clone(), limit) {
                 tracing::warn!(peer = ?peer_ip, count, limit, "session refused: too many sessions from this address");

@@ -32,4 +32,6 @@ pub enum StoreProblem {
     Locked,
     /// The store cannot be reached or opened.
     Unavailable,
+    /// Another server has claimed the session (a shared store): this one may no longer write it.
+    Moved,
 }

@@ -9,6 +9,7 @@
 mod config;
 mod connection;
 mod error;
+mod handoff;
 mod persist;
 mod policy;
 mod run;

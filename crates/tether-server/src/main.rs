@@ -125,6 +125,11 @@ struct ServeArgs {
     /// How long a stored session is kept after its last change, in seconds (default: a day).
     #[arg(long, default_value_t = tether_server::store::DEFAULT_SESSION_TTL.as_secs())]
     session_ttl_seconds: u64,
+    /// With a shared store (Redis): how long this server's claims on its sessions stand after
+    /// its last heartbeat, in milliseconds. A server silent for longer (killed, cut off) loses
+    /// its sessions to the servers their clients reconnect to.
+    #[arg(long, default_value_t = 5000)]
+    lease_ms: u64,
     /// A browser origin allowed to connect, besides this server's own origin; may be given
     /// several times. `*` allows any origin, `localhost` any page on a loopback host, and `*` in
     /// a pattern matches any run of characters (`https://*.example.com`). Default: `localhost`.
@@ -181,6 +186,7 @@ fn server_config(args: &ServeArgs) -> Result<ServerConfig> {
         max_pending_calls: args.max_pending_calls,
         reconnect_grace: Duration::from_secs(args.reconnect_grace_seconds),
         session_ttl: Duration::from_secs(args.session_ttl_seconds.max(1)),
+        instance_lease: Duration::from_millis(args.lease_ms.max(100)),
         risk_floors: args.risk_floors.clone(),
         ..ServerConfig::default()
     };

@@ -12,6 +12,7 @@
 //! the run in progress at its last checkpoint.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -24,6 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::session::Outbound;
 use crate::store::{SessionStore, SessionWrite};
+use crate::{ServerError, StoreProblem};
 
 /// How many answered (and abandoned) call ids a stored session keeps: enough for the results a
 /// client resends after a restart (the ones of its last runs), without rewriting thousands of
@@ -80,14 +82,22 @@ pub(crate) enum Job {
 #[derive(Debug, Clone)]
 pub(crate) struct Persister {
     jobs: mpsc::UnboundedSender<Job>,
+    /// Set once the store refused a write because another server claimed the session.
+    moved: Arc<AtomicBool>,
 }
 
 impl Persister {
-    /// Starts the persister of session `id`.
-    pub(crate) fn spawn(store: Arc<dyn SessionStore>, id: String) -> Persister {
+    /// Starts the persister of session `id`; in a shared store its writes carry `claim`.
+    pub(crate) fn spawn(store: Arc<dyn SessionStore>, id: String, claim: Option<String>) -> Persister {
         let (jobs, queue) = mpsc::unbounded_channel();
-        tokio::spawn(run(store, id, queue));
-        Persister { jobs }
+        let moved = Arc::new(AtomicBool::new(false));
+        tokio::spawn(run(store, id, claim, moved.clone(), queue));
+        Persister { jobs, moved }
+    }
+
+    /// Whether another server claimed the session: this one may no longer write it.
+    pub(crate) fn moved(&self) -> bool {
+        self.moved.load(Ordering::Acquire)
     }
 
     pub(crate) fn send(&self, job: Job) {
@@ -118,9 +128,16 @@ fn merge(into: &mut Option<SessionWrite>, next: SessionWrite) {
     write.expires_at_ms = next.expires_at_ms;
 }
 
-async fn run(store: Arc<dyn SessionStore>, id: String, mut queue: mpsc::UnboundedReceiver<Job>) {
+async fn run(
+    store: Arc<dyn SessionStore>,
+    id: String,
+    claim: Option<String>,
+    moved: Arc<AtomicBool>,
+    mut queue: mpsc::UnboundedReceiver<Job>,
+) {
     let mut socket: Option<mpsc::UnboundedSender<Outbound>> = None;
     let mut told = false;
+    let writer = Writer { store: &*store, id: &id, claim: claim.as_deref(), moved: &moved };
     while let Some(first) = queue.recv().await {
         let mut jobs = vec![first];
         while let Ok(job) = queue.try_recv() {
@@ -135,7 +152,7 @@ async fn run(store: Arc<dyn SessionStore>, id: String, mut queue: mpsc::Unbounde
                     frames.extend(more);
                 }
                 other => {
-                    commit(&*store, &id, write.take(), std::mem::take(&mut frames), &socket, &mut told).await;
+                    writer.commit(write.take(), std::mem::take(&mut frames), &socket, &mut told).await;
                     match other {
                         Job::Attach(tx) => socket = Some(tx),
                         Job::Detach => socket = None,
@@ -147,61 +164,86 @@ async fn run(store: Arc<dyn SessionStore>, id: String, mut queue: mpsc::Unbounde
                 }
             }
         }
-        commit(&*store, &id, write, frames, &socket, &mut told).await;
+        writer.commit(write, frames, &socket, &mut told).await;
     }
 }
 
-/// Stores `write` (a few tries), then passes `frames` on. If the store keeps failing, the frames
-/// go all the same and the client is told once that this session will not survive a restart:
-/// the session goes on rather than stops.
-async fn commit(
-    store: &dyn SessionStore,
-    id: &str,
-    write: Option<SessionWrite>,
-    frames: Vec<String>,
-    socket: &Option<mpsc::UnboundedSender<Outbound>>,
-    told: &mut bool,
-) {
-    if let Some(write) = write {
-        let mut delay = Duration::from_millis(50);
-        let mut attempt = 0;
-        loop {
-            match store.write(id, write.clone()).await {
-                Ok(()) => {
-                    *told = false;
-                    break;
-                }
-                Err(error) if attempt < 3 => {
-                    tracing::warn!(session = id, %error, attempt, "the session store failed; trying again");
-                    attempt += 1;
-                    tokio::time::sleep(delay).await;
-                    delay *= 2;
-                }
-                Err(error) => {
-                    tracing::error!(session = id, %error, "the session store failed; this session will not survive a restart");
-                    if !*told {
-                        *told = true;
-                        if let Some(tx) = socket {
-                            let frame = ServerFrame::Error(ErrorFrame {
-                                id: "s0".into(),
-                                code: ErrorCode::Internal,
-                                message: format!(
-                                    "the server could not store this session ({error}); it goes on, but a restart of \
-                                     the server would lose it"
-                                ),
-                                reply_to: None,
-                            });
-                            let _ = tx.send(Outbound::Text(encode_frame(&frame)));
-                        }
+/// What a persister writes with.
+struct Writer<'a> {
+    store: &'a dyn SessionStore,
+    id: &'a str,
+    claim: Option<&'a str>,
+    moved: &'a AtomicBool,
+}
+
+impl Writer<'_> {
+    /// Stores `write` (a few tries), then passes `frames` on. If the store keeps failing, the frames
+    /// go all the same and the client is told once that this session will not survive a restart:
+    /// the session goes on rather than stops. If another server claimed the session (a shared
+    /// store), nothing more is written or sent: the client is asked to reconnect, and finds the
+    /// session where it is now.
+    async fn commit(
+        &self,
+        write: Option<SessionWrite>,
+        frames: Vec<String>,
+        socket: &Option<mpsc::UnboundedSender<Outbound>>,
+        told: &mut bool,
+    ) {
+        let (store, id) = (self.store, self.id);
+        if self.moved.load(Ordering::Acquire) {
+            return;
+        }
+        if let Some(mut write) = write {
+            write.claim = self.claim.map(String::from);
+            let mut delay = Duration::from_millis(50);
+            let mut attempt = 0;
+            loop {
+                match store.write(id, write.clone()).await {
+                    Ok(()) => {
+                        *told = false;
+                        break;
                     }
-                    break;
+                    Err(ServerError::Store { problem: StoreProblem::Moved, .. }) => {
+                        tracing::info!(session = id, "another server claimed this session; it lets go here");
+                        self.moved.store(true, Ordering::Release);
+                        if let Some(tx) = socket {
+                            let reason = "this session is served by another server now; reconnect".to_string();
+                            let _ = tx.send(Outbound::Close(crate::connection::CLOSE_RESTART, reason));
+                        }
+                        return;
+                    }
+                    Err(error) if attempt < 3 => {
+                        tracing::warn!(session = id, %error, attempt, "the session store failed; trying again");
+                        attempt += 1;
+                        tokio::time::sleep(delay).await;
+                        delay *= 2;
+                    }
+                    Err(error) => {
+                        tracing::error!(session = id, %error, "the session store failed; this session will not survive a restart");
+                        if !*told {
+                            *told = true;
+                            if let Some(tx) = socket {
+                                let frame = ServerFrame::Error(ErrorFrame {
+                                    id: "s0".into(),
+                                    code: ErrorCode::Internal,
+                                    message: format!(
+                                        "the server could not store this session ({error}); it goes on, but a restart of \
+                                     the server would lose it"
+                                    ),
+                                    reply_to: None,
+                                });
+                                let _ = tx.send(Outbound::Text(encode_frame(&frame)));
+                            }
+                        }
+                        break;
+                    }
                 }
             }
         }
-    }
-    if let Some(tx) = socket {
-        for frame in frames {
-            let _ = tx.send(Outbound::Text(frame));
+        if let Some(tx) = socket {
+            for frame in frames {
+                let _ = tx.send(Outbound::Text(frame));
+            }
         }
     }
 }

@@ -38,6 +38,11 @@ pub(crate) struct App {
     /// WebSocket connections open now, and a wake-up when one closes (a drain waits for all).
     pub(crate) open_connections: std::sync::atomic::AtomicUsize,
     pub(crate) connection_closed: tokio::sync::Notify,
+    /// This server's id among those sharing a store (random, new with each process).
+    pub(crate) instance: String,
+    /// Resumes in progress, one lock per session id: two connections resuming one session at
+    /// once claim it once.
+    pub(crate) resuming: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// Counters since the server started, reported by `/healthz` (for operators and load tests).
@@ -55,6 +60,10 @@ pub(crate) struct Stats {
     pub(crate) results_duplicate: AtomicU64,
     /// `TOOL_RESULT`s for calls that had timed out or been cancelled: acknowledged, not applied.
     pub(crate) results_late: AtomicU64,
+    /// Sessions read back from the store (after a restart, or from another server).
+    pub(crate) sessions_restored: AtomicU64,
+    /// Sessions handed to another server that asked for them (a shared store).
+    pub(crate) sessions_handed_off: AtomicU64,
 }
 
 impl Stats {
@@ -71,6 +80,8 @@ impl Stats {
             "resultsApplied": read(&self.results_applied),
             "resultsDuplicate": read(&self.results_duplicate),
             "resultsLate": read(&self.results_late),
+            "sessionsRestored": read(&self.sessions_restored),
+            "sessionsHandedOff": read(&self.sessions_handed_off),
         })
     }
 }
@@ -113,6 +124,8 @@ impl TetherServer {
             draining: std::sync::atomic::AtomicBool::new(false),
             open_connections: std::sync::atomic::AtomicUsize::new(0),
             connection_closed: tokio::sync::Notify::new(),
+            instance: format!("i-{}", &crate::session::random_token()[..12]),
+            resuming: std::sync::Mutex::default(),
         };
         TetherServer { app: Arc::new(app), static_dir }
     }
@@ -153,7 +166,9 @@ impl TetherServer {
         self
     }
 
-    /// The routes: `/ws`, `/healthz` and, when set, the static pages.
+    /// The routes: `/ws`, `/healthz` and, when set, the static pages. (With a store shared by
+    /// several servers, use [`TetherServer::serve`]: it keeps this server's heartbeat and
+    /// answers other servers' requests for its sessions.)
     pub fn router(&self) -> Router {
         let mut router =
             Router::new().route("/ws", get(websocket)).route("/healthz", get(healthz)).with_state(self.app.clone());
@@ -179,7 +194,13 @@ impl TetherServer {
         });
         let app = self.app.clone();
         if let Some(store) = app.store.clone() {
-            tokio::spawn(expire_sessions(store));
+            tokio::spawn(expire_sessions(store.clone()));
+            if store.shared() {
+                // Alive before the first claim, so that no other server takes a new session.
+                store.heartbeat(&app.instance, app.config.instance_lease).await?;
+                tokio::spawn(crate::handoff::heartbeat(app.clone(), store.clone()));
+                tokio::spawn(crate::handoff::answer_requests(app.clone(), store));
+            }
         }
         let drain = async move {
             shutdown.await;
@@ -238,6 +259,12 @@ impl App {
                 tracing::warn!("the store did not take every session within {} s", DRAIN_TIMEOUT.as_secs());
             }
         }
+        if let Some(store) = self.store.as_ref().filter(|store| store.shared()) {
+            // Gone: the other servers may claim this one's sessions at once.
+            if let Err(error) = store.heartbeat(&self.instance, Duration::ZERO).await {
+                tracing::warn!(%error, "could not tell the other servers that this one is going");
+            }
+        }
         for session in &sessions {
             session.close_connection(crate::connection::CLOSE_RESTART, "the server is restarting; reconnect to go on");
         }
@@ -262,6 +289,7 @@ async fn healthz(State(app): State<Arc<App>>) -> Json<Value> {
         "status": "ok",
         "sessions": app.sessions.len(),
         "store": app.store.as_ref().map_or_else(|| "memory".to_string(), |store| store.describe()),
+        "instance": app.instance,
         "protocolVersion": PROTOCOL_VERSION,
         "stats": app.stats.json(),
     }))

@@ -98,6 +98,8 @@ struct State {
     /// How long the store keeps the session after its last write.
     ttl: Duration,
     run_counter: u64,
+    /// Handed to another server (a shared store): this one no longer serves it.
+    moved: bool,
 }
 
 impl State {
@@ -126,6 +128,7 @@ impl State {
             append,
             trim_below: self.machine.oldest_logged(),
             expires_at_ms: crate::store::now_ms().saturating_add(self.ttl.as_millis() as u64),
+            claim: None,
         };
         persister.send(Job::Write { write, frames: writes });
     }
@@ -203,6 +206,8 @@ pub struct Session {
     /// The address of the client that opened it, for the per-address session limit.
     peer_ip: Option<IpAddr>,
     config: Arc<ServerConfig>,
+    /// This server's claim on the session, in a store shared by several servers.
+    claim: Option<String>,
     state: Mutex<State>,
 }
 
@@ -288,6 +293,7 @@ fn empty_state(machine: ServerSession, config: &ServerConfig) -> State {
         token_hash: None,
         ttl: config.session_ttl,
         run_counter: 0,
+        moved: false,
     }
 }
 
@@ -296,29 +302,39 @@ fn empty_state(machine: ServerSession, config: &ServerConfig) -> State {
 pub(crate) struct Unreadable(pub(crate) String);
 
 impl Session {
+    /// A new session's id.
+    pub(crate) fn new_id() -> String {
+        format!("s-{}", &random_token()[..16])
+    }
+
+    /// A new session `id` (from [`Session::new_id`]); `claim`: this server's claim on it, in a
+    /// shared store.
     pub(crate) fn new(
         config: Arc<ServerConfig>,
         peer_ip: Option<IpAddr>,
         store: Option<Arc<dyn SessionStore>>,
+        id: String,
+        claim: Option<String>,
     ) -> Arc<Session> {
-        let id = format!("s-{}", &random_token()[..16]);
         let resume_token = random_token();
         let mut state = empty_state(ServerSession::new(machine_config(&config)), &config);
         if let Some(store) = store {
-            state.persister = Some(Persister::spawn(store, id.clone()));
+            state.persister = Some(Persister::spawn(store, id.clone(), claim.clone()));
             state.token_hash = Some(crate::store::token_hash(&resume_token));
         }
-        Arc::new(Session { id, resume_token, peer_ip, config, state: Mutex::new(state) })
+        Arc::new(Session { id, resume_token, peer_ip, config, claim, state: Mutex::new(state) })
     }
 
     /// A session read back from its store (after a restart, or on another instance), for a
-    /// client that presented `token` (the caller checked it against the stored hash).
+    /// client that presented `token` (the caller checked it against the stored hash). `claim`:
+    /// this server's claim on it, in a shared store.
     pub(crate) fn restore(
         config: Arc<ServerConfig>,
         peer_ip: Option<IpAddr>,
         store: Arc<dyn SessionStore>,
         stored: StoredSession,
         token: &str,
+        claim: Option<String>,
     ) -> Result<Arc<Session>, Unreadable> {
         let mut snapshot: Snapshot = serde_json::from_str(&stored.state)
             .map_err(|error| Unreadable(format!("the stored session cannot be read ({error})")))?;
@@ -346,12 +362,13 @@ impl Session {
         state.stored_run = snapshot.run;
         state.run_counter = snapshot.run_counter;
         state.dirty = false;
-        state.persister = Some(Persister::spawn(store, stored.id.clone()));
+        state.persister = Some(Persister::spawn(store, stored.id.clone(), claim.clone()));
         Ok(Arc::new(Session {
             id: stored.id,
             resume_token: token.to_string(),
             peer_ip,
             config,
+            claim,
             state: Mutex::new(state),
         }))
     }
@@ -512,8 +529,38 @@ impl Session {
         }
     }
 
-    /// How long until the session expires, if its client is away: `Some(ZERO)` once it has.
+    /// This server's claim on the session (a shared store).
+    pub(crate) fn claim(&self) -> Option<&str> {
+        self.claim.as_deref()
+    }
+
+    /// Whether the session was handed to another server, or another server claimed it: this
+    /// one must not serve it any more.
+    pub(crate) fn moved(&self) -> bool {
+        let state = self.lock();
+        state.moved || state.persister.as_ref().is_some_and(Persister::moved)
+    }
+
+    /// Lets another server have the session (it asked, for a client that reconnected there): the
+    /// run stops at its last checkpoint as in a draining shutdown, everything queued is stored,
+    /// and from then on this session writes and sends nothing; a client still attached is asked
+    /// to reconnect (close 1012). The caller then removes it and releases its claim.
+    pub(crate) async fn hand_off(&self) {
+        self.suspend_run();
+        self.flushed().await;
+        self.close_connection(crate::connection::CLOSE_RESTART, "this session moved to another server; reconnect");
+        let mut state = self.lock();
+        state.moved = true;
+        state.persister = None;
+        state.tx = None;
+    }
+
+    /// How long until the session expires, if its client is away: `Some(ZERO)` once it has;
+    /// `None` too once it moved to another server (it is no longer this one's to expire).
     pub(crate) fn expires_in(&self) -> Option<Duration> {
+        if self.moved() {
+            return None;
+        }
         let at = self.lock().machine.expires_at()?;
         Some(Duration::from_millis(at.saturating_sub(now_ms())))
     }
@@ -951,9 +998,24 @@ impl Sessions {
         self.lock().by_id.get(id).cloned()
     }
 
-    pub(crate) fn remove(&self, id: &str) {
+    /// Removes `session`, if it is the one held under its id.
+    pub(crate) fn remove(&self, session: &Arc<Session>) {
         let mut index = self.lock();
-        let Some(session) = index.by_id.remove(id) else { return };
+        if !index.by_id.get(&session.id).is_some_and(|held| Arc::ptr_eq(held, session)) {
+            return;
+        }
+        index.by_id.remove(&session.id);
+        index.forget_address(session);
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.lock().by_id.len()
+    }
+}
+
+impl SessionIndex {
+    fn forget_address(&mut self, session: &Session) {
+        let index = self;
         if let Some(ip) = session.peer_ip {
             if let Some(count) = index.per_ip.get_mut(&ip) {
                 *count = count.saturating_sub(1);
@@ -962,9 +1024,5 @@ impl Sessions {
                 }
             }
         }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.lock().by_id.len()
     }
 }

@@ -1,12 +1,20 @@
-//! The fault matrix of durable sessions: the real `tether serve` on a real SQLite file, an
-//! OpenAI-compatible model in this process (so that it outlives the server), and a client over a
-//! real socket. The server is killed (SIGKILL, a crash) or terminated (SIGTERM, a deploy) while
-//! (a) an approval is pending, (b) a client tool is running, (c) the model is streaming, (d) a
-//! result is in flight; a second server starts on the same file and the client resumes. Each
-//! time: the run completes, the tool ran once (one call id reached the page), and the model read
-//! the tool's result exactly once.
+//! The fault matrix of durable sessions: the real `tether serve`, an OpenAI-compatible model in
+//! this process (so that it outlives the servers), and a client over a real socket. While (a) an
+//! approval is pending, (b) a client tool is running, (c) the model is streaming, (d) a result
+//! is in flight, the server that holds the session is killed (SIGKILL, a crash), terminated
+//! (SIGTERM, a deploy) or, with several servers, left running while its client reconnects
+//! elsewhere (a load balancer's choice). Two deployments:
+//! - one server on a real SQLite file: a second server starts on the same file, the client
+//!   resumes there;
+//! - three servers on one real Redis (its own, on a free port): the client resumes on the second
+//!   (which claims the session from the first, or takes it once the first's lease lapsed) and,
+//!   when the first was left running, then on the third.
+//!
+//! Each time: the run completes, the tool ran once (one call id reached the page), and the model
+//! read the tool's result exactly once.
 
 mod common;
+mod redis_support;
 
 use std::sync::{Arc, Mutex};
 
@@ -89,8 +97,20 @@ fn completion(message: &Value) -> axum::response::Response {
     axum::Json(json!({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})).into_response()
 }
 
-fn serve(dir: &Dir, model: &str) -> Served {
-    Serve::new().args(["--store", &dir.sqlite_store(), "--model", model, "--tool-mode", "native"]).start()
+fn serve(store: &str, model: &str) -> Served {
+    Serve::new().args(["--store", store, "--model", model, "--tool-mode", "native", "--lease-ms", LEASE_MS]).start()
+}
+
+/// The servers' lease in the Redis deployment: short, so that a takeover comes soon.
+const LEASE_MS: &str = "1000";
+
+/// Where the session lives.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Store {
+    /// One server on a SQLite file; a second one on the same file after the fault.
+    Sqlite,
+    /// Three servers on one Redis.
+    Redis,
 }
 
 /// The highest frame number the client received (what a page sends as `lastSeq`).
@@ -104,12 +124,15 @@ fn last_seq(client: &common::Client) -> Option<u64> {
 }
 
 /// How the first server ends.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Fault {
     /// SIGKILL: nothing of the process runs after it.
     Kill,
     /// SIGTERM: the server drains; the client is told to reconnect (close 1012).
     Terminate,
+    /// It goes on running; the client's connection drops and it reconnects to another server
+    /// (several servers only).
+    Move,
 }
 
 /// When the fault strikes.
@@ -129,8 +152,13 @@ enum Moment {
 /// Ends the first server as `fault` says; `late` is what the page sends once the server is gone
 /// (lost). The client's socket is closed before the server's exit is awaited, as a browser
 /// closes once it reads the close frame.
-async fn stop(served: Served, fault: Fault, mut client: common::Client, late: Option<ClientFrame>) {
+async fn stop(served: Served, fault: Fault, mut client: common::Client, late: Option<ClientFrame>) -> Option<Served> {
+    let mut running = None;
     let exit = match fault {
+        Fault::Move => {
+            running = Some(served);
+            None
+        }
         Fault::Kill => {
             served.kill();
             None
@@ -150,12 +178,19 @@ async fn stop(served: Served, fault: Fault, mut client: common::Client, late: Op
         let status = tokio::task::spawn_blocking(move || exit.join().unwrap()).await.unwrap();
         assert!(status.success(), "a drained server exits cleanly: {status}");
     }
+    running
 }
 
-async fn fault(moment: Moment, fault: Fault) {
-    let dir = Dir::new(&format!("faults-{moment:?}-{fault:?}"));
+async fn fault(moment: Moment, fault: Fault, kind: Store) {
+    let dir = Dir::new(&format!("faults-{moment:?}-{fault:?}-{kind:?}"));
     let (model, base) = Model::start(moment == Moment::ModelStreaming).await;
-    let first = serve(&dir, &base);
+    let redis =
+        (kind == Store::Redis).then(|| redis_support::Redis::start(&format!("faults-{moment:?}-{fault:?}"), &[]));
+    let store = redis.as_ref().map_or_else(|| dir.sqlite_store(), redis_support::Redis::url);
+    let first = serve(&store, &base);
+    // The other two servers of the Redis deployment, up from the start.
+    let mut others: Vec<Served> =
+        if redis.is_some() { vec![serve(&store, &base), serve(&store, &base)] } else { Vec::new() };
     let mut client = common::Client::connect(&first.url()).await;
     client.hello(None).await;
     client.context(1, common::storefront_tools()).await;
@@ -191,36 +226,54 @@ async fn fault(moment: Moment, fault: Fault) {
             content: json!(RESULT),
         })
     });
-    stop(first, fault, client, late).await;
+    let _first = stop(first, fault, client, late).await;
 
-    let second = serve(&dir, &base);
+    let second = if others.is_empty() { serve(&store, &base) } else { others.remove(0) };
     let mut client = common::Client::connect(&second.url()).await;
     let welcome = client.hello(Some(resume.clone())).await;
     assert!(welcome.resumed, "the session came back from the store");
+    if fault == Fault::Move {
+        // And on to the third server, the first and second still running.
+        // The page's last frame number: from this connection, or still the one from before.
+        let resume = Resume { last_seq: last_seq(&client).max(resume.last_seq), ..resume.clone() };
+        client.kill();
+        let third = others.remove(0);
+        client = common::Client::connect(&third.url()).await;
+        others.push(third);
+        assert!(client.hello(Some(resume)).await.resumed, "the session moved on again");
+    }
     if owes_result {
         client.result(&call.call_id, ResultStatus::Ok, json!(RESULT)).await;
         assert!(client.ack_or_error(&call.call_id).await.is_ok(), "the restarted server knows the call");
     }
+    // Every frame this connection brought, in order (the replay too, which may hold the whole
+    // answer when the run finished on a server the client had left).
     let mut answer = String::new();
-    let status = client
-        .recv_until(|frame| match frame {
-            ServerFrame::AgentMessage(message) => {
-                assert_eq!(message.run_id, call.run_id, "the same run goes on");
-                if message.reset {
-                    answer.clear();
+    let mut read = 0;
+    let status = loop {
+        let mut done = None;
+        for text in &client.seen[read..] {
+            match tether_protocol::decode_server_frame(text, usize::MAX).unwrap() {
+                ServerFrame::AgentMessage(message) => {
+                    assert_eq!(message.run_id, call.run_id, "the same run goes on");
+                    if message.reset {
+                        answer.clear();
+                    }
+                    answer.push_str(&message.delta);
+                    if message.done {
+                        done = Some(message.status);
+                    }
                 }
-                answer.push_str(&message.delta);
-                message.done.then_some(message.status)
+                ServerFrame::ToolCall(again) if !calls.contains(&again.call_id) => calls.push(again.call_id.clone()),
+                _ => {}
             }
-            ServerFrame::ToolCall(again) => {
-                if !calls.contains(&again.call_id) {
-                    calls.push(again.call_id.clone());
-                }
-                None
-            }
-            _ => None,
-        })
-        .await;
+        }
+        read = client.seen.len();
+        if let Some(status) = done {
+            break status;
+        }
+        client.recv().await;
+    };
     assert_eq!(status, Some(RunStatus::Completed), "answer: {answer}");
     assert_eq!(answer, ANSWER);
     assert_eq!(calls, std::slice::from_ref(&call.call_id), "the tool ran once");
@@ -232,40 +285,100 @@ async fn fault(moment: Moment, fault: Fault) {
 
 #[tokio::test]
 async fn killed_while_an_approval_is_pending() {
-    fault(Moment::ApprovalPending, Fault::Kill).await;
+    fault(Moment::ApprovalPending, Fault::Kill, Store::Sqlite).await;
 }
 
 #[tokio::test]
 async fn killed_while_a_client_tool_runs() {
-    fault(Moment::ToolRunning, Fault::Kill).await;
+    fault(Moment::ToolRunning, Fault::Kill, Store::Sqlite).await;
 }
 
 #[tokio::test]
 async fn killed_while_the_model_streams() {
-    fault(Moment::ModelStreaming, Fault::Kill).await;
+    fault(Moment::ModelStreaming, Fault::Kill, Store::Sqlite).await;
 }
 
 #[tokio::test]
 async fn killed_while_a_result_is_in_flight() {
-    fault(Moment::ResultInFlight, Fault::Kill).await;
+    fault(Moment::ResultInFlight, Fault::Kill, Store::Sqlite).await;
 }
 
 #[tokio::test]
 async fn terminated_while_an_approval_is_pending() {
-    fault(Moment::ApprovalPending, Fault::Terminate).await;
+    fault(Moment::ApprovalPending, Fault::Terminate, Store::Sqlite).await;
 }
 
 #[tokio::test]
 async fn terminated_while_a_client_tool_runs() {
-    fault(Moment::ToolRunning, Fault::Terminate).await;
+    fault(Moment::ToolRunning, Fault::Terminate, Store::Sqlite).await;
 }
 
 #[tokio::test]
 async fn terminated_while_the_model_streams() {
-    fault(Moment::ModelStreaming, Fault::Terminate).await;
+    fault(Moment::ModelStreaming, Fault::Terminate, Store::Sqlite).await;
 }
 
 #[tokio::test]
 async fn terminated_while_a_result_is_in_flight() {
-    fault(Moment::ResultInFlight, Fault::Terminate).await;
+    fault(Moment::ResultInFlight, Fault::Terminate, Store::Sqlite).await;
+}
+
+#[tokio::test]
+async fn redis_killed_while_an_approval_is_pending() {
+    fault(Moment::ApprovalPending, Fault::Kill, Store::Redis).await;
+}
+
+#[tokio::test]
+async fn redis_killed_while_a_client_tool_runs() {
+    fault(Moment::ToolRunning, Fault::Kill, Store::Redis).await;
+}
+
+#[tokio::test]
+async fn redis_killed_while_the_model_streams() {
+    fault(Moment::ModelStreaming, Fault::Kill, Store::Redis).await;
+}
+
+#[tokio::test]
+async fn redis_killed_while_a_result_is_in_flight() {
+    fault(Moment::ResultInFlight, Fault::Kill, Store::Redis).await;
+}
+
+#[tokio::test]
+async fn redis_terminated_while_an_approval_is_pending() {
+    fault(Moment::ApprovalPending, Fault::Terminate, Store::Redis).await;
+}
+
+#[tokio::test]
+async fn redis_terminated_while_a_client_tool_runs() {
+    fault(Moment::ToolRunning, Fault::Terminate, Store::Redis).await;
+}
+
+#[tokio::test]
+async fn redis_terminated_while_the_model_streams() {
+    fault(Moment::ModelStreaming, Fault::Terminate, Store::Redis).await;
+}
+
+#[tokio::test]
+async fn redis_terminated_while_a_result_is_in_flight() {
+    fault(Moment::ResultInFlight, Fault::Terminate, Store::Redis).await;
+}
+
+#[tokio::test]
+async fn redis_moved_elsewhere_while_an_approval_is_pending() {
+    fault(Moment::ApprovalPending, Fault::Move, Store::Redis).await;
+}
+
+#[tokio::test]
+async fn redis_moved_elsewhere_while_a_client_tool_runs() {
+    fault(Moment::ToolRunning, Fault::Move, Store::Redis).await;
+}
+
+#[tokio::test]
+async fn redis_moved_elsewhere_while_the_model_streams() {
+    fault(Moment::ModelStreaming, Fault::Move, Store::Redis).await;
+}
+
+#[tokio::test]
+async fn redis_moved_elsewhere_while_a_result_is_in_flight() {
+    fault(Moment::ResultInFlight, Fault::Move, Store::Redis).await;
 }

@@ -25,6 +25,7 @@ fn first_write(expires_at_ms: u64) -> SessionWrite {
         append: vec![(1, "s1".into()), (2, "s2".into())],
         trim_below: None,
         expires_at_ms,
+        claim: None,
     }
 }
 
@@ -241,4 +242,77 @@ async fn redis_out_of_memory_refuses_the_write_whole() {
     assert_eq!(loaded.state, expected_state);
     assert_eq!(loaded.log.len() as u64, 2 + accepted * 10);
     assert_eq!(loaded.log.last().unwrap().0, 2 + accepted * 10);
+}
+
+#[tokio::test]
+async fn redis_claims_give_a_session_one_writer_at_a_time() {
+    use std::time::Duration;
+    use store::Claim;
+    let redis = Redis::start("claims", &[]);
+    let store = RedisStore::connect(&redis.url(), "test").await.unwrap();
+    let later = store::now_ms() + 60_000;
+    let lease = Duration::from_secs(30);
+    store.heartbeat("i-a", lease).await.unwrap();
+    store.heartbeat("i-b", lease).await.unwrap();
+
+    // A claims the new session and writes it with its claim.
+    let Claim::Claimed(a) = store.claim("s-a", "i-a", later).await.unwrap() else { panic!("a new session is free") };
+    store.write("s-a", SessionWrite { claim: Some(a.clone()), ..first_write(later) }).await.unwrap();
+    assert!(store.holds("s-a", &a).await.unwrap());
+    // While A is alive, B is told who holds it; A asked to let go, releases; B claims it.
+    assert_eq!(store.claim("s-a", "i-b", later).await.unwrap(), Claim::HeldBy("i-a".into()));
+    let mut requests = store.release_requests("i-a").await.unwrap().expect("a shared store hears requests");
+    store.ask_release("s-a", "i-a").await.unwrap();
+    let asked = tokio::time::timeout(Duration::from_secs(5), futures_util::StreamExt::next(&mut requests)).await;
+    assert_eq!(asked.unwrap().as_deref(), Some("s-a"));
+    store.release("s-a", "i-a", &a).await.unwrap();
+    let Claim::Claimed(b) = store.claim("s-a", "i-b", later).await.unwrap() else { panic!("released") };
+    assert_ne!(a, b);
+
+    // A's writes are fenced out now: refused whole, nothing of them stored.
+    let stale = SessionWrite {
+        state: Some("A's late state".into()),
+        append: vec![(3, "A's late frame".into())],
+        expires_at_ms: later,
+        claim: Some(a.clone()),
+        ..Default::default()
+    };
+    let (kind, message) = problem(store.write("s-a", stale).await.unwrap_err());
+    assert_eq!(kind, StoreProblem::Moved, "{message}");
+    let loaded = store.load("s-a", store::now_ms()).await.unwrap().unwrap();
+    assert_eq!(loaded.state, r#"{"history":["hi"]}"#);
+    assert_eq!(loaded.log.len(), 2);
+    assert!(!store.holds("s-a", &a).await.unwrap());
+    // A releasing its old claim changes nothing; B's write goes through.
+    store.release("s-a", "i-a", &a).await.unwrap();
+    store.release("s-a", "i-a", "").await.unwrap();
+    assert!(store.holds("s-a", &b).await.unwrap());
+    let write = SessionWrite {
+        state: Some("B's state".into()),
+        expires_at_ms: later,
+        claim: Some(b.clone()),
+        ..Default::default()
+    };
+    store.write("s-a", write).await.unwrap();
+
+    // B gone (its heartbeat removed, as a drained server does, or lapsed, as a killed one's):
+    // A takes the session without asking, and B is fenced out.
+    store.heartbeat("i-b", Duration::ZERO).await.unwrap();
+    let Claim::Claimed(a2) = store.claim("s-a", "i-a", later).await.unwrap() else { panic!("B is gone") };
+    let write =
+        SessionWrite { state: Some("B again".into()), expires_at_ms: later, claim: Some(b), ..Default::default() };
+    assert_eq!(problem(store.write("s-a", write).await.unwrap_err()).0, StoreProblem::Moved);
+    assert_eq!(store.load("s-a", store::now_ms()).await.unwrap().unwrap().state, "B's state");
+    assert!(store.holds("s-a", &a2).await.unwrap());
+    // A heartbeat that lapses by itself counts as gone too.
+    store.heartbeat("i-a", Duration::from_millis(200)).await.unwrap();
+    assert_eq!(store.claim("s-a", "i-c", later).await.unwrap(), Claim::HeldBy("i-a".into()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match store.claim("s-a", "i-c", later).await.unwrap() {
+            Claim::Claimed(_) => break,
+            Claim::HeldBy(_) => assert!(std::time::Instant::now() < deadline, "the heartbeat never lapsed"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -59,6 +59,21 @@ pub struct SessionWrite {
     pub trim_below: Option<u64>,
     /// The new expiry, in milliseconds since the Unix epoch.
     pub expires_at_ms: u64,
+    /// In a store shared by several servers: the writer's claim on the session
+    /// ([`SessionStore::claim`]). The write is applied only while that claim is the session's
+    /// current one, else it fails with [`StoreProblem::Moved`](crate::StoreProblem::Moved) and
+    /// nothing is written (fencing: a server that lost a session can no longer change it).
+    pub claim: Option<String>,
+}
+
+/// What [`SessionStore::claim`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The session is this server's now: the claim token (put it in every [`SessionWrite`]).
+    Claimed(String),
+    /// A live server holds it: that server's instance id (ask it to let go with
+    /// [`SessionStore::ask_release`]).
+    HeldBy(String),
 }
 
 /// Keeps sessions. Every method is safe to call from several tasks at once; writes to one
@@ -87,6 +102,61 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug {
 
     /// How many sessions are stored (expired ones not yet removed included).
     fn count(&self) -> StoreFuture<'_, Result<usize, ServerError>>;
+
+    /// Whether several servers share this store, so that a session has one owner at a time
+    /// (the methods below). Default: no; the methods below then grant everything.
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// Claims session `id` for server `instance`, unless a live server holds it. A claim taken
+    /// from a server that is gone (its heartbeat expired) fences that server out: its writes fail
+    /// from now on. `expires_at_ms`: when the claim of a session that is never written lapses.
+    fn claim<'a>(
+        &'a self,
+        _id: &'a str,
+        _instance: &'a str,
+        _expires_at_ms: u64,
+    ) -> StoreFuture<'a, Result<Claim, ServerError>> {
+        Box::pin(async { Ok(Claim::Claimed(String::new())) })
+    }
+
+    /// Whether `claim` is still session `id`'s current claim.
+    fn holds<'a>(&'a self, _id: &'a str, _claim: &'a str) -> StoreFuture<'a, Result<bool, ServerError>> {
+        Box::pin(async { Ok(true) })
+    }
+
+    /// Gives session `id` up, if `claim` is its current claim; with an empty `claim`, if any
+    /// claim of server `instance` is (a server asked for a session it no longer holds).
+    fn release<'a>(
+        &'a self,
+        _id: &'a str,
+        _instance: &'a str,
+        _claim: &'a str,
+    ) -> StoreFuture<'a, Result<(), ServerError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Asks server `holder` to let session `id` go (it stores what it has and releases it).
+    fn ask_release<'a>(&'a self, _id: &'a str, _holder: &'a str) -> StoreFuture<'a, Result<(), ServerError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Says that server `instance` is alive for `ttl` more (its claims stand meanwhile); a
+    /// `ttl` of zero says it is gone (a drained server), so its sessions may be claimed at once.
+    fn heartbeat<'a>(&'a self, _instance: &'a str, _ttl: Duration) -> StoreFuture<'a, Result<(), ServerError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// The ids of the sessions other servers ask server `instance` to let go, as they come
+    /// (`None` for a store that is not shared). The stream ends when the store's connection
+    /// for it drops; call again.
+    fn release_requests<'a>(
+        &'a self,
+        _instance: &'a str,
+    ) -> StoreFuture<'a, Result<Option<futures_util::stream::BoxStream<'static, String>>, ServerError>> {
+        Box::pin(async { Ok(None) })
+    }
 }
 
 /// The hash under which a resume token is stored.

@@ -2,10 +2,17 @@
 //!
 //! Keys, namespaced by a prefix (`tether` by default) and hash-tagged by session so that one
 //! session's keys live in one Redis Cluster slot:
-//! - `PREFIX:{ID}:s`, a hash: the token hash (`t`), the state (`s`), the expiry (`e`, ms);
+//! - `PREFIX:{ID}:s`, a hash: the token hash (`t`), the state (`s`), the expiry (`e`, ms), the
+//!   current claim (`o`, `INSTANCE/N`) and the claim counter (`n`);
 //! - `PREFIX:{ID}:log`, a stream: the replay log, entry id `SEQ-0`, field `f` the frame's text,
 //!   trimmed with `XTRIM MINID`;
-//! - `PREFIX:sessions`, a sorted set of session ids by expiry: the index `count` and `expire` use.
+//! - `PREFIX:sessions`, a sorted set of session ids by expiry: the index `count` and `expire` use;
+//! - `PREFIX:instance:INSTANCE`, a server's heartbeat, expiring unless renewed; and the pub/sub
+//!   channel `PREFIX:release:INSTANCE`, where other servers ask it to let a session go.
+//!
+//! A session's claim is fenced: the write script refuses a write whose claim is not the
+//! session's current one, so a server that lost a session (another claimed it after its
+//! heartbeat lapsed) can no longer change it.
 //!
 //! A write is one Lua script (atomic, and all its keys in one slot), so a reader never sees half
 //! of it; both session keys carry the session's expiry (`PEXPIREAT`), so Redis itself forgets an
@@ -19,7 +26,7 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use super::{SessionStore, SessionWrite, StoreFuture, StoredSession};
+use super::{Claim, SessionStore, SessionWrite, StoreFuture, StoredSession};
 use crate::ServerError;
 use crate::error::StoreProblem;
 
@@ -29,8 +36,10 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 const WRITE_SCRIPT: &str = r"#!lua
 -- KEYS: the session hash, its log stream, the expiry index.
 -- ARGV: session id, token hash ('' keeps it), '1' when a state follows, the state, expiry (ms),
--- trim below ('' for none), then frame number and text pairs.
+-- trim below ('' for none), the writer's claim ('' for none), then frame number and text pairs.
+-- Returns 0, writing nothing, when the claim is not the session's current one.
 local state, log, index = KEYS[1], KEYS[2], KEYS[3]
+if ARGV[7] ~= '' and (redis.call('HGET', state, 'o') or '') ~= ARGV[7] then return 0 end
 if ARGV[2] ~= '' then redis.call('HSET', state, 't', ARGV[2]) end
 if ARGV[3] == '1' then redis.call('HSET', state, 's', ARGV[4]) end
 redis.call('HSETNX', state, 't', '')
@@ -39,7 +48,7 @@ redis.call('HSET', state, 'e', ARGV[5])
 local last = 0
 local top = redis.call('XREVRANGE', log, '+', '-', 'COUNT', 1)
 if #top > 0 then last = tonumber(string.match(top[1][1], '^(%d+)')) end
-for i = 7, #ARGV, 2 do
+for i = 8, #ARGV, 2 do
   local seq = tonumber(ARGV[i])
   if seq > last then
     redis.call('XADD', log, ARGV[i] .. '-0', 'f', ARGV[i + 1])
@@ -52,13 +61,39 @@ if redis.call('EXISTS', log) == 1 then redis.call('PEXPIREAT', log, ARGV[5]) end
 return 1
 ";
 
+const CLAIM_SCRIPT: &str = r"#!lua
+-- KEYS: the session hash. ARGV: the claim seen (''), the instance, the expiry (ms) of a session
+-- never written. Returns the new claim, or false when the claim changed meanwhile.
+local state = KEYS[1]
+if (redis.call('HGET', state, 'o') or '') ~= ARGV[1] then return false end
+local claim = ARGV[2] .. '/' .. redis.call('HINCRBY', state, 'n', 1)
+redis.call('HSET', state, 'o', claim)
+if redis.call('PTTL', state) < 0 then redis.call('PEXPIREAT', state, ARGV[3]) end
+return claim
+";
+
+const RELEASE_SCRIPT: &str = r"#!lua
+-- KEYS: the session hash. ARGV: the claim to give up, or '' and the instance whose claim it is.
+local state = KEYS[1]
+local claim = redis.call('HGET', state, 'o')
+if not claim or claim == '' then return 0 end
+if (ARGV[1] ~= '' and claim == ARGV[1]) or (ARGV[1] == '' and string.sub(claim, 1, #ARGV[2] + 1) == ARGV[2] .. '/') then
+  redis.call('HSET', state, 'o', '')
+  return 1
+end
+return 0
+";
+
 /// Sessions in Redis.
 #[derive(Clone)]
 pub struct RedisStore {
     url: String,
     prefix: String,
     connection: ConnectionManager,
+    client: redis::Client,
     write: redis::Script,
+    claim: redis::Script,
+    release: redis::Script,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -99,12 +134,32 @@ impl RedisStore {
             url: url.to_string(),
             prefix: prefix.to_string(),
             connection,
+            client,
             write: redis::Script::new(WRITE_SCRIPT),
+            claim: redis::Script::new(CLAIM_SCRIPT),
+            release: redis::Script::new(RELEASE_SCRIPT),
         })
     }
 
     fn keys(&self, id: &str) -> (String, String) {
         (format!("{}:{{{id}}}:s", self.prefix), format!("{}:{{{id}}}:log", self.prefix))
+    }
+
+    fn heartbeat_key(&self, instance: &str) -> String {
+        format!("{}:instance:{instance}", self.prefix)
+    }
+
+    fn release_channel(&self, instance: &str) -> String {
+        format!("{}:release:{instance}", self.prefix)
+    }
+
+    /// The session's current claim (`""` when none).
+    async fn current_claim(&self, state_key: &str) -> Result<String, ServerError> {
+        self.with_retry(|mut connection| async move {
+            redis::cmd("HGET").arg(state_key).arg("o").query_async::<Option<String>>(&mut connection).await
+        })
+        .await
+        .map(Option::unwrap_or_default)
     }
 
     fn index(&self) -> String {
@@ -188,13 +243,22 @@ impl SessionStore for RedisStore {
                 .arg(if write.state.is_some() { "1" } else { "0" })
                 .arg(write.state.unwrap_or_default())
                 .arg(write.expires_at_ms)
-                .arg(write.trim_below.map(|n| n.to_string()).unwrap_or_default());
+                .arg(write.trim_below.map(|n| n.to_string()).unwrap_or_default())
+                .arg(write.claim.as_deref().unwrap_or_default());
             for (seq, text) in write.append {
                 invocation.arg(seq).arg(text);
             }
             let invocation = &invocation;
-            self.with_retry(|mut connection| async move { invocation.invoke_async::<i64>(&mut connection).await })
+            let written = self
+                .with_retry(|mut connection| async move { invocation.invoke_async::<i64>(&mut connection).await })
                 .await?;
+            if written == 0 {
+                return Err(ServerError::Store {
+                    store: self.url.clone(),
+                    problem: StoreProblem::Moved,
+                    message: format!("session {id} is claimed by another server now; nothing was written"),
+                });
+            }
             // The index only serves `count` and `expire`: outside the script, since in a Redis
             // Cluster it lives in another slot than the session's keys.
             let index = self.index();
@@ -261,6 +325,122 @@ impl SessionStore for RedisStore {
                 async move { redis::cmd("ZCARD").arg(index).query_async::<usize>(&mut connection).await }
             })
             .await
+        })
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn claim<'a>(
+        &'a self,
+        id: &'a str,
+        instance: &'a str,
+        expires_at_ms: u64,
+    ) -> StoreFuture<'a, Result<Claim, ServerError>> {
+        Box::pin(async move {
+            let (state_key, _) = self.keys(id);
+            // A claim that changes between the read and the swap is read again: a few rounds
+            // at most, since only a server's own claim or a takeover changes it.
+            for _ in 0..8 {
+                let seen = self.current_claim(&state_key).await?;
+                if let Some((holder, _)) = seen.split_once('/').filter(|(holder, _)| *holder != instance) {
+                    let key = self.heartbeat_key(holder);
+                    let alive = self
+                        .with_retry(|mut connection| {
+                            let key = key.clone();
+                            async move { redis::cmd("EXISTS").arg(key).query_async::<bool>(&mut connection).await }
+                        })
+                        .await?;
+                    if alive {
+                        return Ok(Claim::HeldBy(holder.to_string()));
+                    }
+                }
+                let mut invocation = self.claim.prepare_invoke();
+                invocation.key(&state_key).arg(&seen).arg(instance).arg(expires_at_ms);
+                let invocation = &invocation;
+                let claimed = self
+                    .with_retry(|mut connection| async move {
+                        invocation.invoke_async::<Option<String>>(&mut connection).await
+                    })
+                    .await?;
+                if let Some(claim) = claimed {
+                    return Ok(Claim::Claimed(claim));
+                }
+            }
+            Err(ServerError::Store {
+                store: self.url.clone(),
+                problem: StoreProblem::Unavailable,
+                message: format!("session {id}'s claim kept changing; try again"),
+            })
+        })
+    }
+
+    fn holds<'a>(&'a self, id: &'a str, claim: &'a str) -> StoreFuture<'a, Result<bool, ServerError>> {
+        Box::pin(async move {
+            let (state_key, _) = self.keys(id);
+            Ok(self.current_claim(&state_key).await? == claim)
+        })
+    }
+
+    fn release<'a>(
+        &'a self,
+        id: &'a str,
+        instance: &'a str,
+        claim: &'a str,
+    ) -> StoreFuture<'a, Result<(), ServerError>> {
+        Box::pin(async move {
+            let (state_key, _) = self.keys(id);
+            let mut invocation = self.release.prepare_invoke();
+            invocation.key(&state_key).arg(claim).arg(instance);
+            let invocation = &invocation;
+            self.with_retry(|mut connection| async move { invocation.invoke_async::<i64>(&mut connection).await })
+                .await
+                .map(drop)
+        })
+    }
+
+    fn ask_release<'a>(&'a self, id: &'a str, holder: &'a str) -> StoreFuture<'a, Result<(), ServerError>> {
+        Box::pin(async move {
+            let channel = self.release_channel(holder);
+            self.with_retry(|mut connection| {
+                let channel = channel.clone();
+                async move { redis::cmd("PUBLISH").arg(channel).arg(id).query_async::<i64>(&mut connection).await }
+            })
+            .await
+            .map(drop)
+        })
+    }
+
+    fn heartbeat<'a>(&'a self, instance: &'a str, ttl: Duration) -> StoreFuture<'a, Result<(), ServerError>> {
+        Box::pin(async move {
+            let key = self.heartbeat_key(instance);
+            let ttl_ms = ttl.as_millis() as u64;
+            self.with_retry(|mut connection| {
+                let key = key.clone();
+                async move {
+                    if ttl_ms == 0 {
+                        redis::cmd("DEL").arg(key).query_async::<()>(&mut connection).await
+                    } else {
+                        redis::cmd("SET").arg(key).arg(1).arg("PX").arg(ttl_ms).query_async::<()>(&mut connection).await
+                    }
+                }
+            })
+            .await
+        })
+    }
+
+    fn release_requests<'a>(
+        &'a self,
+        instance: &'a str,
+    ) -> StoreFuture<'a, Result<Option<futures_util::stream::BoxStream<'static, String>>, ServerError>> {
+        Box::pin(async move {
+            let mut pubsub = self.client.get_async_pubsub().await.map_err(|e| self.error(&e))?;
+            pubsub.subscribe(self.release_channel(instance)).await.map_err(|e| self.error(&e))?;
+            let ids = futures_util::StreamExt::map(pubsub.into_on_message(), |message| {
+                message.get_payload::<String>().unwrap_or_default()
+            });
+            Ok(Some(futures_util::StreamExt::boxed(ids)))
         })
     }
 }

@@ -90,7 +90,14 @@ impl Serve {
         let mut child = self
             .command()
             .stdout(Stdio::piped())
-            .stderr(if self.capture_logs { Stdio::piped() } else { Stdio::null() })
+            .stderr(if self.capture_logs {
+                Stdio::piped()
+            } else if std::env::var_os("TETHER_TEST_LOGS").is_some() {
+                // To see the servers' logs when a test fails: TETHER_TEST_LOGS=1 cargo test …
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
             .spawn()
             .expect("start tether serve");
         let logs = child.stderr.take().map(|mut stderr| {
