@@ -5,17 +5,22 @@
 //! lost, run twice or applied twice.
 //!
 //! `cargo bench -p tether-server --bench soak` (SESSIONS=1000 CALLS=10 DROP=0.1 by default, in
-//! memory; `STORE=sqlite`: on a SQLite file; `RESTART_SECONDS=5`: on a SQLite file, the server
-//! killed with SIGKILL and started again every 5 s).
+//! memory; `STORE=sqlite`: on a SQLite file; `STORE=redis INSTANCES=3`: three servers on a Redis
+//! of its own, behind a proxy that sends every new connection to a random one;
+//! `RESTART_SECONDS=5`: a server killed with SIGKILL and started again every 5 s, in turn).
 
 #[path = "../tests/common/dir.rs"]
 mod dir;
+#[path = "../tests/common/proxy.rs"]
+mod proxy;
+#[path = "../tests/common/redis.rs"]
+mod redis;
 #[path = "../tests/common/serve.rs"]
 mod serve;
 #[path = "../tests/common/soak.rs"]
 mod soak;
 
-use soak::{SoakPlan, soak};
+use soak::{SoakPlan, SoakStore, soak};
 
 fn setting<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -28,7 +33,13 @@ async fn main() {
         sessions: setting("SESSIONS", 1000),
         calls: setting("CALLS", 10),
         drop_chance: setting("DROP", 0.1),
-        sqlite: std::env::var("STORE").is_ok_and(|store| store == "sqlite"),
+        store: match std::env::var("STORE").as_deref() {
+            Ok("sqlite") => SoakStore::Sqlite,
+            Ok("redis") => SoakStore::Redis,
+            Ok("memory") | Err(_) => SoakStore::Memory,
+            Ok(other) => panic!("STORE={other}: expected memory, sqlite or redis"),
+        },
+        instances: setting("INSTANCES", 1),
         restart_every: match setting("RESTART_SECONDS", 0.0) {
             seconds if seconds > 0.0 => Some(std::time::Duration::from_secs_f64(seconds)),
             _ => None,

@@ -49,6 +49,9 @@ pub(crate) struct Snapshot {
     /// The run in progress, at its last checkpoint.
     pub(crate) run: Option<StoredRun>,
     pub(crate) run_counter: u64,
+    /// The last `USER_MESSAGE` ids read (absent in sessions stored before it was kept).
+    #[serde(default)]
+    pub(crate) messages: Vec<String>,
 }
 
 /// A run in progress as the store keeps it.

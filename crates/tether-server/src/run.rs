@@ -20,7 +20,13 @@ enum Start {
 }
 
 /// Starts a run for the user's message (or answers `ERROR run_in_progress`).
+/// A message read before (sent again by a client after a reconnect) is ignored: its run started
+/// then, and the client gets its frames from the replay.
 pub(crate) fn start_run(app: &Arc<App>, session: &Arc<Session>, frame_id: String, text: String) {
+    if !session.first_reading(&frame_id) {
+        tracing::debug!(session = session.id(), message = frame_id, "message read before; not run again");
+        return;
+    }
     let run_id = session.next_run_id();
     spawn_run(app, session, run_id, frame_id, Start::New(text));
 }

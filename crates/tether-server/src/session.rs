@@ -98,6 +98,9 @@ struct State {
     /// How long the store keeps the session after its last write.
     ttl: Duration,
     run_counter: u64,
+    /// The ids of the last `USER_MESSAGE`s read, newest last: a message sent again (by a client
+    /// that could not tell whether it arrived) is not run twice.
+    messages: Vec<String>,
     /// Handed to another server (a shared store): this one no longer serves it.
     moved: bool,
 }
@@ -181,6 +184,7 @@ impl State {
             transcript: self.transcript.clone(),
             run: self.stored_run.clone(),
             run_counter: self.run_counter,
+            messages: self.messages.clone(),
         };
         serde_json::to_string(&snapshot).expect("a snapshot always serialises")
     }
@@ -198,6 +202,10 @@ pub(crate) enum Applied {
     /// Not a call of this session: refused.
     Unknown,
 }
+
+/// How many `USER_MESSAGE` ids a session remembers ([`Session::first_reading`]): more than a
+/// client sends again at once (its messages since the last run's end).
+const MESSAGE_IDS_KEPT: usize = 16;
 
 /// A client session.
 pub struct Session {
@@ -293,6 +301,7 @@ fn empty_state(machine: ServerSession, config: &ServerConfig) -> State {
         token_hash: None,
         ttl: config.session_ttl,
         run_counter: 0,
+        messages: Vec::new(),
         moved: false,
     }
 }
@@ -361,6 +370,7 @@ impl Session {
         state.run_text = snapshot.run.as_ref().map(|run| run.text.clone()).unwrap_or_default();
         state.stored_run = snapshot.run;
         state.run_counter = snapshot.run_counter;
+        state.messages = snapshot.messages;
         state.dirty = false;
         state.persister = Some(Persister::spawn(store, stored.id.clone(), claim.clone()));
         Ok(Arc::new(Session {
@@ -390,6 +400,21 @@ impl Session {
         // A panic while holding the lock cannot leave the state half-updated in a way that
         // matters more than losing the session, so keep serving.
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Notes the `USER_MESSAGE` frame `id`: `false` when it was read before (the client sent
+    /// it again after a reconnect, not knowing whether it arrived): it is not run again.
+    pub(crate) fn first_reading(&self, id: &str) -> bool {
+        let mut state = self.lock();
+        if state.messages.iter().any(|seen| seen == id) {
+            return false;
+        }
+        if state.messages.len() == MESSAGE_IDS_KEPT {
+            state.messages.remove(0);
+        }
+        state.messages.push(id.to_string());
+        state.dirty = true;
+        true
     }
 
     pub(crate) fn next_run_id(&self) -> String {

@@ -10,7 +10,7 @@ mod common;
 
 use common::serve::{Serve, Served};
 use serde_json::json;
-use tether_protocol::{ClientFrame, HistoryRole, ResultStatus, Resume, RunStatus, ServerFrame, StopRun};
+use tether_protocol::{ClientFrame, HistoryRole, ResultStatus, Resume, RunStatus, ServerFrame, StopRun, UserMessage};
 
 type Dir = common::dir::TestDir;
 
@@ -74,6 +74,52 @@ async fn a_server_killed_during_an_approval_resumes_the_session_and_finishes_the
     assert!(client.ack_or_error(&call.call_id).await.is_ok());
     assert_eq!(second.health().await["stats"]["resultsApplied"], json!(1));
     assert_eq!(second.health().await["stats"]["resultsDuplicate"], json!(1));
+}
+
+#[tokio::test]
+async fn a_message_sent_again_after_a_restart_is_not_run_twice() {
+    let dir = Dir::new("durable-message-again");
+    let first = serve(&dir);
+    let mut client = common::Client::connect(&first.url()).await;
+    client.hello(None).await;
+    client.context(1, common::storefront_tools()).await;
+    let message = ClientFrame::UserMessage(UserMessage { id: client.id(), text: "add the red mug to my cart".into() });
+    client.send(message.clone()).await;
+    let call = client.tool_call().await;
+    let resume = Resume { last_seq: Some(seq(&call.id)), ..client.resume_info() };
+    first.kill();
+    client.kill();
+
+    // The page could not tell whether the message arrived: it sends it again after the welcome.
+    let second = serve(&dir);
+    let mut client = common::Client::connect(&second.url()).await;
+    assert!(client.hello(Some(resume)).await.resumed);
+    client.send(message.clone()).await;
+    client.result(&call.call_id, ResultStatus::Ok, json!("added 1 x Red mug; cart: 1 item")).await;
+    let mut runs = Vec::new();
+    let mut until_done = |client_frame: &ServerFrame| match client_frame {
+        ServerFrame::Error(error) => panic!("the message sent again was refused or run: {error:?}"),
+        ServerFrame::AgentMessage(m) => {
+            if !runs.contains(&m.run_id) {
+                runs.push(m.run_id.clone());
+            }
+            m.done.then_some(m.status)
+        }
+        _ => None,
+    };
+    assert_eq!(client.recv_until(&mut until_done).await, Some(RunStatus::Completed));
+    assert_eq!(runs, vec![call.run_id.clone()], "one run: the first reading's");
+    // Once more after the end: still ignored. The next message is the next run, and nothing
+    // came between.
+    client.send(message).await;
+    client.say("open the cart").await;
+    match client.recv().await {
+        ServerFrame::Event(event) => match event.event {
+            tether_protocol::RunEvent::RunStart(start) => assert_eq!(start.text, "open the cart"),
+            other => panic!("expected the next run's start, got {other:?}"),
+        },
+        other => panic!("expected the next run's start, got {other:?}"),
+    }
 }
 
 #[tokio::test]

@@ -14,7 +14,6 @@
 //! read the tool's result exactly once.
 
 mod common;
-mod redis_support;
 
 use std::sync::{Arc, Mutex};
 
@@ -185,8 +184,8 @@ async fn fault(moment: Moment, fault: Fault, kind: Store) {
     let dir = Dir::new(&format!("faults-{moment:?}-{fault:?}-{kind:?}"));
     let (model, base) = Model::start(moment == Moment::ModelStreaming).await;
     let redis =
-        (kind == Store::Redis).then(|| redis_support::Redis::start(&format!("faults-{moment:?}-{fault:?}"), &[]));
-    let store = redis.as_ref().map_or_else(|| dir.sqlite_store(), redis_support::Redis::url);
+        (kind == Store::Redis).then(|| common::redis::Redis::start(&format!("faults-{moment:?}-{fault:?}"), &[]));
+    let store = redis.as_ref().map_or_else(|| dir.sqlite_store(), common::redis::Redis::url);
     let first = serve(&store, &base);
     // The other two servers of the Redis deployment, up from the start.
     let mut others: Vec<Served> =

@@ -6,6 +6,7 @@
 
 #[path = "common/dir.rs"]
 mod dir;
+#[path = "common/redis.rs"]
 mod redis_support;
 
 use std::path::PathBuf;

@@ -82,8 +82,10 @@ pub struct ClientSession {
     next_frame: u64,
     /// Results not yet acknowledged, oldest first.
     outbox: Vec<Unacknowledged>,
-    /// Messages waiting for a welcome.
-    queued: Vec<UserMessage>,
+    /// The user's messages not answered yet (no run's end seen since): sent after every welcome,
+    /// those sent before too (a server that died may never have read them; one that did ignores
+    /// a message id it has seen).
+    unanswered: Vec<UserMessage>,
     /// Calls the server cancelled while they ran: their results are not sent.
     unwanted: Vec<String>,
 }
@@ -104,7 +106,7 @@ impl ClientSession {
             last_seq: None,
             next_frame: 0,
             outbox: Vec::new(),
-            queued: Vec::new(),
+            unanswered: Vec::new(),
             unwanted: Vec::new(),
         }
     }
@@ -206,7 +208,7 @@ impl ClientSession {
             entry.resends = 0;
             send.push(ClientFrame::ToolResult(entry.result.clone()));
         }
-        send.extend(self.queued.drain(..).map(ClientFrame::UserMessage));
+        send.extend(self.unanswered.iter().cloned().map(ClientFrame::UserMessage));
         Welcomed { send, lost }
     }
 
@@ -214,8 +216,12 @@ impl ClientSession {
     /// already (a number at or below `lastSeq`, delivered again): the edge skips it. `WELCOME`
     /// and unnumbered frames are always handled.
     pub fn received<E, L>(&mut self, frame: &ServerFrameOf<E, L>) -> bool {
-        if matches!(frame, ServerFrameOf::Welcome(_)) {
-            return true;
+        match frame {
+            ServerFrameOf::Welcome(_) => return true,
+            // A run ended: the messages sent before it are answered (one by it, the others refused
+            // while it ran).
+            ServerFrameOf::AgentMessage(message) if message.done => self.unanswered.clear(),
+            _ => {}
         }
         match frame.seq() {
             Some(seq) if seq > 0 => {
@@ -276,11 +282,8 @@ impl ClientSession {
     /// welcome.
     pub fn message(&mut self, text: &str) -> Option<ClientFrame> {
         let message = UserMessage { id: self.next_id(), text: text.to_string() };
-        if self.link == Link::Welcomed {
-            return Some(ClientFrame::UserMessage(message));
-        }
-        self.queued.push(message);
-        None
+        self.unanswered.push(message.clone());
+        (self.link == Link::Welcomed).then_some(ClientFrame::UserMessage(message))
     }
 
     fn due(&self, entry: &Unacknowledged) -> Option<u64> {
@@ -502,5 +505,44 @@ mod tests {
         assert!(session.received(&ack));
         session.acknowledged("k2");
         assert_eq!(session.repeated_call("k2"), None);
+    }
+
+    #[test]
+    fn a_message_is_sent_again_after_every_welcome_until_a_run_ends() {
+        let messages = |frames: &[ClientFrame]| -> Vec<(String, String)> {
+            frames
+                .iter()
+                .filter_map(|frame| match frame {
+                    ClientFrame::UserMessage(m) => Some((m.id.clone(), m.text.clone())),
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut session = ClientSession::default();
+        session.connected();
+        welcomed(&mut session, false, 0);
+        let Some(ClientFrame::UserMessage(sent)) = session.message("add the red mug") else { panic!("sent at once") };
+        // The server died before it read the message (or after: it ignores the id it has read).
+        session.disconnected();
+        session.connected();
+        let again = welcomed(&mut session, true, 10);
+        assert_eq!(messages(&again.send), vec![(sent.id, sent.text)], "same id, same text");
+        // A run's frames that are not its end leave it unanswered; its end answers it.
+        assert!(session.received(&message("s2")));
+        session.disconnected();
+        session.connected();
+        assert_eq!(messages(&welcomed(&mut session, true, 20).send).len(), 1);
+        let done = ServerFrame::AgentMessage(AgentMessage {
+            id: "s3".into(),
+            run_id: "r".into(),
+            delta: String::new(),
+            done: true,
+            status: Some(tether_protocol::RunStatus::Completed),
+            reset: false,
+        });
+        assert!(session.received(&done));
+        session.disconnected();
+        session.connected();
+        assert!(messages(&welcomed(&mut session, true, 30).send).is_empty(), "answered: not sent again");
     }
 }

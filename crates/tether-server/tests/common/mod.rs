@@ -3,6 +3,8 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod dir;
+pub mod proxy;
+pub mod redis;
 pub mod serve;
 pub mod soak;
 
@@ -16,6 +18,9 @@ use tether_server::{ServerConfig, TetherServer};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// The highest frame number any client of this process made.
+static IDS_MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// How long a test waits for a frame before failing.
 pub const WAIT: Duration = Duration::from_secs(10);
@@ -94,6 +99,7 @@ impl Client {
 
     pub fn id(&mut self) -> String {
         self.next_id += 1;
+        IDS_MADE.fetch_max(self.next_id, std::sync::atomic::Ordering::Relaxed);
         format!("c{}", self.next_id)
     }
 
@@ -164,6 +170,11 @@ impl Client {
     }
 
     pub async fn hello(&mut self, resume: Option<Resume>) -> Welcome {
+        if resume.is_some() {
+            // A page goes on numbering its frames in a session it resumes (the server ignores a
+            // `USER_MESSAGE` id it has read): this client, maybe new, goes on after every id made.
+            self.next_id = self.next_id.max(IDS_MADE.load(std::sync::atomic::Ordering::Relaxed));
+        }
         let id = self.id();
         self.send(ClientFrame::Hello(Hello {
             id,

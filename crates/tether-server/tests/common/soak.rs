@@ -39,11 +39,33 @@ pub struct SoakPlan {
     /// Chance, per tool call, that the client drops its socket (half of the time before sending
     /// the result, half right after sending it) and resumes.
     pub drop_chance: f64,
-    /// Keep sessions in a SQLite file (else in memory).
-    pub sqlite: bool,
-    /// Kill the server (SIGKILL) this often and start it again on the same port and SQLite file
-    /// (implies `sqlite`); `None`: one server for the whole soak.
+    /// Where the servers keep sessions.
+    pub store: SoakStore,
+    /// How many `tether serve` instances (more than one needs [`SoakStore::Redis`]); with more
+    /// than one, the clients connect through a proxy that sends each new connection to a random
+    /// instance.
+    pub instances: usize,
+    /// Kill a server (SIGKILL; the next one in turn, with several) this often and start it again
+    /// on the same port and store (needs a durable store); `None`: no restarts.
     pub restart_every: Option<Duration>,
+}
+
+/// Where a soak's servers keep sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SoakStore {
+    /// `--store memory`.
+    Memory,
+    /// A SQLite file (one server).
+    Sqlite,
+    /// A Redis server of the soak's own (on a free port).
+    Redis,
+}
+
+impl SoakPlan {
+    /// One server, sessions in memory, no restarts.
+    pub fn new(sessions: usize, calls: usize, drop_chance: f64) -> SoakPlan {
+        SoakPlan { sessions, calls, drop_chance, store: SoakStore::Memory, instances: 1, restart_every: None }
+    }
 }
 
 /// What a soak measured. Everything but the `server_*` fields is counted at the clients.
@@ -86,8 +108,13 @@ pub struct SoakReport {
     pub rss_peak_kib: u64,
     /// See `rss_before_kib`.
     pub rss_after_kib: u64,
-    /// Times the server was killed and started again.
+    /// Times a server was killed and started again.
     pub restarts: u64,
+    /// Sessions the servers read back from the store, and handed to another server that asked
+    /// (the servers' counters, summed over the last process of each instance).
+    pub server_sessions_restored: u64,
+    /// See `server_sessions_restored`.
+    pub server_sessions_handed_off: u64,
     /// Wall time of the load, in seconds.
     pub seconds: f64,
     /// Clients that were still waiting when the load's time was up, with what they last saw.
@@ -98,15 +125,18 @@ impl SoakReport {
     /// A one-paragraph summary.
     pub fn summary(&self, plan: &SoakPlan) -> String {
         format!(
-            "soak: {} sessions x {} tool calls, {} store, drop chance {:.0}%, {} server restarts (SIGKILL), {:.1} s\n\
+            "soak: {} sessions x {} tool calls, {} instance(s), {:?} store, drop chance {:.0}%, {} server restarts \
+             (SIGKILL), {:.1} s\n\
              counted at the clients: runs ended {} ({} completed); calls {}, handler runs {}, handlers run twice {}; \
              results lost {}, applied twice {}, altered {}; reconnects {}, sessions lost {}, frames skipped as \
              seen {}, errors {}\n\
-             server counters (the last process's): results applied {}, duplicates ignored {}, late {}\n\
+             server counters (the last process of each instance): results applied {}, duplicates ignored {}, late {}; \
+             sessions read back from the store {}, handed to another instance {}\n\
              server RSS {} KiB before, {} KiB with all sessions, {} KiB after they expired",
             plan.sessions,
             plan.calls,
-            if plan.sqlite || plan.restart_every.is_some() { "SQLite" } else { "memory" },
+            plan.instances,
+            plan.store,
             plan.drop_chance * 100.0,
             self.restarts,
             self.seconds,
@@ -125,6 +155,8 @@ impl SoakReport {
             self.server_results_applied,
             self.server_duplicates_ignored,
             self.server_results_late,
+            self.server_sessions_restored,
+            self.server_sessions_handed_off,
             self.rss_before_kib,
             self.rss_peak_kib,
             self.rss_after_kib,
@@ -270,7 +302,7 @@ impl BrowserLike {
         let socket = loop {
             match tokio_tungstenite::connect_async(&self.url).await {
                 Ok((socket, _)) => break socket,
-                Err(_) if self.plan.restart_every.is_some() && started.elapsed() < Duration::from_secs(30) => {
+                Err(_) if self.retries_connect() && started.elapsed() < Duration::from_secs(30) => {
                     tokio::time::sleep(Duration::from_millis(20 + self.rng.below(80))).await;
                 }
                 Err(_) => return false,
@@ -280,6 +312,12 @@ impl BrowserLike {
         let hello = self.session.connected();
         self.send(vec![hello]).await;
         true
+    }
+
+    /// Whether a failed connection is tried again (a server may be restarting, or a proxy may
+    /// have found no instance).
+    fn retries_connect(&self) -> bool {
+        self.plan.restart_every.is_some() || self.plan.instances > 1
     }
 
     /// Drops the socket without a close handshake, as a crash would, and reconnects.
@@ -450,47 +488,62 @@ impl BrowserLike {
     }
 }
 
-/// `tether serve` for a soak: every client comes from 127.0.0.1 (the other limits stay at their
-/// defaults); with restarts, on a SQLite file in `store` and at `addr`.
-fn soak_server(store: Option<(&TestDir, &str)>) -> Served {
-    let mut serve = Serve::new().args(["--max-sessions-per-ip", "0", "--reconnect-grace-seconds", "2"]);
-    if let Some((dir, addr)) = store {
-        serve = serve.args(["--store", dir.sqlite_store().as_str(), "--addr", addr]);
+/// `tether serve` for a soak at `addr`: every client comes from 127.0.0.1 (the other limits stay
+/// at their defaults), sessions in `store` (a `--store` value) unless `None` (memory).
+fn soak_server(store: Option<&str>, addr: &str) -> Served {
+    let mut serve = Serve::new().args(["--max-sessions-per-ip", "0", "--reconnect-grace-seconds", "2", "--addr", addr]);
+    if let Some(store) = store {
+        serve = serve.args(["--store", store, "--lease-ms", "1000"]);
     }
     serve.start()
 }
 
-/// Runs a soak against a `tether serve` process (or, with restarts, a series of them on one
-/// SQLite file).
+/// Runs a soak against `tether serve` processes: one, or several on one Redis behind a proxy;
+/// with restarts, each killed in turn and started again on its address and store.
 pub async fn soak(plan: SoakPlan) -> SoakReport {
-    let store = (plan.sqlite || plan.restart_every.is_some()).then(|| Arc::new(TestDir::new("soak")));
-    let first = soak_server(store.as_deref().map(|dir| (dir, "127.0.0.1:0")));
-    let url = first.url();
-    wait_for(&first, Duration::from_secs(5), |h| h["status"] == "ok").await;
-    let mut report = SoakReport { rss_before_kib: rss_kib(first.pid()), ..SoakReport::default() };
-    // With restarts, every later server takes the first one's address and file.
-    let (addr, server) = (first.addr.clone(), Arc::new(Mutex::new(Some(first))));
+    assert!(plan.instances == 1 || plan.store == SoakStore::Redis, "several instances share a Redis");
+    assert!(plan.restart_every.is_none() || plan.store != SoakStore::Memory, "restarts need a durable store");
+    let dir = Arc::new(TestDir::new("soak"));
+    let redis = (plan.store == SoakStore::Redis).then(|| super::redis::Redis::start("soak", &[]));
+    let store: Option<Arc<str>> = match plan.store {
+        SoakStore::Memory => None,
+        SoakStore::Sqlite => Some(dir.sqlite_store().into()),
+        SoakStore::Redis => redis.as_ref().map(|redis| redis.url().into()),
+    };
+    let servers: Vec<Served> =
+        (0..plan.instances.max(1)).map(|_| soak_server(store.as_deref(), "127.0.0.1:0")).collect();
+    for server in &servers {
+        wait_for(server, Duration::from_secs(5), |h| h["status"] == "ok").await;
+    }
+    let mut report = SoakReport { rss_before_kib: rss_kib(servers[0].pid()), ..SoakReport::default() };
+    let addrs: Vec<String> = servers.iter().map(|server| server.addr.clone()).collect();
+    let proxy = if servers.len() > 1 { Some(super::proxy::Proxy::start(addrs.clone(), 0x5EED).await) } else { None };
+    let url = proxy.as_ref().map_or_else(|| servers[0].url(), super::proxy::Proxy::url);
+    // With restarts, each later server takes its predecessor's address and store.
+    let servers: Arc<Mutex<Vec<Option<Served>>>> = Arc::new(Mutex::new(servers.into_iter().map(Some).collect()));
     let stop = Arc::new(tokio::sync::Notify::new());
     let restarts = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let restarter = plan.restart_every.zip(store.as_ref()).map(|(every, dir)| {
-        let (server, dir, stop, restarts) = (server.clone(), dir.clone(), stop.clone(), restarts.clone());
+    let restarter = plan.restart_every.map(|every| {
+        let (servers, store, stop, restarts, addrs) =
+            (servers.clone(), store.clone(), stop.clone(), restarts.clone(), addrs.clone());
         tokio::spawn(async move {
-            loop {
+            for turn in 0.. {
                 tokio::select! {
                     () = tokio::time::sleep(every) => {}
                     () = stop.notified() => return,
                 }
-                let old = server.lock().unwrap().take();
-                let (addr, dir) = (addr.clone(), dir.clone());
+                let index = turn % addrs.len();
+                let old = servers.lock().unwrap()[index].take();
+                let (addr, store) = (addrs[index].clone(), store.clone());
                 let next = tokio::task::spawn_blocking(move || {
                     if let Some(old) = old {
                         old.kill();
                     }
-                    soak_server(Some((&dir, addr.as_str())))
+                    soak_server(store.as_deref(), &addr)
                 })
                 .await
                 .expect("restart the server");
-                *server.lock().unwrap() = Some(next);
+                servers.lock().unwrap()[index] = Some(next);
                 restarts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         })
@@ -550,17 +603,23 @@ pub async fn soak(plan: SoakPlan) -> SoakReport {
         restarter.await.expect("the restarts");
         report.restarts = restarts.load(std::sync::atomic::Ordering::Relaxed);
     }
-    let server = server.lock().unwrap().take().expect("a server is running");
-    let pid = server.pid();
-    report.rss_peak_kib = rss_kib(pid);
-    let health =
-        wait_for(&server, Duration::from_secs(30), |h| h["stats"]["runsEnded"] == h["stats"]["runsStarted"]).await;
-    let read = |key: &str| health["stats"][key].as_u64().unwrap_or(0);
-    report.server_results_applied = read("resultsApplied");
-    report.server_duplicates_ignored = read("resultsDuplicate");
-    report.server_results_late = read("resultsLate");
+    let servers: Vec<Served> = servers.lock().unwrap().drain(..).map(|server| server.expect("a server runs")).collect();
+    report.rss_peak_kib = rss_kib(servers[0].pid());
+    for server in &servers {
+        let health =
+            wait_for(server, Duration::from_secs(30), |h| h["stats"]["runsEnded"] == h["stats"]["runsStarted"]).await;
+        let read = |key: &str| health["stats"][key].as_u64().unwrap_or(0);
+        report.server_results_applied += read("resultsApplied");
+        report.server_duplicates_ignored += read("resultsDuplicate");
+        report.server_results_late += read("resultsLate");
+        report.server_sessions_restored += read("sessionsRestored");
+        report.server_sessions_handed_off += read("sessionsHandedOff");
+    }
     // Every session closed; they expire after the reconnect grace.
-    wait_for(&server, Duration::from_secs(30), |h| h["sessions"] == 0).await;
+    for server in &servers {
+        wait_for(server, Duration::from_secs(30), |h| h["sessions"] == 0).await;
+    }
+    let pid = servers[0].pid();
     report.rss_after_kib = rss_kib(pid);
     report
 }
