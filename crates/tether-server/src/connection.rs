@@ -244,6 +244,7 @@ async fn serve_connection(socket: WebSocket, app: &Arc<App>, peer_ip: Option<IpA
             (frame, Some(s)) => handle(&app, s, frame),
         }
     }
+    tracing::debug!(connection = connection_id, "connection closed");
     if let Some(session) = session.filter(|session| session.detach(connection_id)) {
         let app = app.clone();
         tokio::spawn(async move {
@@ -307,7 +308,8 @@ async fn find_session_now(app: &Arc<App>, resume: &Resume, peer_ip: Option<IpAdd
         }
         // Another server claimed it meanwhile: it is read back from the store below.
         tracing::info!(session = session.id(), "session claimed by another server; reading it back");
-        session.hand_off().await;
+        // (It lost its claim: whatever it holds, the store refuses from it.)
+        let _ = session.hand_off().await;
         app.sessions.remove(&session);
     }
     let Some(store) = &app.store else { return Found::Missing };
@@ -463,7 +465,14 @@ async fn handshake(
             "stop".into(),
         ],
     });
-    tracing::info!(session = session.id(), resumed = was_resumed, from_store, "client connected");
+    tracing::info!(
+        session = session.id(),
+        resumed = was_resumed,
+        from_store,
+        instance = app.instance,
+        connection = connection_id,
+        "client connected"
+    );
     let resume = hello.resume.as_ref().filter(|_| was_resumed);
     let last_seq = resume.and_then(|r| r.last_seq);
     let with_history = resume.is_some_and(|r| r.history);

@@ -60,10 +60,14 @@ pub(crate) async fn answer_requests(app: Arc<App>, store: Arc<dyn SessionStore>)
 async fn let_go(app: Arc<App>, store: Arc<dyn SessionStore>, id: String) {
     let claim = match app.sessions.get(&id) {
         Some(session) => {
-            session.hand_off().await;
+            if !session.hand_off().await {
+                tracing::warn!(session = id, "the store did not take this session's last changes; it stays here");
+                crate::run::resume_run(&app, &session);
+                return;
+            }
             app.sessions.remove(&session);
             Stats::count(&app.stats.sessions_handed_off);
-            tracing::info!(session = id, "session handed to another server");
+            tracing::info!(session = id, instance = app.instance, "session handed to another server");
             session.claim().unwrap_or_default().to_string()
         }
         // Not held here (any more): whatever claim this server still has is given up.
@@ -83,7 +87,10 @@ pub(crate) async fn claim(app: &App, store: &dyn SessionStore, id: &str) -> Resu
     let mut asked: Option<Instant> = None;
     loop {
         match store.claim(id, &app.instance, expiry).await {
-            Ok(Claim::Claimed(claim)) => return Ok(claim),
+            Ok(Claim::Claimed(claim)) => {
+                tracing::debug!(session = id, claim, asked = asked.is_some(), "session claimed");
+                return Ok(claim);
+            }
             Ok(Claim::HeldBy(holder)) => {
                 if Instant::now() >= deadline {
                     return Err(format!("server {holder} holds the session and did not let it go"));

@@ -27,6 +27,9 @@ use crate::session::Outbound;
 use crate::store::{SessionStore, SessionWrite};
 use crate::{ServerError, StoreProblem};
 
+/// The longest wait between two tries of a write that a shared store refused (it was away).
+const STORE_RETRY_MAX: Duration = Duration::from_secs(1);
+
 /// How many answered (and abandoned) call ids a stored session keeps: enough for the results a
 /// client resends after a restart (the ones of its last runs), without rewriting thousands of
 /// ids with every result.
@@ -49,7 +52,8 @@ pub(crate) struct Snapshot {
     /// The run in progress, at its last checkpoint.
     pub(crate) run: Option<StoredRun>,
     pub(crate) run_counter: u64,
-    /// The last `USER_MESSAGE` ids read (absent in sessions stored before it was kept).
+    /// The `USER_MESSAGE` ids of the last runs that ended (absent in sessions stored before it
+    /// was kept).
     #[serde(default)]
     pub(crate) messages: Vec<String>,
 }
@@ -78,7 +82,8 @@ pub(crate) enum Job {
     /// No connection any more.
     Detach,
     /// Answered once everything queued before it is stored (a draining shutdown waits for it).
-    Flush(oneshot::Sender<()>),
+    /// (With whether the store took it all.)
+    Flush(oneshot::Sender<bool>),
 }
 
 /// The queue to a session's persister.
@@ -108,11 +113,12 @@ impl Persister {
         let _ = self.jobs.send(job);
     }
 
-    /// Waits until everything queued so far is stored.
-    pub(crate) async fn flushed(&self) {
+    /// Waits until everything queued so far was given to the store; whether it took all of it
+    /// (`false`: it was unavailable, and keeps what it refused for the next write).
+    pub(crate) async fn flushed(&self) -> bool {
         let (done, wait) = oneshot::channel();
         self.send(Job::Flush(done));
-        let _ = wait.await;
+        wait.await.unwrap_or(false)
     }
 }
 
@@ -141,12 +147,14 @@ async fn run(
     let mut socket: Option<mpsc::UnboundedSender<Outbound>> = None;
     let mut told = false;
     let writer = Writer { store: &*store, id: &id, claim: claim.as_deref(), moved: &moved };
+    // What the store refused last (it was unavailable): stored with the next write.
+    let mut unstored = None;
     while let Some(first) = queue.recv().await {
         let mut jobs = vec![first];
         while let Ok(job) = queue.try_recv() {
             jobs.push(job);
         }
-        let mut write = None;
+        let mut write = unstored.take();
         let mut frames = Vec::new();
         for job in jobs {
             match job {
@@ -155,19 +163,19 @@ async fn run(
                     frames.extend(more);
                 }
                 other => {
-                    writer.commit(write.take(), std::mem::take(&mut frames), &socket, &mut told).await;
+                    write = writer.commit(write.take(), std::mem::take(&mut frames), &socket, &mut told).await;
                     match other {
                         Job::Attach(tx) => socket = Some(tx),
                         Job::Detach => socket = None,
                         Job::Flush(done) => {
-                            let _ = done.send(());
+                            let _ = done.send(write.is_none());
                         }
                         Job::Write { .. } => unreachable!("merged above"),
                     }
                 }
             }
         }
-        writer.commit(write, frames, &socket, &mut told).await;
+        unstored = writer.commit(write, frames, &socket, &mut told).await;
     }
 }
 
@@ -180,22 +188,27 @@ struct Writer<'a> {
 }
 
 impl Writer<'_> {
-    /// Stores `write` (a few tries), then passes `frames` on. If the store keeps failing, the frames
-    /// go all the same and the client is told once that this session will not survive a restart:
-    /// the session goes on rather than stops. If another server claimed the session (a shared
-    /// store), nothing more is written or sent: the client is asked to reconnect, and finds the
-    /// session where it is now.
+    /// Stores `write` (a few tries), then passes `frames` on. If the store keeps failing, the
+    /// client is told once, and then: with a store of one server (SQLite), the frames go all the
+    /// same (the session goes on rather than stops; a restart would lose it) and the write is
+    /// returned, to be stored with the next one (so that once the store is back it has
+    /// everything again); with a store shared by several servers (Redis), the write is tried
+    /// again until the store takes it and only then do the frames leave, since another server
+    /// may read the session back and must find what the client was told. If another
+    /// server claimed the session (a shared store), nothing more is written or sent: the client
+    /// is asked to reconnect, and finds the session where it is now.
     async fn commit(
         &self,
         write: Option<SessionWrite>,
         frames: Vec<String>,
         socket: &Option<mpsc::UnboundedSender<Outbound>>,
         told: &mut bool,
-    ) {
+    ) -> Option<SessionWrite> {
         let (store, id) = (self.store, self.id);
         if self.moved.load(Ordering::Acquire) {
-            return;
+            return None;
         }
+        let mut unstored = None;
         if let Some(mut write) = write {
             write.claim = self.claim.map(String::from);
             let mut delay = Duration::from_millis(50);
@@ -207,13 +220,17 @@ impl Writer<'_> {
                         break;
                     }
                     Err(ServerError::Store { problem: StoreProblem::Moved, .. }) => {
-                        tracing::info!(session = id, "another server claimed this session; it lets go here");
+                        tracing::info!(
+                            session = id,
+                            claim = self.claim,
+                            "another server claimed this session; it lets go here"
+                        );
                         self.moved.store(true, Ordering::Release);
                         if let Some(tx) = socket {
                             let reason = "this session is served by another server now; reconnect".to_string();
                             let _ = tx.send(Outbound::Close(crate::connection::CLOSE_RESTART, reason));
                         }
-                        return;
+                        return None;
                     }
                     Err(error) if attempt < 3 => {
                         tracing::warn!(session = id, %error, attempt, "the session store failed; trying again");
@@ -222,22 +239,44 @@ impl Writer<'_> {
                         delay *= 2;
                     }
                     Err(error) => {
-                        tracing::error!(session = id, %error, "the session store failed; this session will not survive a restart");
+                        // Shared by several servers, a frame leaves only once stored: another
+                        // server may read the session back meanwhile, and must find what the
+                        // client was told. (If one claims it, the next try is refused as moved.)
+                        let shared = store.shared();
                         if !*told {
                             *told = true;
+                            if shared {
+                                tracing::error!(session = id, %error, "the session store failed; this session's replies wait for it");
+                            } else {
+                                tracing::error!(session = id, %error, "the session store failed; this session will not survive a restart");
+                            }
                             if let Some(tx) = socket {
+                                let message = if shared {
+                                    format!(
+                                        "the server cannot store this session now ({error}); its replies wait until the \
+                                         store is back"
+                                    )
+                                } else {
+                                    format!(
+                                        "the server could not store this session ({error}); it goes on, but a restart of \
+                                         the server would lose it"
+                                    )
+                                };
                                 let frame = ServerFrame::Error(ErrorFrame {
                                     id: "s0".into(),
                                     code: ErrorCode::Internal,
-                                    message: format!(
-                                        "the server could not store this session ({error}); it goes on, but a restart of \
-                                     the server would lose it"
-                                    ),
+                                    message,
                                     reply_to: None,
                                 });
                                 let _ = tx.send(Outbound::Text(encode_frame(&frame)));
                             }
                         }
+                        if shared {
+                            tokio::time::sleep(delay).await;
+                            delay = (delay * 2).min(STORE_RETRY_MAX);
+                            continue;
+                        }
+                        unstored = Some(write);
                         break;
                     }
                 }
@@ -248,5 +287,6 @@ impl Writer<'_> {
                 let _ = tx.send(Outbound::Text(frame));
             }
         }
+        unstored
     }
 }

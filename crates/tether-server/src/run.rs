@@ -20,8 +20,8 @@ enum Start {
 }
 
 /// Starts a run for the user's message (or answers `ERROR run_in_progress`).
-/// A message read before (sent again by a client after a reconnect) is ignored: its run started
-/// then, and the client gets its frames from the replay.
+/// A message read before (sent again by a client after a reconnect: the run in progress's, or
+/// one of the last runs' that ended) is ignored: the client gets its run's frames from the replay.
 pub(crate) fn start_run(app: &Arc<App>, session: &Arc<Session>, frame_id: String, text: String) {
     if !session.first_reading(&frame_id) {
         tracing::debug!(session = session.id(), message = frame_id, "message read before; not run again");

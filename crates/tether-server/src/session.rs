@@ -98,8 +98,8 @@ struct State {
     /// How long the store keeps the session after its last write.
     ttl: Duration,
     run_counter: u64,
-    /// The ids of the last `USER_MESSAGE`s read, newest last: a message sent again (by a client
-    /// that could not tell whether it arrived) is not run twice.
+    /// The `USER_MESSAGE` ids of the last runs that ended, newest last: a message sent again (by
+    /// a client that could not tell whether it arrived) is not run twice.
     messages: Vec<String>,
     /// Handed to another server (a shared store): this one no longer serves it.
     moved: bool,
@@ -203,8 +203,8 @@ pub(crate) enum Applied {
     Unknown,
 }
 
-/// How many `USER_MESSAGE` ids a session remembers ([`Session::first_reading`]): more than a
-/// client sends again at once (its messages since the last run's end).
+/// How many ended runs' `USER_MESSAGE` ids a session remembers ([`Session::first_reading`]):
+/// more than a client sends again at once (its messages since the last run's end it saw).
 const MESSAGE_IDS_KEPT: usize = 16;
 
 /// A client session.
@@ -402,19 +402,16 @@ impl Session {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Notes the `USER_MESSAGE` frame `id`: `false` when it was read before (the client sent
-    /// it again after a reconnect, not knowing whether it arrived): it is not run again.
+    /// Whether the `USER_MESSAGE` frame `id` is new: not the message of the run in progress
+    /// (started here, or read back from the store) nor of one of the last runs that ended. A
+    /// client sends a message again after a reconnect when it does not know whether it arrived;
+    /// one already read is not run twice. A message whose run had not reached its first stored
+    /// checkpoint when the server died is new again: that run left nothing to go on with.
     pub(crate) fn first_reading(&self, id: &str) -> bool {
-        let mut state = self.lock();
-        if state.messages.iter().any(|seen| seen == id) {
-            return false;
-        }
-        if state.messages.len() == MESSAGE_IDS_KEPT {
-            state.messages.remove(0);
-        }
-        state.messages.push(id.to_string());
-        state.dirty = true;
-        true
+        let state = self.lock();
+        let running = state.run.as_ref().map(|run| run.message_id.as_str());
+        let stored = state.stored_run.as_ref().map(|run| run.message_id.as_str());
+        running != Some(id) && stored != Some(id) && !state.messages.iter().any(|seen| seen == id)
     }
 
     pub(crate) fn next_run_id(&self) -> String {
@@ -515,15 +512,17 @@ impl Session {
         true
     }
 
-    /// Waits until the store has everything this session queued (a draining shutdown).
-    pub(crate) async fn flushed(&self) {
+    /// Waits until everything this session queued was given to the store (a draining
+    /// shutdown, a hand-off); whether the store took all of it.
+    pub(crate) async fn flushed(&self) -> bool {
         let persister = {
             let mut state = self.lock();
             state.flush();
             state.persister.clone()
         };
-        if let Some(persister) = persister {
-            persister.flushed().await;
+        match persister {
+            Some(persister) => persister.flushed().await,
+            None => true,
         }
     }
 
@@ -569,15 +568,21 @@ impl Session {
     /// Lets another server have the session (it asked, for a client that reconnected there): the
     /// run stops at its last checkpoint as in a draining shutdown, everything queued is stored,
     /// and from then on this session writes and sends nothing; a client still attached is asked
-    /// to reconnect (close 1012). The caller then removes it and releases its claim.
-    pub(crate) async fn hand_off(&self) {
+    /// to reconnect (close 1012). The caller then removes it and releases its claim. `false`
+    /// when the store did not take everything (it is unavailable): the session stays here, its
+    /// run suspended (the caller goes on with it), since the other server would read it back
+    /// without what the store missed.
+    pub(crate) async fn hand_off(&self) -> bool {
         self.suspend_run();
-        self.flushed().await;
+        if !self.flushed().await && !self.moved() {
+            return false;
+        }
         self.close_connection(crate::connection::CLOSE_RESTART, "this session moved to another server; reconnect");
         let mut state = self.lock();
         state.moved = true;
         state.persister = None;
         state.tx = None;
+        true
     }
 
     /// How long until the session expires, if its client is away: `Some(ZERO)` once it has;
@@ -904,8 +909,12 @@ impl Session {
     /// Records the end of a run (and the conversation to continue).
     pub(crate) fn end_run(&self, run_id: &str, history: Option<Vec<ChatMessage>>, status: RunStatus) {
         let mut state = self.lock();
-        if state.run.as_ref().is_some_and(|run| run.id == run_id) {
-            state.run = None;
+        if let Some(run) = state.run.take_if(|run| run.id == run_id) {
+            // Stored with the run's end: the message is answered.
+            if state.messages.len() == MESSAGE_IDS_KEPT {
+                state.messages.remove(0);
+            }
+            state.messages.push(run.message_id);
         }
         if let Some(history) = history {
             state.history = history;

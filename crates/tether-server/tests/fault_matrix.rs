@@ -381,3 +381,94 @@ async fn redis_moved_elsewhere_while_the_model_streams() {
 async fn redis_moved_elsewhere_while_a_result_is_in_flight() {
     fault(Moment::ResultInFlight, Fault::Move, Store::Redis).await;
 }
+
+/// Redis restarted (AOF) while a call waits for the page: the session's owner goes on, the
+/// result is applied once, and another server reads the whole session back afterwards.
+#[tokio::test]
+async fn redis_restarted_mid_run_loses_nothing() {
+    let (model, base) = Model::start(false).await;
+    let mut redis = common::redis::Redis::start("faults-redis-restart", &[]);
+    let (a, b) = (serve(&redis.url(), &base), serve(&redis.url(), &base));
+    let mut client = common::Client::connect(&a.url()).await;
+    client.hello(None).await;
+    client.context(1, common::storefront_tools()).await;
+    client.say("add the red mug to my cart").await;
+    let call = client.tool_call().await;
+    redis.restart();
+    client.result(&call.call_id, ResultStatus::Ok, json!(RESULT)).await;
+    assert!(client.ack_or_error(&call.call_id).await.is_ok());
+    let (answer, status) = client.answer().await;
+    assert_eq!((answer.as_str(), status), (ANSWER, RunStatus::Completed));
+    assert!(!client.seen.iter().any(|frame| frame.contains("\"ERROR\"")), "no store error: {:?}", client.seen);
+    let resume = Resume { last_seq: last_seq(&client), ..client.resume_info() };
+    client.kill();
+    // Another server has all of it: the conversation goes on there, the result read once.
+    let mut client = common::Client::connect(&b.url()).await;
+    assert!(client.hello(Some(resume)).await.resumed);
+    client.say("and is it in the cart?").await;
+    assert_eq!(client.answer().await, (ANSWER.to_string(), RunStatus::Completed));
+    let last = model.last_request();
+    assert_eq!(tool_results(&last), 1, "{last:#}");
+    assert_eq!(last["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "user").count(), 2);
+}
+
+/// Redis gone for longer than the lease: the owner holds the session's replies until Redis is
+/// back and says so once (another server may read the session back, and must find what the
+/// client was told); a client that comes to another server is refused with a clear error and
+/// "try again later" (close 1013); once Redis is back, the replies leave, and the session moves
+/// to the other server with everything, nothing applied twice.
+#[tokio::test]
+async fn redis_gone_longer_than_the_lease_is_refused_clearly_and_loses_nothing() {
+    let (model, base) = Model::start(false).await;
+    let mut redis = common::redis::Redis::start("faults-redis-gone", &[]);
+    let (a, b) = (serve(&redis.url(), &base), serve(&redis.url(), &base));
+    let mut client = common::Client::connect(&a.url()).await;
+    client.hello(None).await;
+    client.context(1, common::storefront_tools()).await;
+    client.say("add the red mug to my cart").await;
+    let call = client.tool_call().await;
+    redis.kill();
+    // Longer than the lease: every heartbeat has lapsed.
+    tokio::time::sleep(std::time::Duration::from_millis(LEASE_MS.parse::<u64>().unwrap() * 2)).await;
+
+    let mut newcomer = common::Client::connect(&b.url()).await;
+    newcomer
+        .send(ClientFrame::Hello(tether_protocol::Hello {
+            id: "h".into(),
+            protocol_version: tether_protocol::PROTOCOL_VERSION,
+            resume: None,
+            client: None,
+        }))
+        .await;
+    let error = newcomer.error().await;
+    assert!(error.message.contains("connect again later") && error.message.contains("Redis"), "{}", error.message);
+    assert_eq!(newcomer.closed().await.0, 1013, "try again later");
+
+    client.result(&call.call_id, ResultStatus::Ok, json!(RESULT)).await;
+    let error = client.error().await;
+    assert!(error.message.contains("its replies wait until the store is back"), "{}", error.message);
+    assert!(!client.seen.iter().any(|frame| frame.contains("TOOL_RESULT_ACK")), "no reply before it is stored");
+    redis.restart();
+    assert!(client.ack_or_error(&call.call_id).await.is_ok(), "stored, then acknowledged");
+    assert_eq!(client.answer().await, (ANSWER.to_string(), RunStatus::Completed));
+    let told = client.seen.iter().filter(|frame| frame.contains("cannot store this session")).count();
+    assert_eq!(told, 1, "told once: {:?}", client.seen);
+
+    let resume = Resume { last_seq: last_seq(&client), ..client.resume_info() };
+    client.kill();
+    let mut client = common::Client::connect(&b.url()).await;
+    assert!(client.hello(Some(resume)).await.resumed, "the session moved with everything");
+    client.say("and is it in the cart?").await;
+    let mut calls = 0;
+    let (answer, status) = loop {
+        match client.recv().await {
+            ServerFrame::ToolCall(_) => calls += 1,
+            ServerFrame::AgentMessage(m) if m.done => break (m.delta, m.status),
+            _ => {}
+        }
+    };
+    assert_eq!((calls, status), (0, Some(RunStatus::Completed)), "no call again: {answer}");
+    let last = model.last_request();
+    assert_eq!(tool_results(&last), 1, "the result read once: {last:#}");
+    assert_eq!(last["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "user").count(), 2);
+}
