@@ -22,7 +22,7 @@ use crate::store::{Claim, SessionStore};
 /// How often a server waiting for a session asks its owner again (a request may be lost).
 const ASK_AGAIN: Duration = Duration::from_millis(500);
 /// How often it looks whether the owner let go.
-const POLL: Duration = Duration::from_millis(20);
+const POLL: Duration = Duration::from_millis(5);
 
 /// Renews this server's heartbeat every third of the lease, for as long as the server runs.
 pub(crate) async fn heartbeat(app: Arc<App>, store: Arc<dyn SessionStore>) {

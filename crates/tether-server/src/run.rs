@@ -28,6 +28,7 @@ pub(crate) fn start_run(app: &Arc<App>, session: &Arc<Session>, frame_id: String
         return;
     }
     let run_id = session.next_run_id();
+    tracing::debug!(session = session.id(), run = run_id, message = frame_id, "message read");
     spawn_run(app, session, run_id, frame_id, Start::New(text));
 }
 
@@ -80,12 +81,10 @@ fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: String, frame_id: S
                 Stats::count(&app.stats.runs_completed);
             }
             let (status, error) = (outcome.status, outcome.error);
-            // The run is over before the client hears so: a message sent right after the last
-            // AGENT_MESSAGE starts a new run instead of getting run_in_progress.
-            session.end_run(&run_id, Some(outcome.messages), status);
+            let mut errors = Vec::new();
             if let Some(error) = error {
                 tracing::warn!(run = run_id, %error, "run failed");
-                session.send_error(ErrorCode::RunFailed, error, None);
+                errors.push((ErrorCode::RunFailed, error, None));
             }
             let limit = match status {
                 RunStatus::MaxTurns => {
@@ -99,20 +98,22 @@ fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: String, frame_id: S
             };
             if let Some(message) = limit {
                 tracing::info!(run = run_id, "{message}");
-                session.send_error(ErrorCode::LimitExceeded, message, Some(message_id));
+                errors.push((ErrorCode::LimitExceeded, message, Some(message_id.clone())));
             }
-            // The last frame of a run.
-            session.send_delta(&run_id, "", true, Some(status));
+            // The run is over before the client hears so (a message sent right after the last
+            // AGENT_MESSAGE starts a new run instead of getting run_in_progress), and its errors
+            // and last frame leave with its end, in one write.
+            session.end_run(&run_id, &message_id, Some(outcome.messages), status, errors);
         })
     };
-    if !session.begin_run(&run_id, || task.abort_handle(), stop, frame_id, text.as_deref()) {
+    if !session.begin_run(&run_id, || task.abort_handle(), stop, frame_id.clone(), text.as_deref()) {
         task.abort();
         return;
     }
     Stats::count(&app.stats.runs_started);
     let _ = begin.send(());
     // If the run task panics outside a hook, the session still hears about it and can run again.
-    let (app, session, run_id) = (app.clone(), session.clone(), run_id);
+    let (app, session, run_id, message_id) = (app.clone(), session.clone(), run_id, frame_id);
     tokio::spawn(async move {
         if let Err(error) = task.await {
             // Aborted (its session closed, or the server is draining) or panicked: it ended all
@@ -120,9 +121,8 @@ fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: String, frame_id: S
             Stats::count(&app.stats.runs_ended);
             if error.is_panic() {
                 tracing::error!(run = run_id, "run panicked");
-                session.end_run(&run_id, None, RunStatus::Failed);
-                session.send_delta(&run_id, "", true, Some(RunStatus::Failed));
-                session.send_error(ErrorCode::RunFailed, "the run failed unexpectedly (internal error)", None);
+                let error = (ErrorCode::RunFailed, "the run failed unexpectedly (internal error)".to_string(), None);
+                session.end_run(&run_id, &message_id, None, RunStatus::Failed, vec![error]);
             }
         }
     });

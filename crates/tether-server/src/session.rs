@@ -742,7 +742,24 @@ impl Session {
             let output = output.clone();
             return Some(Box::pin(async move { output }));
         }
-        let call = state.machine.pending().iter().find(|call| call.call_id == call_id).cloned()?;
+        let Some(call) = state.machine.pending().iter().find(|call| call.call_id == call_id).cloned() else {
+            // Sent and settled, but its result is not kept: never sent again (the page would not
+            // run it twice, and nothing would answer), the model is told it may have happened.
+            if state.machine.settled(call_id) {
+                tracing::warn!(
+                    session = self.id,
+                    call = call_id,
+                    "a resumed run's call was settled without a kept result"
+                );
+                let output = ToolOutput::new(
+                    ResultStatus::Interrupted,
+                    "The call was interrupted by a restart of the server: whether it took effect is unknown; check \
+                     before trying again.",
+                );
+                return Some(Box::pin(async move { output }));
+            }
+            return None;
+        };
         let name = serde_json::from_str::<Value>(&call.text)
             .ok()
             .and_then(|frame| frame["name"].as_str().map(String::from))
@@ -907,15 +924,24 @@ impl Session {
     }
 
     /// Records the end of a run (and the conversation to continue).
-    pub(crate) fn end_run(&self, run_id: &str, history: Option<Vec<ChatMessage>>, status: RunStatus) {
+    pub(crate) fn end_run(
+        &self,
+        run_id: &str,
+        message_id: &str,
+        history: Option<Vec<ChatMessage>>,
+        status: RunStatus,
+        errors: Vec<(ErrorCode, String, Option<String>)>,
+    ) {
         let mut state = self.lock();
-        if let Some(run) = state.run.take_if(|run| run.id == run_id) {
-            // Stored with the run's end: the message is answered.
-            if state.messages.len() == MESSAGE_IDS_KEPT {
-                state.messages.remove(0);
-            }
-            state.messages.push(run.message_id);
+        if state.run.as_ref().is_some_and(|run| run.id == run_id) {
+            state.run = None;
         }
+        // Stored with the run's end: its message is answered. (Also when a hand-off or a drain
+        // suspended the run as it ended: its end is what the store must have.)
+        if state.messages.len() == MESSAGE_IDS_KEPT {
+            state.messages.remove(0);
+        }
+        state.messages.push(message_id.to_string());
         if let Some(history) = history {
             state.history = history;
         }
@@ -932,7 +958,12 @@ impl Session {
         for call_id in state.machine.end_run(run_id) {
             state.waiters.remove(&call_id);
         }
-        state.flush();
+        // Its `ERROR`s, then its last frame, in the same write as its end: a crash cannot leave
+        // a stored session whose run ended with a client that never hears so.
+        for (code, message, reply_to) in errors {
+            state.machine.send(ServerFrame::Error(ErrorFrame { id: String::new(), code, message, reply_to }));
+        }
+        state.send_text(run_id, String::new(), true, Some(status), false);
     }
 
     /// The page the client is on.

@@ -216,23 +216,21 @@ impl ClientSession {
     /// already (a number at or below `lastSeq`, delivered again): the edge skips it. `WELCOME`
     /// and unnumbered frames are always handled.
     pub fn received<E, L>(&mut self, frame: &ServerFrameOf<E, L>) -> bool {
-        match frame {
-            ServerFrameOf::Welcome(_) => return true,
-            // A run ended: the messages sent before it are answered (one by it, the others refused
-            // while it ran).
-            ServerFrameOf::AgentMessage(message) if message.done => self.unanswered.clear(),
-            _ => {}
+        if matches!(frame, ServerFrameOf::Welcome(_)) {
+            return true;
         }
-        match frame.seq() {
-            Some(seq) if seq > 0 => {
-                if self.last_seq.is_some_and(|last| seq <= last) {
-                    return false;
-                }
-                self.last_seq = Some(seq);
-                true
+        if let Some(seq) = frame.seq().filter(|seq| *seq > 0) {
+            if self.last_seq.is_some_and(|last| seq <= last) {
+                return false;
             }
-            _ => true,
+            self.last_seq = Some(seq);
         }
+        // A run ended (a frame not seen before): the messages sent before it are answered (one
+        // by it, the others refused while it ran).
+        if matches!(frame, ServerFrameOf::AgentMessage(message) if message.done) {
+            self.unanswered.clear();
+        }
+        true
     }
 
     /// A `TOOL_RESULT_ACK`: the result is applied, forget it.

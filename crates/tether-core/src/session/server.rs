@@ -207,6 +207,11 @@ impl ServerSession {
         Ok(())
     }
 
+    /// Whether the call was answered or abandoned (it is no longer waited for).
+    pub fn settled(&self, call_id: &str) -> bool {
+        self.answered.contains(call_id) || self.abandoned.contains(call_id)
+    }
+
     /// Stops waiting for a call and tells the client to abort it. `false` if it was not waiting.
     pub fn cancel(&mut self, call_id: &str, reason: &str) -> bool {
         let Some(at) = self.pending.iter().position(|call| call.call_id == call_id) else { return false };

@@ -119,6 +119,8 @@ pub struct SoakReport {
     pub seconds: f64,
     /// Clients that were still waiting when the load's time was up, with what they last saw.
     pub stuck: Vec<String>,
+    /// The `ERROR` frames the clients got (their code and text), the first ten.
+    pub errors: Vec<String>,
 }
 
 impl SoakReport {
@@ -264,6 +266,7 @@ struct Tally {
     sessions_lost: u64,
     frames_skipped: u64,
     errors: u64,
+    error_texts: Vec<String>,
 }
 
 /// One browser-like client: the session machine and the executor the browser runtime uses,
@@ -448,6 +451,13 @@ impl BrowserLike {
             ServerFrame::Error(error) => {
                 self.session.refused(&error);
                 self.tally.errors += 1;
+                self.tally.error_texts.push(format!(
+                    "{} (reply to {:?}, session {:?}): {}",
+                    error.code.as_str(),
+                    error.reply_to,
+                    self.session.session_id(),
+                    error.message
+                ));
             }
         }
         (false, true)
@@ -596,6 +606,8 @@ pub async fn soak(plan: SoakPlan) -> SoakReport {
         report.sessions_lost += tally.sessions_lost;
         report.frames_skipped += tally.frames_skipped;
         report.unexpected_errors += tally.errors;
+        let room = 10usize.saturating_sub(report.errors.len());
+        report.errors.extend(tally.error_texts.into_iter().take(room));
     }
     report.seconds = started.elapsed().as_secs_f64();
     if let Some(restarter) = restarter {
