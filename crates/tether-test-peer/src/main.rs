@@ -18,6 +18,9 @@
 //! - `results <call-id>`: how many TOOL_RESULT frames arrived for a call.
 //! - `contexts`: how many CONTEXT_UPDATE frames this session received, and the last tool list.
 //!
+//! A `USER_MESSAGE` whose id the session read before (the client sends its unanswered messages
+//! again after a reconnect) is ignored, as the server ignores it.
+//!
 //! Usage: `tether-test-peer 127.0.0.1:PORT`.
 
 use std::collections::HashMap;
@@ -37,6 +40,9 @@ struct SessionState {
     last_tools: Vec<String>,
     results: HashMap<String, u64>,
     next_call: u64,
+    /// The `USER_MESSAGE` ids read: one sent again after a reconnect is ignored, as the server
+    /// does.
+    messages: Vec<String>,
 }
 
 type Sessions = Arc<Mutex<HashMap<String, SessionState>>>;
@@ -142,6 +148,14 @@ async fn connection(stream: TcpStream, sessions: Sessions) -> Result<()> {
                 send(&mut socket, &ServerFrame::ToolResultAck(ack)).await?;
             }
             ClientFrame::UserMessage(message) => {
+                {
+                    let mut sessions = sessions.lock().unwrap();
+                    let state = sessions.entry(session.clone()).or_default();
+                    if state.messages.contains(&message.id) {
+                        continue;
+                    }
+                    state.messages.push(message.id.clone());
+                }
                 let mut parts = message.text.splitn(3, ' ');
                 let command = parts.next().unwrap_or_default();
                 let tool = parts.next().unwrap_or_default();
