@@ -382,18 +382,25 @@ async fn redis_moved_elsewhere_while_a_result_is_in_flight() {
     fault(Moment::ResultInFlight, Fault::Move, Store::Redis).await;
 }
 
-/// Redis restarted (AOF) while a call waits for the page: the session's owner goes on, the
-/// result is applied once, and another server reads the whole session back afterwards.
-#[tokio::test]
-async fn redis_restarted_mid_run_loses_nothing() {
+/// Two servers on a Redis of the test's own, and a client on the first whose `cart_add` call
+/// waits for its result.
+async fn waiting_on_two_servers(name: &str) -> (Model, common::redis::Redis, Served, Served, common::Client, ToolCall) {
     let (model, base) = Model::start(false).await;
-    let mut redis = common::redis::Redis::start("faults-redis-restart", &[]);
+    let redis = common::redis::Redis::start(name, &[]);
     let (a, b) = (serve(&redis.url(), &base), serve(&redis.url(), &base));
     let mut client = common::Client::connect(&a.url()).await;
     client.hello(None).await;
     client.context(1, common::storefront_tools()).await;
     client.say("add the red mug to my cart").await;
     let call = client.tool_call().await;
+    (model, redis, a, b, client, call)
+}
+
+/// Redis restarted (AOF) while a call waits for the page: the session's owner goes on, the
+/// result is applied once, and another server reads the whole session back afterwards.
+#[tokio::test]
+async fn redis_restarted_mid_run_loses_nothing() {
+    let (model, mut redis, _a, b, mut client, call) = waiting_on_two_servers("faults-redis-restart").await;
     redis.restart();
     client.result(&call.call_id, ResultStatus::Ok, json!(RESULT)).await;
     assert!(client.ack_or_error(&call.call_id).await.is_ok());
@@ -419,14 +426,7 @@ async fn redis_restarted_mid_run_loses_nothing() {
 /// to the other server with everything, nothing applied twice.
 #[tokio::test]
 async fn redis_gone_longer_than_the_lease_is_refused_clearly_and_loses_nothing() {
-    let (model, base) = Model::start(false).await;
-    let mut redis = common::redis::Redis::start("faults-redis-gone", &[]);
-    let (a, b) = (serve(&redis.url(), &base), serve(&redis.url(), &base));
-    let mut client = common::Client::connect(&a.url()).await;
-    client.hello(None).await;
-    client.context(1, common::storefront_tools()).await;
-    client.say("add the red mug to my cart").await;
-    let call = client.tool_call().await;
+    let (model, mut redis, _a, b, mut client, call) = waiting_on_two_servers("faults-redis-gone").await;
     redis.kill();
     // Longer than the lease: every heartbeat has lapsed.
     tokio::time::sleep(std::time::Duration::from_millis(LEASE_MS.parse::<u64>().unwrap() * 2)).await;

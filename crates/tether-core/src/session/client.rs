@@ -194,6 +194,11 @@ impl ClientSession {
             lost = self.outbox.len();
             self.outbox.clear();
             self.unwanted.clear();
+            // Nor for the old session's messages: the page says the conversation was lost and
+            // starts afresh (messages made before any session was welcomed still go).
+            if self.resume.is_some() {
+                self.unanswered.clear();
+            }
         }
         self.resume = Some(Resume {
             session_id: welcome.session_id.clone(),
@@ -421,10 +426,13 @@ mod tests {
         welcomed(&mut session, false, 0);
         session.received(&message("s9"));
         session.result("k1", ResultStatus::Ok, json!(1), 0);
+        assert!(session.message("remove the mug").is_some());
         session.disconnected();
         session.connected();
         let again = welcomed(&mut session, false, 5);
         assert_eq!((call_ids(&again.send).len(), again.lost), (0, 1));
+        let messages = again.send.iter().filter(|frame| matches!(frame, ClientFrame::UserMessage(_))).count();
+        assert_eq!(messages, 0, "the old session's message is not sent to the new one");
         assert_eq!(session.last_seq(), None, "the new session numbers from 1");
         assert!(session.received(&message("s1")));
     }
