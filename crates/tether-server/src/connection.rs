@@ -150,6 +150,13 @@ fn send_direct_error(tx: &mpsc::UnboundedSender<Outbound>, code: ErrorCode, mess
     let _ = tx.send(Outbound::Text(tether_protocol::encode_frame(&frame)));
 }
 
+/// Tells a client whose `HELLO` the session store cannot serve now why, and to try again later
+/// (close 1013), instead of losing its session to a new one.
+fn refuse_for_now(tx: &mpsc::UnboundedSender<Outbound>, message: String, hello_id: String) {
+    send_direct_error(tx, ErrorCode::Internal, message, Some(hello_id));
+    let _ = tx.send(Outbound::Close(CLOSE_TRY_AGAIN, "the session store is unavailable".into()));
+}
+
 async fn connection(socket: WebSocket, app: Arc<App>, peer_ip: Option<IpAddr>) {
     app.open_connections.fetch_add(1, Ordering::AcqRel);
     serve_connection(socket, &app, peer_ip).await;
@@ -413,8 +420,7 @@ async fn handshake(
         Found::Session(session, from_store) => (session, true, from_store),
         Found::StoreFailed(error) => {
             let message = format!("the session could not be read back ({error}); connect again later");
-            send_direct_error(tx, ErrorCode::Internal, message, Some(hello.id));
-            let _ = tx.send(Outbound::Close(CLOSE_TRY_AGAIN, "the session store is unavailable".into()));
+            refuse_for_now(tx, message, hello.id);
             return None;
         }
         found => {
@@ -428,8 +434,7 @@ async fn handshake(
                 Ok(session) => session,
                 Err(error) => {
                     let message = format!("no session can be started now ({error}); connect again later");
-                    send_direct_error(tx, ErrorCode::Internal, message, Some(hello.id));
-                    let _ = tx.send(Outbound::Close(CLOSE_TRY_AGAIN, "the session store is unavailable".into()));
+                    refuse_for_now(tx, message, hello.id);
                     return None;
                 }
             };
