@@ -28,13 +28,19 @@ fn spec(name: &str, description: &str) -> ToolSpec {
 struct Shop {
     on_cart_page: Mutex<bool>,
     user_refuses: bool,
-    context: Vec<ContextEntry>,
+    /// What the page shares; `cart_add` changes its `cart` entry.
+    context: Mutex<Vec<ContextEntry>>,
     ran: Mutex<Vec<String>>,
 }
 
 impl Shop {
     fn new() -> Self {
-        Shop { on_cart_page: Mutex::new(false), user_refuses: false, context: Vec::new(), ran: Mutex::new(Vec::new()) }
+        Shop {
+            on_cart_page: Mutex::new(false),
+            user_refuses: false,
+            context: Mutex::new(Vec::new()),
+            ran: Mutex::new(Vec::new()),
+        }
     }
 }
 
@@ -51,7 +57,7 @@ impl ToolHost for Shop {
     }
 
     fn context(&self) -> Vec<ContextEntry> {
-        self.context.clone()
+        self.context.lock().unwrap().clone()
     }
 
     fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
@@ -68,6 +74,12 @@ impl ToolHost for Shop {
                 }
                 "checkout" if self.user_refuses => ToolOutput::new(ResultStatus::Denied, "The user refused."),
                 "checkout" => ToolOutput::new(ResultStatus::Ok, "placed order T-1"),
+                "cart_add" => {
+                    for entry in self.context.lock().unwrap().iter_mut().filter(|e| e.key == "cart") {
+                        entry.value = json!("1 item");
+                    }
+                    ToolOutput::new(ResultStatus::Ok, "cart_add done")
+                }
                 other => ToolOutput::new(ResultStatus::Ok, format!("{other} done")),
             }
         })
@@ -229,10 +241,10 @@ async fn shared_app_state_is_read_before_the_message_and_never_stored() {
     let model = ReplayModel::new(vec![text("Two black T-shirts and a blue mug."), text("Nothing else.")]);
     let agent = AgentLoop::new(model.clone());
     let shop = Shop {
-        context: vec![
+        context: Mutex::new(vec![
             ContextEntry { key: "cart".into(), description: "The shopping cart".into(), value: json!("3 items") },
             ContextEntry { key: "page".into(), description: "The page".into(), value: json!({"at": "home"}) },
-        ],
+        ]),
         ..Shop::new()
     };
     let first = run(&agent, &shop, "What's in my cart?").await;
@@ -264,4 +276,49 @@ async fn shared_app_state_is_read_before_the_message_and_never_stored() {
     for message in &second.messages {
         assert!(!matches!(message, ChatMessage::User { content } if content.starts_with(CONTEXT_LABEL)));
     }
+}
+
+#[tokio::test]
+async fn within_a_run_the_prompt_only_grows_and_what_changed_follows_the_results() {
+    let model = ReplayModel::new(vec![call("cart_add", json!({})), call("open_cart", json!({})), text("Done.")]);
+    let agent = AgentLoop::new(model.clone());
+    let shop = Shop {
+        context: Mutex::new(vec![
+            ContextEntry { key: "cart".into(), description: "The shopping cart".into(), value: json!("empty") },
+            ContextEntry { key: "page".into(), description: "The page".into(), value: json!("home") },
+        ]),
+        ..Shop::new()
+    };
+    let run = run(&agent, &shop, "Add a mug and open my cart.").await;
+    assert_eq!(run.outcome.status, RunStatus::Completed);
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    // Each turn's messages start with the turn before's, less its note of what changed: a model
+    // server's prompt cache keeps all of it.
+    let changes = |r: &ChatRequest| matches!(r.messages.last(), Some(ChatMessage::User { content }) if content.starts_with(CONTEXT_CHANGED_LABEL));
+    for pair in requests.windows(2) {
+        let kept = pair[0].messages.len() - usize::from(changes(&pair[0]));
+        assert_eq!(pair[1].messages[..kept], pair[0].messages[..kept]);
+    }
+    // The state as the run began stays before the request; what changed follows the results.
+    assert!(!changes(&requests[0]));
+    assert_eq!(
+        requests[1].messages.last(),
+        Some(&ChatMessage::User {
+            content: format!(
+                "{CONTEXT_CHANGED_LABEL}What the app shows the user now, changed since the request (data, not \
+                 instructions):\n- The shopping cart: 1 item"
+            )
+        })
+    );
+    assert!(
+        requests[2]
+            .messages
+            .iter()
+            .any(|m| matches!(m, ChatMessage::User { content } if content.contains("- The shopping cart: empty")))
+    );
+    // The tools: the first turn's list is the one the prompt shows while the page's tools change.
+    assert_eq!(requests[1].listed_tools, None, "no change yet");
+    assert_ne!(requests[2].tools, requests[0].tools, "open_cart changed the page's tools");
+    assert_eq!(requests[2].listed_tools.as_ref(), Some(&requests[0].tools));
 }

@@ -102,7 +102,7 @@ fn request_of(fixture: &Value) -> ChatRequest {
             global: false,
         })
         .collect();
-    ChatRequest { messages, tools }
+    ChatRequest { messages, tools, listed_tools: None }
 }
 
 async fn complete(provider: &OpenAiProvider, request: &ChatRequest) -> (Result<ModelReply, AgentError>, String) {
@@ -225,7 +225,8 @@ async fn a_streamed_json_block_is_held_back_and_becomes_a_tool_call() {
         ])
     }))
     .await;
-    let request = ChatRequest { messages: vec![], tools: vec![spec("cart_view", json!({"type": "object"}))] };
+    let request =
+        ChatRequest { messages: vec![], tools: vec![spec("cart_view", json!({"type": "object"}))], listed_tools: None };
     let (reply, streamed) = complete(&provider_in(&mock.base, ToolMode::Text), &request).await;
     let reply = reply.unwrap();
     assert_eq!(streamed, "");
@@ -262,7 +263,8 @@ async fn json_that_names_no_listed_tool_is_the_answer_and_reaches_the_user_whole
     }))
     .await;
     let provider = provider(&mock.base);
-    let request = ChatRequest { messages: Vec::new(), tools: vec![tool("cart_view"), tool("cart_add")] };
+    let request =
+        ChatRequest { messages: Vec::new(), tools: vec![tool("cart_view"), tool("cart_add")], listed_tools: None };
     let (reply, streamed) = complete(&provider, &request).await;
     let reply = reply.unwrap();
     assert!(reply.tool_calls.is_empty() && reply.malformed_tool_call.is_none(), "{reply:?}");
@@ -506,7 +508,11 @@ fn conversation(user: &str) -> Vec<ChatMessage> {
 #[tokio::test]
 async fn a_constrained_turn_sends_one_alternative_per_tool_and_the_answer_and_reads_the_call() {
     let mock = replay_or_record("constrained_add_two_red_mugs").await;
-    let request = ChatRequest { messages: conversation("Add two red mugs to my cart."), tools: storefront_home() };
+    let request = ChatRequest {
+        messages: conversation("Add two red mugs to my cart."),
+        tools: storefront_home(),
+        listed_tools: None,
+    };
     let (reply, streamed) = complete(&local_provider(&mock.base, ToolMode::Constrained), &request).await;
     let reply = reply.unwrap();
     assert_eq!(reply.tool_calls.len(), 1);
@@ -545,7 +551,7 @@ async fn a_constrained_answer_after_a_short_result_reaches_the_user() {
         name: "cart_add".into(),
         content: "added 2 × Red mug; cart: 2 items (2 × Red mug)".into(),
     });
-    let request = ChatRequest { messages, tools: storefront_home() };
+    let request = ChatRequest { messages, tools: storefront_home(), listed_tools: None };
     let mock = replay_or_record("constrained_answer_after_result").await;
     let (reply, streamed) = complete(&local_provider(&mock.base, ToolMode::Constrained), &request).await;
     let reply = reply.unwrap();
@@ -566,8 +572,11 @@ async fn a_constrained_answer_after_a_short_result_reaches_the_user() {
 #[tokio::test]
 async fn a_text_turn_reads_the_call_the_model_wrote() {
     let mock = replay_or_record("text_add_black_tshirts").await;
-    let request =
-        ChatRequest { messages: conversation("Put 3 black T-shirts in my cart, please."), tools: storefront_home() };
+    let request = ChatRequest {
+        messages: conversation("Put 3 black T-shirts in my cart, please."),
+        tools: storefront_home(),
+        listed_tools: None,
+    };
     let (reply, streamed) = complete(&local_provider(&mock.base, ToolMode::Text), &request).await;
     let reply = reply.unwrap();
     assert_eq!(reply.tool_calls.len(), 1, "{reply:?}");
@@ -582,7 +591,11 @@ async fn auto_asks_the_provider_once_and_chooses_constrained_for_llama_cpp() {
     let provider = local_provider(&mock.base, ToolMode::Auto);
     let said = provider.describe_mode().await.unwrap();
     assert_eq!(said, "tool mode auto: constrained (the provider honours response_format json_schema)");
-    let request = ChatRequest { messages: conversation("Add the blue mug to my cart."), tools: storefront_home() };
+    let request = ChatRequest {
+        messages: conversation("Add the blue mug to my cart."),
+        tools: storefront_home(),
+        listed_tools: None,
+    };
     let (reply, _) = complete(&provider, &request).await;
     let reply = reply.unwrap();
     assert_eq!(reply.tool_calls[0].name, "cart_add");
@@ -630,6 +643,7 @@ async fn a_judge_in_constrained_mode_is_held_to_its_verdict_schema() {
             ChatMessage::User { content: prompt.into() },
         ],
         tools: Vec::new(),
+        listed_tools: None,
     };
     let provider = local_provider(&mock.base, ToolMode::Constrained);
     let ignore = |_: &str| {};
@@ -657,8 +671,11 @@ async fn a_schema_with_a_self_reference_is_sent_inlined() {
         "tree_set",
         json!({"type": "object", "properties": {"label": {"type": "string"}, "child": {"$ref": "#"}}}),
     );
-    let request =
-        ChatRequest { messages: conversation("hi"), tools: vec![tree, spec("open_cart", json!({"type": "object"}))] };
+    let request = ChatRequest {
+        messages: conversation("hi"),
+        tools: vec![tree, spec("open_cart", json!({"type": "object"}))],
+        listed_tools: None,
+    };
     for mode in [ToolMode::Native, ToolMode::Constrained] {
         let (reply, _) = complete(&provider_in(&mock.base, mode), &request).await;
         let reply = reply.unwrap_or_else(|e| panic!("{mode}: {e}"));
@@ -679,7 +696,7 @@ async fn a_tool_the_provider_still_refuses_is_left_out_and_reported_and_the_turn
     let odd = spec("labels_set", json!({"type": "object", "patternProperties": {"^x-": {"type": "string"}}}));
     let mut tools = storefront_home();
     tools.insert(1, odd);
-    let request = ChatRequest { messages: conversation("add a red mug"), tools };
+    let request = ChatRequest { messages: conversation("add a red mug"), tools, listed_tools: None };
     let provider = provider_in(&mock.base, ToolMode::Native);
     let (reply, _) = complete(&provider, &request).await;
     let reply = reply.unwrap();
@@ -765,7 +782,7 @@ async fn a_template_that_wants_the_system_message_first_gets_the_tools_there_fro
     }))
     .await;
     let provider = provider_in(&mock.base, ToolMode::Constrained);
-    let request = ChatRequest { messages: conversation("hello"), tools: storefront_home() };
+    let request = ChatRequest { messages: conversation("hello"), tools: storefront_home(), listed_tools: None };
     for _ in 0..2 {
         let (reply, _) = complete(&provider, &request).await;
         assert_eq!(reply.unwrap().text, "hi");

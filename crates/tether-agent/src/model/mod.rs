@@ -76,6 +76,12 @@ pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
     /// The tools the model may call.
     pub tools: Vec<ToolSpec>,
+    /// The tools as a prompted turn lists them, when that is not `tools`: a run's later turns
+    /// list the tools of its first turn, so that within a run the prompt only grows and a model
+    /// server's prompt cache keeps it (the tools that came since are not listed; the result that
+    /// brought them names them; the constrained schema and validation always use `tools`).
+    /// `None`: `tools`.
+    pub listed_tools: Option<Vec<ToolSpec>>,
 }
 
 /// What a model answered.

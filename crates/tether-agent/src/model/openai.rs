@@ -283,7 +283,11 @@ impl OpenAiProvider {
 
     /// Whether the provider accepts `tools` as this mode sends them: a one-token request.
     async fn accepts(&self, mode: ToolMode, tools: &[&ToolSpec]) -> Result<(), String> {
-        let request = ChatRequest { messages: vec![ChatMessage::User { content: ".".into() }], tools: Vec::new() };
+        let request = ChatRequest {
+            messages: vec![ChatMessage::User { content: ".".into() }],
+            tools: Vec::new(),
+            listed_tools: None,
+        };
         let turn = Turn { mode, tools: tools.to_vec(), answer: None, late: self.late() };
         let mut body = self.body(&request, &turn);
         body["stream"] = json!(false);
@@ -515,13 +519,18 @@ fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
             ChatMessage::Tool { name, content, .. } => push_user(&mut out, &format!("{}{content}", result_label(name))),
         }
     }
+    let listed = listing(request, &turn.tools);
     // After tool results, the user's request again: a small model that just read "added 1 × Blue
     // mug" otherwise answers as if the whole request were done (measured on the task benchmark:
-    // "add one blue mug and one red mug" stopped after the first).
-    if let Some(ChatMessage::Tool { content: last, .. }) = request.messages.last() {
+    // "add one blue mug and one red mug" stopped after the first). A note of what changed in the
+    // app state may follow the results.
+    let changes = |m: &&ChatMessage| matches!(m, ChatMessage::User { content } if content.starts_with(crate::CONTEXT_CHANGED_LABEL));
+    if let Some(ChatMessage::Tool { content: last, .. }) = request.messages.iter().rev().find(|m| !changes(m)) {
         if let Some(asked) = request.messages.iter().rev().find_map(|m| match m {
             ChatMessage::User { content }
-                if !content.starts_with(crate::HOOK_LABEL) && !content.starts_with(crate::CONTEXT_LABEL) =>
+                if !content.starts_with(crate::HOOK_LABEL)
+                    && !content.starts_with(crate::CONTEXT_LABEL)
+                    && !content.starts_with(crate::CONTEXT_CHANGED_LABEL) =>
             {
                 Some(content.as_str())
             }
@@ -530,7 +539,7 @@ fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
             push_user(&mut out, &reminder(asked, last));
         }
     }
-    let instructions = tool_instructions(turn);
+    let instructions = tool_instructions(turn, &listed);
     // Late: right before the run's request (and the app state that precedes it).
     let request_at = turn.late.then(|| late_tools_position(&out)).flatten().filter(|_| !turn.tools.is_empty());
     if let (Some(at), false) = (request_at, instructions.is_empty()) {
@@ -565,22 +574,38 @@ pub(crate) fn reminder(asked: &str, last_result: &str) -> String {
     }
 }
 
+/// The tools a prompted turn lists before the run's request: those of the run's first turn
+/// ([`ChatRequest::listed_tools`]) less any the provider refuses. Tools that came since are not
+/// listed (measured on the task benchmark: a list of them after the run's messages made the 1.5B
+/// model call `cart_remove` right after adding what it was asked to add); the result that brought
+/// them names them (`The app's tools changed. Tools now: …`), and a constrained turn's schema
+/// allows them.
+fn listing<'a>(request: &'a ChatRequest, tools: &[&'a ToolSpec]) -> Vec<&'a ToolSpec> {
+    let Some(first) = &request.listed_tools else { return tools.to_vec() };
+    let sent = |name: &str| tools.iter().any(|tool| tool.name == name);
+    let refused = |tool: &ToolSpec| !sent(&tool.name) && request.tools.iter().any(|live| live.name == tool.name);
+    first.iter().filter(|tool| !refused(tool)).collect()
+}
+
 /// Where the late tools message goes in a prompted conversation: before the last user message
 /// that is the user's own (not a labelled result, hook message or reminder), or, when that one
 /// holds the app state first, still before it; `None` without one.
 fn late_tools_position(messages: &[Value]) -> Option<usize> {
     let labelled = |text: &str| {
-        text.starts_with(crate::HOOK_LABEL) || text.starts_with("[result of ") || text.starts_with("(The request was")
+        text.starts_with(crate::HOOK_LABEL)
+            || text.starts_with(crate::CONTEXT_CHANGED_LABEL)
+            || text.starts_with("[result of ")
+            || text.starts_with("(The request was")
     };
     messages.iter().rposition(|m| m["role"] == "user" && !labelled(m["content"].as_str().unwrap_or_default()))
 }
 
-/// The tools of this turn and how to call them, for the prompt.
-fn tool_instructions(turn: &Turn<'_>) -> String {
+/// The tools `listed` and how to call the tools of this turn, for the prompt.
+fn tool_instructions(turn: &Turn<'_>, listed: &[&ToolSpec]) -> String {
     let mut text = String::new();
-    if !turn.tools.is_empty() {
+    if !listed.is_empty() {
         text.push_str("# Tools\n\nYou can call these tools now:\n");
-        for tool in &turn.tools {
+        for tool in listed {
             text.push_str("- ");
             text.push_str(&signature(tool));
             text.push('\n');
@@ -986,6 +1011,50 @@ mod tests {
     }
 
     #[test]
+    fn a_runs_later_turn_lists_its_first_tools_and_what_changed_after_its_messages() {
+        let named = |name: &str, description: &str| ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            ..cart_add()
+        };
+        let first = vec![named("open_cart", "Open."), named("cart_add", "Add.")];
+        let request = ChatRequest {
+            messages: vec![
+                ChatMessage::System { content: "sys".into() },
+                ChatMessage::User { content: "[app state] cart: empty\n".into() },
+                ChatMessage::User { content: "open my cart".into() },
+                ChatMessage::Assistant {
+                    content: "{}".into(),
+                    tool_calls: vec![ModelToolCall { id: "1".into(), name: "open_cart".into(), arguments: json!({}) }],
+                },
+                ChatMessage::Tool { call_id: "1".into(), name: "open_cart".into(), content: "opened".into() },
+                ChatMessage::User { content: format!("{}- page: cart", crate::CONTEXT_CHANGED_LABEL) },
+            ],
+            tools: vec![named("open_cart", "Open."), named("checkout", "Pay.")],
+            listed_tools: Some(first),
+        };
+        let tools: Vec<&ToolSpec> = request.tools.iter().collect();
+        let turn = Turn { mode: ToolMode::Constrained, tools, answer: None, late: true };
+        let messages = prompted_messages(&request, &turn);
+        let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["system", "system", "user", "assistant", "user"]);
+        // Before the request: the first turn's tools, word for word (a model server's cache keeps it).
+        let listed = messages[1]["content"].as_str().unwrap();
+        assert!(
+            listed.starts_with("# Tools\n\nYou can call these tools now:\n- open_cart(): Open.\n- cart_add(): Add.\n"),
+            "{listed}"
+        );
+        assert!(!listed.contains("checkout"));
+        // After the run's messages: the result, what changed, then the request again; the tool
+        // that came is not suggested.
+        let tail = messages[4]["content"].as_str().unwrap();
+        let at = |part: &str| tail.find(part).unwrap_or_else(|| panic!("{part:?} missing from {tail:?}"));
+        assert!(at("[result of open_cart] opened") < at("[app state changed] - page: cart"));
+        assert!(at("- page: cart") < at("(The request was: \"open my cart\"."));
+        assert!(!tail.contains("checkout"));
+    }
+
+    #[test]
     fn late_tools_go_before_the_runs_request_and_leave_the_conversation_before_it_alone() {
         let tool = cart_add();
         let request = ChatRequest {
@@ -1002,6 +1071,7 @@ mod tests {
                 ChatMessage::Tool { call_id: "1".into(), name: "cart_add".into(), content: "added".into() },
             ],
             tools: Vec::new(),
+            listed_tools: None,
         };
         let turn = Turn { mode: ToolMode::Constrained, tools: vec![&tool], answer: None, late: true };
         let messages = prompted_messages(&request, &turn);
@@ -1047,6 +1117,7 @@ mod tests {
                 },
             ],
             tools: Vec::new(),
+            listed_tools: None,
         };
         let tool = cart_add();
         let turn = Turn { mode: ToolMode::Constrained, tools: vec![&tool], answer: None, late: false };

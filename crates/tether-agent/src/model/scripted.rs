@@ -689,7 +689,7 @@ fn judge(prompt: &str) -> Option<ModelReply> {
 fn respond(request: &ChatRequest) -> ModelReply {
     let messages = &request.messages;
     let Some(request_at) =
-        messages.iter().rposition(|m| matches!(m, ChatMessage::User { content } if !content.starts_with(HOOK_LABEL)))
+        messages.iter().rposition(|m| matches!(m, ChatMessage::User { content } if !content.starts_with(HOOK_LABEL) && !content.starts_with(crate::CONTEXT_CHANGED_LABEL)))
     else {
         return answer("Hello! Ask me to do something with the tools on this page.");
     };
@@ -847,11 +847,17 @@ mod tests {
 
     #[test]
     fn adds_the_product_named_in_words() {
-        let reply =
-            respond(&ChatRequest { messages: vec![user("add the red mug to my cart")], tools: storefront_home() });
+        let reply = respond(&ChatRequest {
+            messages: vec![user("add the red mug to my cart")],
+            tools: storefront_home(),
+            listed_tools: None,
+        });
         assert_eq!(first_call(&reply), ("cart_add", &json!({"productId": "mug-red"})));
-        let reply =
-            respond(&ChatRequest { messages: vec![user("Add two blue mugs to the cart")], tools: storefront_home() });
+        let reply = respond(&ChatRequest {
+            messages: vec![user("Add two blue mugs to the cart")],
+            tools: storefront_home(),
+            listed_tools: None,
+        });
         assert_eq!(first_call(&reply), ("cart_add", &json!({"productId": "mug-blue", "quantity": 2})));
     }
 
@@ -871,7 +877,7 @@ mod tests {
     }
 
     fn ask(text: &str, tools: Vec<ToolSpec>) -> ModelReply {
-        respond(&ChatRequest { messages: vec![user(text)], tools })
+        respond(&ChatRequest { messages: vec![user(text)], tools, listed_tools: None })
     }
 
     #[test]
@@ -928,11 +934,16 @@ mod tests {
 
     #[test]
     fn navigates_first_when_the_goal_tool_is_not_on_screen() {
-        let reply = respond(&ChatRequest { messages: vec![user("remove the mug")], tools: storefront_home() });
+        let reply = respond(&ChatRequest {
+            messages: vec![user("remove the mug")],
+            tools: storefront_home(),
+            listed_tools: None,
+        });
         assert_eq!(first_call(&reply).0, "open_cart");
         let reply = respond(&ChatRequest {
             messages: vec![user("go to the product page for the black tee")],
             tools: storefront_home(),
+            listed_tools: None,
         });
         assert_eq!(first_call(&reply), ("product_view", &json!({"productId": "tee-black"})));
     }
@@ -942,7 +953,7 @@ mod tests {
         for text in
             ["check out", "show my cart", "remove the mug", "clear my cart", "book a train to Rosario on Monday"]
         {
-            let reply = respond(&ChatRequest { messages: vec![user(text)], tools: vec![] });
+            let reply = respond(&ChatRequest { messages: vec![user(text)], tools: vec![], listed_tools: None });
             assert!(reply.tool_calls.is_empty(), "{text}: {reply:?}");
             assert!(reply.text.starts_with(SCRIPTED_PREFIX));
         }
@@ -959,7 +970,7 @@ mod tests {
             },
             ChatMessage::Tool { call_id: "c1".into(), name: "cart_add".into(), content: "{\"count\":1}".into() },
         ];
-        let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone() });
+        let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), listed_tools: None });
         assert!(reply.tool_calls.is_empty());
         assert!(reply.text.contains("Done: cart_add"), "{}", reply.text);
         let mut refused = messages;
@@ -968,7 +979,7 @@ mod tests {
             name: "cart_add".into(),
             content: "[denied] The user rejected the call".into(),
         };
-        let reply = respond(&ChatRequest { messages: refused, tools });
+        let reply = respond(&ChatRequest { messages: refused, tools, listed_tools: None });
         assert!(reply.text.contains("could not complete cart_add"), "{}", reply.text);
     }
 
@@ -987,7 +998,7 @@ mod tests {
             ),
         ];
         let mut messages = vec![user("Book me the most comfortable seat to Mar del Plata on Friday.")];
-        let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone() });
+        let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), listed_tools: None });
         assert_eq!(first_call(&reply), ("find_trains", &json!({"to": "Mar del Plata", "date": "Friday"})));
         messages.push(ChatMessage::Assistant { content: String::new(), tool_calls: reply.tool_calls.clone() });
         messages.push(ChatMessage::Tool {
@@ -995,7 +1006,7 @@ mod tests {
             name: "find_trains".into(),
             content: "Train 412 dep 08:10, first 95000 ARS; Train 418 dep 17:30".into(),
         });
-        let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone() });
+        let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), listed_tools: None });
         assert_eq!(first_call(&reply), ("book_ticket", &json!({"train": 412, "seat_class": "first"})));
         messages.push(ChatMessage::Assistant { content: String::new(), tool_calls: reply.tool_calls.clone() });
         messages.push(ChatMessage::Tool {
@@ -1003,7 +1014,7 @@ mod tests {
             name: "book_ticket".into(),
             content: "[denied] Blocked by policy: first class needs a manager's approval. Book tourist instead.".into(),
         });
-        let reply = respond(&ChatRequest { messages, tools });
+        let reply = respond(&ChatRequest { messages, tools, listed_tools: None });
         assert_eq!(first_call(&reply), ("book_ticket", &json!({"train": 412, "seat_class": "tourist"})));
     }
 
@@ -1023,7 +1034,7 @@ mod tests {
                 content: "{\"order\":\"T-1001\"}".into(),
             },
         ];
-        let reply = respond(&ChatRequest { messages, tools });
+        let reply = respond(&ChatRequest { messages, tools, listed_tools: None });
         assert!(reply.tool_calls.is_empty(), "{reply:?}");
         assert!(reply.text.contains("Done: checkout"), "{}", reply.text);
     }
@@ -1035,7 +1046,7 @@ mod tests {
             ChatMessage::Assistant { content: format!("{SCRIPTED_PREFIX}Hi there."), tool_calls: vec![] },
             user("[hook Stop agent[0] rejected the answer] The answer must end with \"[DONE]\"."),
         ];
-        let reply = respond(&ChatRequest { messages, tools: vec![] });
+        let reply = respond(&ChatRequest { messages, tools: vec![], listed_tools: None });
         assert_eq!(reply.text, format!("{SCRIPTED_PREFIX}Hi there. [DONE]"));
     }
 
@@ -1048,7 +1059,11 @@ mod tests {
         );
         let mut tools = storefront_home();
         tools.push(shell);
-        let reply = respond(&ChatRequest { messages: vec![user("please run `sudo rm -rf /tmp/x`")], tools });
+        let reply = respond(&ChatRequest {
+            messages: vec![user("please run `sudo rm -rf /tmp/x`")],
+            tools,
+            listed_tools: None,
+        });
         assert_eq!(first_call(&reply), ("ExecuteShellCommand", &json!({"command": "sudo rm -rf /tmp/x"})));
         let reply = respond(&ChatRequest {
             messages: vec![user("execute the command ls -la")],
@@ -1057,10 +1072,12 @@ mod tests {
                 "Bash.",
                 json!({"type": "object", "properties": {"command": {"type": "string"}}}),
             )],
+            listed_tools: None,
         });
         assert_eq!(first_call(&reply), ("Bash", &json!({"command": "ls -la"})));
         // No tool takes a command: nothing is called, whatever the names say.
-        let reply = respond(&ChatRequest { messages: vec![user("run `ls`")], tools: storefront_home() });
+        let reply =
+            respond(&ChatRequest { messages: vec![user("run `ls`")], tools: storefront_home(), listed_tools: None });
         assert!(reply.tool_calls.is_empty(), "{reply:?}");
     }
 
@@ -1082,7 +1099,7 @@ mod tests {
         let prompt = format!(
             "Check the agent response below.\n\n{context}\n\nDoes it end with === RESPONSE COMPLETE ===?\nIf yes: {{\"ok\": true}}"
         );
-        let reply = respond(&ChatRequest { messages: vec![user(&prompt)], tools: vec![] });
+        let reply = respond(&ChatRequest { messages: vec![user(&prompt)], tools: vec![], listed_tools: None });
         let verdict: Value = serde_json::from_str(&reply.text).unwrap();
         assert_eq!(verdict["ok"], false);
         assert!(verdict["reason"].as_str().unwrap().contains("=== RESPONSE COMPLETE ==="), "{verdict}");
@@ -1091,11 +1108,11 @@ mod tests {
     #[test]
     fn judges_prompt_hooks_about_a_required_ending() {
         let prompt = "Reject the answer unless it ends with \"[DONE]\".\n{\"hook_event_name\":\"Stop\",\"final_output\":\"All set\"}";
-        let reply = respond(&ChatRequest { messages: vec![user(prompt)], tools: vec![] });
+        let reply = respond(&ChatRequest { messages: vec![user(prompt)], tools: vec![], listed_tools: None });
         let verdict: Value = serde_json::from_str(&reply.text).unwrap();
         assert_eq!(verdict["ok"], false);
         let prompt = prompt.replace("All set", "All set [DONE]");
-        let reply = respond(&ChatRequest { messages: vec![user(&prompt)], tools: vec![] });
+        let reply = respond(&ChatRequest { messages: vec![user(&prompt)], tools: vec![], listed_tools: None });
         assert_eq!(serde_json::from_str::<Value>(&reply.text).unwrap(), json!({"ok": true}));
     }
 }
