@@ -1,7 +1,9 @@
 // Shared by the task benchmark (run.mjs) and its extras (extras.mjs): a counting proxy in front
 // of the model, the page's state, setting a task up through the UI, and running one task.
 
+import fs from "node:fs";
 import http from "node:http";
+import path from "node:path";
 import { recordFrames, answers, say } from "../../tests/e2e/harness.mjs";
 
 export const TASK_TIMEOUT_MS = Number(process.env.BENCH_TASK_TIMEOUT_S ?? 240) * 1000;
@@ -11,12 +13,17 @@ export const TASK_TIMEOUT_MS = Number(process.env.BENCH_TASK_TIMEOUT_S ?? 240) *
 
 export function startProxy(target) {
   const calls = [];
+  // Every request body as sent, one JSON per line, to replay against a model server by hand
+  // (`requests.jsonl` next to the report).
+  const dump = process.env.BENCH_OUT ? path.join(process.env.BENCH_OUT, "requests.jsonl") : null;
+  if (dump) fs.mkdirSync(process.env.BENCH_OUT, { recursive: true });
   const upstream = new URL(target);
   const server = http.createServer((request, response) => {
     const chunks = [];
     request.on("data", (c) => chunks.push(c));
     request.on("end", () => {
       const body = Buffer.concat(chunks);
+      if (dump) fs.appendFileSync(dump, body.toString().replace(/\n/g, " ") + "\n");
       const call = { start: Date.now(), end: null, promptTokens: null, evaluatedTokens: null, completionTokens: null, status: null, messages: null, reply: null };
       try {
         // What the model read (the schema of a constrained turn is left out: it is large and
@@ -223,7 +230,7 @@ export async function runTask(page, frames, calls, task) {
     hooks,
     calledTools,
     evaluatedTokens: modelCalls.map((c) => c.evaluatedTokens).filter((n) => n != null),
-    model: modelCalls.map((c) => ({ seconds: c.end && (c.end - c.start) / 1000, promptTokens: c.promptTokens, evaluatedTokens: c.evaluatedTokens, last: c.messages?.slice(-2), reply: c.reply })),
+    model: modelCalls.map((c) => ({ seconds: c.end && (c.end - c.start) / 1000, promptTokens: c.promptTokens, evaluatedTokens: c.evaluatedTokens, completionTokens: c.completionTokens, last: c.messages?.slice(-2), reply: c.reply })),
   };
 }
 
