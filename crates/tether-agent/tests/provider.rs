@@ -327,6 +327,38 @@ async fn malformed_bodies_and_unreachable_providers_are_clear_errors() {
 }
 
 #[tokio::test]
+async fn a_request_that_got_no_answer_is_sent_again() {
+    // A provider that closes the first connection after reading the request, without a word
+    // (what llama.cpp's server does to a kept-alive connection it dropped), then answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let served = tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut requests = 0;
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buffer = vec![0; 65536];
+            let _ = socket.read(&mut buffer).await.unwrap();
+            requests += 1;
+            if requests == 1 {
+                drop(socket);
+                continue;
+            }
+            let body = r#"{"choices": [{"message": {"content": "hi"}}]}"#;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            socket.write_all(format!("{head}{body}").as_bytes()).await.unwrap();
+            return requests;
+        }
+    });
+    let (reply, _) = complete(&provider(&base), &ChatRequest::default()).await;
+    assert_eq!(reply.unwrap().text, "hi");
+    assert_eq!(served.await.unwrap(), 2, "asked once, then again");
+}
+
+#[tokio::test]
 async fn the_api_key_is_sent_as_a_bearer_token() {
     let mock =
         mock(Arc::new(|_, _, _| axum::Json(json!({"choices": [{"message": {"content": "hi"}}]})).into_response()))

@@ -33,7 +33,8 @@ pub struct OpenAiConfig {
     pub model: String,
     /// Bearer token, if the provider needs one. Never logged.
     pub api_key: Option<String>,
-    /// How many times a 429 or 5xx answer is retried.
+    /// How many times a 429 or 5xx answer, or a request that got no answer (not a timeout), is
+    /// retried.
     pub max_retries: u32,
     /// Time limit of one request.
     pub timeout: Duration,
@@ -262,7 +263,20 @@ impl OpenAiProvider {
             if let Some(key) = &self.config.api_key {
                 request = request.bearer_auth(key);
             }
-            let response = request.send().await.map_err(|error| AgentError::ProviderUnreachable(describe(&error)))?;
+            let response = match request.send().await {
+                Ok(response) => response,
+                // No answer at all (a kept-alive connection the server had closed, a server
+                // restarting): nothing was received, so asking again is safe. A timeout is not
+                // retried: the model may still be writing.
+                Err(error) if !error.is_timeout() && attempt < self.config.max_retries => {
+                    attempt += 1;
+                    tracing::warn!(error = %describe(&error), attempt, "model provider did not answer; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                    continue;
+                }
+                Err(error) => return Err(AgentError::ProviderUnreachable(describe(&error))),
+            };
             let status = response.status();
             if status.is_success() {
                 return Ok(response);
