@@ -224,12 +224,11 @@ fn task_bench(args: &[String]) -> Result<()> {
         runtime_module(toolchain)?;
         run(in_repo("npm").args(["run", "--silent", "storefront-react:build"]))?;
     }
-    let mut build = in_repo("cargo");
-    build.args(["build", "-p", "tether-server", "--bin", "tether"]);
+    run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether"]))?;
     if extras {
-        build.args(["-p", "travel-local"]);
+        // Apart: `--bin tether` would leave travel-local's binary unbuilt.
+        run(in_repo("cargo").args(["build", "-p", "travel-local"]))?;
     }
-    run(&mut build)?;
     let model = crate::local_model::start()?;
     if let Some(load) = probe("cat", &["/proc/loadavg"]) {
         step(format!("load average before the run: {}", load.trim()));
