@@ -1269,6 +1269,12 @@ pub fn context_changes(shown: &[ContextEntry], now: &[ContextEntry]) -> Option<S
     })
 }
 
+/// Whether a user-role message is one the loop writes, not the user's own words: a hook's
+/// message, the app state, or what changed in it.
+pub(crate) fn is_loop_note(text: &str) -> bool {
+    text.starts_with(HOOK_LABEL) || text.starts_with(CONTEXT_LABEL) || text.starts_with(CONTEXT_CHANGED_LABEL)
+}
+
 /// The names of the tools the host offers now, in its order.
 fn tool_names(host: &dyn ToolHost) -> Vec<String> {
     host.tools().into_iter().map(|t| t.name).collect()

@@ -533,7 +533,6 @@ fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
             ChatMessage::Tool { name, content, .. } => push_user(&mut out, &format!("{}{content}", result_label(name))),
         }
     }
-    let listed = listing(request, &turn.tools);
     // After tool results, the user's request again: a small model that just read "added 1 × Blue
     // mug" otherwise answers as if the whole request were done (measured on the task benchmark:
     // "add one blue mug and one red mug" stopped after the first). A note of what changed in the
@@ -541,19 +540,13 @@ fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
     let changes = |m: &&ChatMessage| matches!(m, ChatMessage::User { content } if content.starts_with(crate::CONTEXT_CHANGED_LABEL));
     if let Some(ChatMessage::Tool { content: last, .. }) = request.messages.iter().rev().find(|m| !changes(m)) {
         if let Some(asked) = request.messages.iter().rev().find_map(|m| match m {
-            ChatMessage::User { content }
-                if !content.starts_with(crate::HOOK_LABEL)
-                    && !content.starts_with(crate::CONTEXT_LABEL)
-                    && !content.starts_with(crate::CONTEXT_CHANGED_LABEL) =>
-            {
-                Some(content.as_str())
-            }
+            ChatMessage::User { content } if !crate::agent_loop::is_loop_note(content) => Some(content.as_str()),
             _ => None,
         }) {
             push_user(&mut out, &reminder(asked, last));
         }
     }
-    let instructions = tool_instructions(turn, &listed);
+    let instructions = tool_instructions(turn, &listing(request, &turn.tools));
     // Late: right before the run's request (and the app state that precedes it).
     let request_at = turn.late.then(|| late_tools_position(&out)).flatten().filter(|_| !turn.tools.is_empty());
     if let (Some(at), false) = (request_at, instructions.is_empty()) {

@@ -688,8 +688,9 @@ fn judge(prompt: &str) -> Option<ModelReply> {
 
 fn respond(request: &ChatRequest) -> ModelReply {
     let messages = &request.messages;
-    let Some(request_at) =
-        messages.iter().rposition(|m| matches!(m, ChatMessage::User { content } if !content.starts_with(HOOK_LABEL) && !content.starts_with(crate::CONTEXT_CHANGED_LABEL)))
+    let Some(request_at) = messages
+        .iter()
+        .rposition(|m| matches!(m, ChatMessage::User { content } if !crate::agent_loop::is_loop_note(content)))
     else {
         return answer("Hello! Ask me to do something with the tools on this page.");
     };
