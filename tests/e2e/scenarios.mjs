@@ -116,6 +116,33 @@ export function defineScenarios({ app, dist }) {
     await close();
   });
 
+  test(`${app}: a reload while a slow handler runs: the call is answered interrupted, never run again; the run ends`, async () => {
+    // ?latency= makes cart_view wait for a (simulated) slow backend; the reload keeps the URL.
+    const { page, frames, errors, close } = await open("/cart?latency=60000");
+    await say(page, "show my cart");
+    const { frame: call } = await frames.waitFor(
+      (f) => f.dir === "received" && f.frame.type === "TOOL_CALL" && f.frame.name === "cart_view",
+    );
+    await page.locator('[data-testid="backend"][data-state="waiting"]').waitFor();
+    await page.reload();
+    // The run's first answer (nothing was answered before the reload): the model read that the
+    // call was interrupted and said so; had the handler run again, it would still be waiting.
+    const answer = await nextAnswer(page, 0);
+    assert.equal(answer.status, "completed");
+    assert.match(answer.text, /interrupted/i);
+    const results = frames
+      .filter((f) => f.dir === "sent" && f.frame.type === "TOOL_RESULT" && f.frame.callId === call.callId)
+      .map((f) => f.frame);
+    assert.ok(results.length >= 1, "the new page answered the call");
+    assert.ok(results.every((f) => f.status === "interrupted"), JSON.stringify(results));
+    assert.equal(await page.locator('[data-testid="backend"][data-state="waiting"]').count(), 0, "cart_view did not run again");
+    const lines = await page.getByTestId("chat-message").allInnerTexts();
+    assert.ok(lines.some((line) => line.includes("show my cart")), lines.join("\n"));
+    await page.screenshot({ path: artifactPath(app, "reload-during-handler.png") });
+    assert.deepEqual(errors, []);
+    await close();
+  });
+
   test(`${app}: Stop in the approval dialog ends the run as aborted and closes the dialog; nothing is removed`, async () => {
     const { page, close } = await open();
     await ask(page, "add the red mug to my cart");

@@ -15,7 +15,11 @@
 //! - `call-and-wait-for-resend <tool> <json-args>`: sends a TOOL_CALL, leaves its result
 //!   unacknowledged until the client sends it again on the same connection, then acknowledges;
 //!   answers with whether the copy kept the frame id.
-//! - `results <call-id>`: how many TOOL_RESULT frames arrived for a call.
+//! - `call-then-close <tool> <json-args>`: sends a TOOL_CALL and closes the socket at once; the
+//!   call stays pending and is sent again after every resume until a result comes (as the
+//!   server asks again for a call it has no result for).
+//! - `results <call-id>`: how many TOOL_RESULT frames arrived for a call, and the status and
+//!   content of each.
 //! - `contexts`: how many CONTEXT_UPDATE frames this session received, and the last tool list.
 //!
 //! A `USER_MESSAGE` whose id the session read before (the client sends its unanswered messages
@@ -38,7 +42,9 @@ use tokio_tungstenite::tungstenite::Message;
 struct SessionState {
     contexts: u64,
     last_tools: Vec<String>,
-    results: HashMap<String, u64>,
+    results: HashMap<String, Vec<Value>>,
+    /// Calls sent whose result has not come: sent again after a resume.
+    pending: Vec<ToolCall>,
     next_call: u64,
     /// The `USER_MESSAGE` ids read: one sent again after a reconnect is ignored, as the server
     /// does.
@@ -86,7 +92,11 @@ fn note(sessions: &Sessions, session: &str, frame: &ClientFrame) {
             state.contexts += 1;
             state.last_tools = update.tools.iter().map(|t| t.name.clone()).collect();
         }
-        ClientFrame::ToolResult(result) => *state.results.entry(result.call_id.clone()).or_default() += 1,
+        ClientFrame::ToolResult(result) => {
+            state.pending.retain(|call| call.call_id != result.call_id);
+            let seen = json!({"status": result.status.as_str(), "content": result.content});
+            state.results.entry(result.call_id.clone()).or_default().push(seen);
+        }
         _ => {}
     }
 }
@@ -140,6 +150,10 @@ async fn connection(stream: TcpStream, sessions: Sessions) -> Result<()> {
         capabilities: vec!["tool_result_ack".into(), "resume".into()],
     };
     send(&mut socket, &ServerFrame::Welcome(welcome)).await?;
+    let pending = sessions.lock().unwrap().get(&session).map(|state| state.pending.clone()).unwrap_or_default();
+    for call in pending {
+        send(&mut socket, &ServerFrame::ToolCall(call)).await?;
+    }
     while let Some(frame) = next_frame(&mut socket).await {
         note(&sessions, &session, &frame);
         match frame {
@@ -201,7 +215,7 @@ async fn connection(stream: TcpStream, sessions: Sessions) -> Result<()> {
                         send(&mut socket, &ServerFrame::ToolCall(ping.clone())).await?;
                         let Some(_) = wait_result(&mut socket, &sessions, &session, &ping.call_id).await else { break };
                         let cancelled_results =
-                            sessions.lock().unwrap()[&session].results.get(&call.call_id).copied().unwrap_or(0);
+                            sessions.lock().unwrap()[&session].results.get(&call.call_id).map_or(0, Vec::len);
                         let text = json!({"callId": call.call_id, "cancelledResults": cancelled_results});
                         answer(&mut socket, &message.id, text.to_string()).await?;
                     }
@@ -235,9 +249,17 @@ async fn connection(stream: TcpStream, sessions: Sessions) -> Result<()> {
                         let text = json!({"callId": call.call_id, "sameId": first.id == again.id});
                         answer(&mut socket, &message.id, text.to_string()).await?;
                     }
+                    "call-then-close" => {
+                        let call = tool_call(&sessions, &session, tool, args);
+                        sessions.lock().unwrap().entry(session.clone()).or_default().pending.push(call.clone());
+                        send(&mut socket, &ServerFrame::ToolCall(call)).await?;
+                        let _ = socket.close(None).await;
+                        return Ok(());
+                    }
                     "results" => {
-                        let count = sessions.lock().unwrap()[&session].results.get(tool).copied().unwrap_or(0);
-                        answer(&mut socket, &message.id, json!({"results": count}).to_string()).await?;
+                        let seen = sessions.lock().unwrap()[&session].results.get(tool).cloned().unwrap_or_default();
+                        let text = json!({"results": seen.len(), "seen": seen});
+                        answer(&mut socket, &message.id, text.to_string()).await?;
                     }
                     "contexts" => {
                         let (count, tools) = {

@@ -22,7 +22,9 @@ use tether_core::{
     ApprovalDecision, ApprovalRequest, CallRequest, Executor, HookOutcome, Outcome, OwnerId, RefusedTool,
     RegistryEvent, SmallMap, Step, ToolDef, ToolRegistry,
 };
-use tether_protocol::{ClientFrame, ContextEntry, ContextUpdate, PageInfo, ResultStatus, ServerFrameOf, ToolSpec};
+use tether_protocol::{
+    ClientFrame, ContextEntry, ContextUpdate, PageInfo, ResultStatus, ServerFrameOf, ToolResult, ToolSpec,
+};
 use wasm_bindgen_futures::spawn_local;
 
 use crate::WebError;
@@ -139,9 +141,6 @@ struct Inner {
     next_listener: u32,
     recent: VecDeque<CallRecord>,
     running: bool,
-    /// Calls whose handler was running when the previous page went away (a reload): if the
-    /// server sends one again, it is answered `interrupted`, never run twice.
-    interrupted: Vec<String>,
 }
 
 struct Shared {
@@ -210,7 +209,6 @@ impl Client {
             next_listener: 0,
             recent: VecDeque::new(),
             running: false,
-            interrupted: Vec::new(),
         };
         let client = Client(Rc::new(Shared { config, inner: RefCell::new(inner) }));
         client.restore_saved();
@@ -223,36 +221,64 @@ impl Client {
     }
 
     /// After a reload: goes on with the session the previous page kept in `sessionStorage` (the
-    /// next `HELLO` resumes it and asks for the conversation). The calls it had run without an
-    /// acknowledged result are answered `interrupted` if the server sends them again: never run
-    /// twice. Anything unreadable starts afresh.
+    /// next `HELLO` resumes it and asks for the conversation). The results it had computed and the
+    /// server had not acknowledged are sent again, never recomputed; the calls whose handler was
+    /// running are answered `interrupted`: never run twice.
+    /// Anything unreadable starts afresh.
     fn restore_saved(&self) {
         let Some(text) = storage().and_then(|storage| storage.get_item(&self.storage_key()).ok().flatten()) else {
             return;
         };
-        // Lines: session id, resume token, then call ids (none holds a newline).
-        let mut lines = text.split('\n').map(String::from);
+        // Lines: session id, resume token, then a line per call: a kept result as
+        // `callId TAB status TAB content`, or the id of a call whose handler was running (no
+        // field holds a newline or a tab: `JSON.stringify` escapes both).
+        let mut lines = text.split('\n');
         let (Some(id), Some(token)) = (lines.next(), lines.next()) else { return };
         let mut inner = self.inner();
         // Frame ids go on from the time in milliseconds: above any count the old page reached.
-        inner.session.reloaded(id, token, Vec::new(), js_sys::Date::now() as u64);
-        inner.interrupted = lines.collect();
+        let now = js_sys::Date::now() as u64;
+        inner.session.reloaded(id.into(), token.into(), Vec::new(), now);
+        // Each kept again, to send once the session is resumed (a result the server already took
+        // is acknowledged again, not applied twice).
+        for line in lines {
+            let mut fields = line.split('\t');
+            let call_id = fields.next().unwrap_or_default();
+            let status = fields.next().and_then(ResultStatus::parse);
+            let (status, content) = match (status, fields.next().map(crate::json::parse)) {
+                (Some(status), Some(Ok(content))) => (status, content),
+                // A call whose handler was running, or a result that cannot be read back: what it
+                // did is unknown, and it never runs again.
+                _ => (
+                    ResultStatus::Interrupted,
+                    Value::from("Interrupted by a page reload: whether it took effect is unknown; check first."),
+                ),
+            };
+            inner.session.result(call_id, status, content, now);
+        }
     }
 
     /// Keeps what a reload needs in `sessionStorage` (tab-scoped; a new tab starts afresh): the
-    /// session id and resume token, and the calls whose handler ran and whose result the server
-    /// has not acknowledged. Written before a handler runs and whenever a result is kept or
-    /// acknowledged.
+    /// session id and resume token, the results the server has not acknowledged, and the calls
+    /// whose handler runs. Written before a handler runs, before a result is sent, and when one
+    /// is acknowledged.
     #[inline(never)]
     fn save(&self) {
         let saved = {
             let inner = self.0.inner.borrow();
             let Some((id, token)) = inner.session.resume_info() else { return };
             let mut saved = format!("{id}\n{token}");
-            let ran = inner.calls.iter().filter(|(_, call)| call.held).map(|(id, _)| id.as_str());
-            for call_id in ran.chain(inner.session.unacknowledged().iter().map(|entry| entry.result.call_id.as_str())) {
+            for (call_id, _) in inner.calls.iter().filter(|(_, call)| call.held) {
                 saved.push('\n');
                 saved.push_str(call_id);
+            }
+            for ToolResult { call_id, status, content, .. } in inner.session.unacknowledged().iter().map(|e| &e.result)
+            {
+                saved.push('\n');
+                for field in [call_id, status.as_str()] {
+                    saved.push_str(field);
+                    saved.push('\t');
+                }
+                saved.push_str(&crate::json::stringify(content));
             }
             saved
         };
@@ -755,33 +781,22 @@ impl Client {
 
     fn start_call_with(&self, request: CallRequest, local: Option<futures_channel::oneshot::Sender<Outcome>>) {
         let call_id = request.call_id.clone();
-        // A call whose handler ran in the page before a reload (its result never reached the
-        // server): it may or may not have taken effect, so it is not run again.
-        let interrupted = local.is_none() && {
-            let mut inner = self.inner();
-            let at = inner.interrupted.iter().position(|id| *id == call_id);
-            at.map(|at| inner.interrupted.swap_remove(at)).is_some()
-        };
-        if interrupted {
-            let outcome = Outcome {
-                call_id,
-                tool: request.tool,
-                status: ResultStatus::Interrupted,
-                content: Value::from("Interrupted by a page reload: whether it took effect is unknown; check first."),
-            };
-            return self.send_result(&outcome, None);
-        }
         let step = {
             let mut inner = self.inner();
-            let Inner { executor, registry, .. } = &mut *inner;
-            let step = executor.start(request, registry, now_ms());
-            if step.is_none() {
-                // A repeated TOOL_CALL (after a reconnect): answer again if we already have the result.
+            // A call whose result is kept (a repeated TOOL_CALL after a reconnect, or one a
+            // reload kept): that result again, never a second run.
+            if inner.session.unacknowledged().iter().any(|entry| entry.result.call_id == call_id) {
                 let known = inner.session.repeated_call(&call_id);
                 drop(inner);
                 if let Some(frame) = known {
                     self.send_frame(&frame);
                 }
+                return;
+            }
+            let Inner { executor, registry, .. } = &mut *inner;
+            let step = executor.start(request, registry, now_ms());
+            if step.is_none() {
+                // Running already (a repeated TOOL_CALL): its result follows when it ends.
                 return;
             }
             inner.calls.insert(call_id, CallState { local, ..CallState::default() });
@@ -998,14 +1013,15 @@ impl Client {
     }
 
     fn send_result(&self, outcome: &Outcome, settle_ms: Option<f64>) {
-        // Kept until acknowledged: resent after a reconnect, and on this connection if no
-        // acknowledgement comes in time. Not sent at all if the server cancelled the call.
+        // Kept until acknowledged: resent after a reconnect or a reload, and on this connection
+        // if no acknowledgement comes in time; in `sessionStorage` before it leaves. Not sent at
+        // all if the server cancelled the call.
         let frame = self.inner().session.result(&outcome.call_id, outcome.status, outcome.content.clone(), now_ms());
+        self.save();
         if let Some(frame) = frame {
             self.send_frame(&frame);
             self.arm_timer();
         }
-        self.save();
         self.record(outcome, settle_ms);
     }
 

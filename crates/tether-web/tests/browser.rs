@@ -49,6 +49,12 @@ impl Harness {
         // Every test is a fresh page: no session kept from the test before (the runtime keeps
         // its session in sessionStorage, for a reload).
         web_sys::window().unwrap().session_storage().unwrap().unwrap().clear().unwrap();
+        Harness::after_reload(config)
+    }
+
+    /// A client for `config` that finds what the page before it kept in sessionStorage, as the
+    /// page after a reload does.
+    fn after_reload(config: ClientConfig) -> Harness {
         let client = Client::new(config);
         let (sender, events) = mpsc::unbounded();
         client.subscribe(move |event| {
@@ -271,6 +277,67 @@ async fn after_a_reconnect_an_unacknowledged_result_is_resent_once() {
     assert_eq!(answer["results"], 2, "sent once, resent once after the reconnect");
     assert_eq!(h.client.unacknowledged_results(), 0, "the resend was acknowledged");
     assert_eq!(*runs.borrow(), 1, "the handler ran once");
+}
+
+#[wasm_bindgen_test]
+async fn a_result_computed_before_a_reload_is_delivered_after_it_and_never_recomputed() {
+    // The first page: it does not reconnect soon, so it is still away when the reload comes.
+    let mut config = ClientConfig::new(peer_url());
+    config.reconnect_base_ms = 600_000;
+    let mut first = Harness::new(config);
+    first.client.connect();
+    first.wait_for(|e| matches!(e, ClientEvent::Welcome { .. })).await;
+    let (finish, finished) = futures_channel::oneshot::channel::<()>();
+    let finished = Rc::new(RefCell::new(Some(finished)));
+    let owner = first.client.new_owner();
+    first
+        .client
+        .register(owner, ToolDef::new("echo", "Echo."), move |_| {
+            let finished = finished.borrow_mut().take();
+            async move {
+                if let Some(finished) = finished {
+                    let _ = finished.await;
+                }
+                Ok(json!({"ranOn": "the first page"}))
+            }
+        })
+        .unwrap();
+    next_tick().await;
+    // The peer sends the call and closes at once: the result is computed while the page is away.
+    first.client.send_message("call-then-close echo {}");
+    let started = first.wait_for(|e| matches!(e, ClientEvent::CallStarted { .. })).await;
+    let ClientEvent::CallStarted { call_id, .. } = started else { unreachable!() };
+    first.wait_for(|e| matches!(e, ClientEvent::Connection { state: ConnectionState::Reconnecting, .. })).await;
+    let _ = finish.send(());
+    first.wait_for(|e| matches!(e, ClientEvent::CallFinished { .. })).await;
+    assert_eq!(first.client.unacknowledged_results(), 1);
+    // The reload: the first page is gone; the next one runs the same tool, counting its runs.
+    first.client.disconnect();
+    drop(first);
+    let mut config = ClientConfig::new(peer_url());
+    config.reconnect_base_ms = 20;
+    let mut second = Harness::after_reload(config);
+    let runs = Rc::new(Cell::new(0));
+    let counter = runs.clone();
+    let owner = second.client.new_owner();
+    second
+        .client
+        .register(owner, ToolDef::new("echo", "Echo."), move |_| {
+            counter.set(counter.get() + 1);
+            async { Ok(json!({"ranOn": "the second page"})) }
+        })
+        .unwrap();
+    second.client.connect();
+    second.wait_for(|e| matches!(e, ClientEvent::Welcome { resumed: true, .. })).await;
+    // The peer asks for the call again after the resume (as the server does for a call it has no
+    // result for); the kept result answers it.
+    let answer = second.ask(&format!("results {call_id}")).await;
+    let seen = answer["seen"].as_array().expect("the results the peer received");
+    assert!(!seen.is_empty(), "the result reached the server after the reload: {answer}");
+    for result in seen {
+        assert_eq!(result, &json!({"status": "ok", "content": {"ranOn": "the first page"}}), "{answer}");
+    }
+    assert_eq!(runs.get(), 0, "the handler did not run again");
 }
 
 #[wasm_bindgen_test]
