@@ -258,10 +258,13 @@ async fn serve_connection(socket: WebSocket, app: &Arc<App>, peer_ip: Option<IpA
             // Until the session expires, or its client comes back (then no expiry is due).
             while let Some(wait) = session.expires_in() {
                 if wait.is_zero() {
-                    tracing::info!(session = session.id(), "client did not come back; session closed");
-                    session.close();
-                    app.sessions.remove(&session);
-                    return;
+                    // In one step with a resuming client's attach: one of the two wins.
+                    if session.close_if_expired() {
+                        tracing::info!(session = session.id(), "client did not come back; session closed");
+                        app.sessions.remove(&session);
+                        return;
+                    }
+                    continue;
                 }
                 tokio::time::sleep(wait).await;
             }
@@ -310,14 +313,20 @@ async fn find_session_now(app: &Arc<App>, resume: &Resume, peer_ip: Option<IpAdd
         if !session.token_matches(&resume.token) {
             return Found::WrongToken;
         }
-        if !session.moved() && still_held(app, &session).await {
+        // (Checked after the store answers too: the session may have ended meanwhile.)
+        if !session.moved() && still_held(app, &session).await && !session.is_closed() {
             return Found::Session(session, false);
         }
-        // Another server claimed it meanwhile: it is read back from the store below.
-        tracing::info!(session = session.id(), "session claimed by another server; reading it back");
-        // (It lost its claim: whatever it holds, the store refuses from it.)
-        let _ = session.hand_off().await;
-        app.sessions.remove(&session);
+        if session.is_closed() {
+            // Its grace period ran out: what it was is read back from the store, if kept.
+            app.sessions.remove(&session);
+        } else {
+            // Another server claimed it meanwhile: it is read back from the store below.
+            tracing::info!(session = session.id(), "session claimed by another server; reading it back");
+            // (It lost its claim: whatever it holds, the store refuses from it.)
+            let _ = session.hand_off().await;
+            app.sessions.remove(&session);
+        }
     }
     let Some(store) = &app.store else { return Found::Missing };
     let load = || async {
@@ -481,7 +490,18 @@ async fn handshake(
     let resume = hello.resume.as_ref().filter(|_| was_resumed);
     let last_seq = resume.and_then(|r| r.last_seq);
     let with_history = resume.is_some_and(|r| r.history);
-    session.attach(connection_id, tx.clone(), &welcome, last_seq, with_history);
+    if !session.attach(connection_id, tx.clone(), &welcome, last_seq, with_history) {
+        // It ended between the lookup and now (its client's grace period ran out): this client
+        // connects again and resumes what the store kept, or starts afresh.
+        tracing::info!(
+            session = session.id(),
+            connection = connection_id,
+            "the session ended while resuming; reconnect"
+        );
+        app.sessions.remove(&session);
+        let _ = tx.send(Outbound::Close(CLOSE_RESTART, "the session ended while resuming; connect again".into()));
+        return None;
+    }
     if from_store {
         resume_run(app, &session);
     }

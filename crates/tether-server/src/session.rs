@@ -103,6 +103,10 @@ struct State {
     messages: Vec<String>,
     /// Handed to another server (a shared store): this one no longer serves it.
     moved: bool,
+    /// Ended ([`Session::close_if_expired`]): its calls are no longer waited for, and no connection may
+    /// attach to it any more (a client that comes back reads it back from the store, or starts
+    /// afresh).
+    closed: bool,
 }
 
 impl State {
@@ -303,6 +307,7 @@ fn empty_state(machine: ServerSession, config: &ServerConfig) -> State {
         run_counter: 0,
         messages: Vec::new(),
         moved: false,
+        closed: false,
     }
 }
 
@@ -473,8 +478,13 @@ impl Session {
         welcome: &ServerFrame,
         last_seq: Option<u64>,
         with_history: bool,
-    ) {
+    ) -> bool {
         let mut state = self.lock();
+        // Ended meanwhile (its grace period ran out while this connection was resuming it): not
+        // served; the client connects again and reads it back from the store.
+        if state.closed {
+            return false;
+        }
         // Whatever was queued for the previous connection goes first (through the persister).
         state.flush();
         let mut first = vec![encode_frame(welcome)];
@@ -496,6 +506,7 @@ impl Session {
         }
         state.tx = Some(tx);
         state.flush();
+        true
     }
 
     /// The connection went away. `false` if it was not the current one (a newer one replaced it).
@@ -595,9 +606,25 @@ impl Session {
         Some(Duration::from_millis(at.saturating_sub(now_ms())))
     }
 
-    /// Ends the session: aborts its run and fails the calls waiting for the client.
-    pub(crate) fn close(&self) {
+    /// Ends the session if its client stayed away past the grace period, in one step with
+    /// [`Session::attach`]: a client that attached meanwhile keeps it. `true` when it ended.
+    pub(crate) fn close_if_expired(&self) -> bool {
         let mut state = self.lock();
+        let due = !state.moved && state.machine.expires_at().is_some_and(|at| at <= now_ms());
+        if due {
+            Self::close_locked(&mut state);
+        }
+        due
+    }
+
+    /// Whether the session ended ([`Session::close_if_expired`]).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    /// Ends the session: aborts its run and fails the calls waiting for the client.
+    fn close_locked(state: &mut State) {
+        state.closed = true;
         if let Some(run) = state.run.take() {
             run.abort.abort();
         }
@@ -1089,5 +1116,59 @@ impl SessionIndex {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tether_protocol::{PROTOCOL_VERSION, ServerFrame, Welcome};
+    use tokio::sync::mpsc;
+
+    use super::Session;
+    use crate::config::ServerConfig;
+
+    fn welcome() -> ServerFrame {
+        ServerFrame::Welcome(Welcome {
+            id: "welcome".into(),
+            protocol_version: PROTOCOL_VERSION,
+            session_id: "s-test".into(),
+            resume_token: "token".into(),
+            resumed: true,
+            max_active_tools: 30,
+            max_frame_bytes: 1 << 20,
+            capabilities: Vec::new(),
+        })
+    }
+
+    /// A session whose client left and whose grace period (none) is over.
+    fn expired() -> Arc<Session> {
+        let config = ServerConfig { reconnect_grace: Duration::ZERO, ..ServerConfig::default() };
+        let session = Session::new(Arc::new(config), None, None, "s-test".into(), None);
+        let (tx, _rx) = mpsc::unbounded_channel();
+        assert!(session.attach(1, tx, &welcome(), None, false));
+        assert!(session.detach(1));
+        session
+    }
+
+    #[test]
+    fn a_session_that_ended_takes_no_connection() {
+        let session = expired();
+        assert!(session.close_if_expired(), "the grace period is over");
+        assert!(session.is_closed());
+        let (tx, _rx) = mpsc::unbounded_channel();
+        // A client whose resume looked the session up before it ended: not attached to it.
+        assert!(!session.attach(2, tx, &welcome(), None, false));
+    }
+
+    #[test]
+    fn a_client_that_attached_first_keeps_its_session() {
+        let session = expired();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        assert!(session.attach(2, tx, &welcome(), None, false));
+        assert!(!session.close_if_expired(), "its client is back");
+        assert!(!session.is_closed());
     }
 }
