@@ -223,8 +223,8 @@ impl Client {
     /// After a reload: goes on with the session the previous page kept in `sessionStorage` (the
     /// next `HELLO` resumes it and asks for the conversation). The results it had computed and the
     /// server had not acknowledged are sent again, never recomputed; the calls whose handler was
-    /// running are answered `interrupted`: never run twice.
-    /// Anything unreadable starts afresh.
+    /// running are answered `interrupted`: never run twice (so is a kept result that cannot be
+    /// read back). Without a readable session id and token, the page starts afresh.
     fn restore_saved(&self) {
         let Some(text) = storage().and_then(|storage| storage.get_item(&self.storage_key()).ok().flatten()) else {
             return;
