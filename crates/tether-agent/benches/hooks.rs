@@ -47,6 +47,7 @@ impl ToolHost for PingHost {
             parameters: json!({"type": "object"}),
             risk: Default::default(),
             global: false,
+            follow_up: true,
         }]
     }
     fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {

@@ -24,8 +24,8 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use serde_json::Value;
 use tether_protocol::{
-    ContextEntry, ResultStatus, RunEndEvent, RunEvent, RunStartEvent, RunStatus, ToolEndEvent, ToolSpec,
-    ToolStartEvent, TurnEndEvent, TurnStartEvent,
+    ContextEntry, ResultStatus, RunEndEvent, RunEvent, RunStartEvent, RunStatus, ToolCallDeltaEvent, ToolEndEvent,
+    ToolSpec, ToolStartEvent, TurnEndEvent, TurnStartEvent,
 };
 
 use crate::AgentError;
@@ -35,7 +35,7 @@ use crate::hooks::{
     EventEmitter, HookError, Hooks, ProviderCall, RunBegin, RunBeginDecision, RunInfo, StopCheck, StopDecision,
     ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart,
 };
-use crate::model::{BoxFuture, ChatMessage, ChatModel, ChatRequest, ModelToolCall};
+use crate::model::{BoxFuture, ChatMessage, ChatModel, ChatRequest, ModelToolCall, Streams, ToolCallDelta};
 
 /// Default most turns per run.
 pub const DEFAULT_MAX_TURNS: u32 = 10;
@@ -480,8 +480,9 @@ impl AgentLoop {
             Ok((status, answer)) => (status, answer, None),
             Err(error) => (RunStatus::Failed, String::new(), Some(error.to_string())),
         };
-        // A run that stopped without an answer says what was done instead.
-        if error.is_none() && answer.trim().is_empty() {
+        // A run that stopped without an answer says what was done instead (unless a
+        // `followUp: false` tool's result is the answer).
+        if error.is_none() && answer.trim().is_empty() && !state.answered_by_tool {
             answer = state.summary(status, self.max_turns);
             (sink.on_delta)(&answer);
             state.messages.push(ChatMessage::Assistant { content: answer.clone(), tool_calls: Vec::new() });
@@ -629,7 +630,28 @@ impl AgentLoop {
                     }
                 }
             };
-            let mut reply = self.model.complete(&request, &on_delta).await?;
+            // Calls as the model writes them: observe-only events, each call's arguments when
+            // they changed, under the id the call will have.
+            let turn = state.turns;
+            let written_calls = std::sync::Mutex::new(Vec::<Value>::new());
+            let on_tool_call = |delta: ToolCallDelta<'_>| {
+                let mut written = written_calls.lock().expect("written calls");
+                if written.len() <= delta.index {
+                    written.resize(delta.index + 1, Value::Null);
+                }
+                if written[delta.index] == delta.partial_args {
+                    return;
+                }
+                written[delta.index] = delta.partial_args.clone();
+                drop(written);
+                (sink.on_event)(RunEvent::ToolCallDelta(ToolCallDeltaEvent {
+                    call_id: format!("{run_id}.{turn}.{}", delta.index),
+                    tool: delta.name.to_string(),
+                    partial_args: delta.partial_args,
+                }));
+            };
+            let streams = Streams { text: &on_delta, tool_call: &on_tool_call };
+            let mut reply = self.model.complete_streaming(&request, streams).await?;
             // What was streamed but held back as a possible claim; shown below unless withdrawn.
             let mut unshown = gate.into_inner().expect("claim gate").finish();
             let show = |text: &str| {
@@ -792,6 +814,8 @@ impl AgentLoop {
             // The calls are asked for before any of them leaves: a restart knows of each.
             host.checkpoint(&state.checkpoint(run_id));
             let mut extra_context = Vec::new();
+            // A call of a `followUp: false` tool that succeeded ends the run after this turn.
+            let mut no_follow_up = None;
             let asked = reply.tool_calls.len();
             let admitted = host.admit(asked).min(asked);
             let guard = self.loop_guard;
@@ -843,11 +867,11 @@ impl AgentLoop {
                     for_model.push_str(&format!("\n(The app's tools changed. Tools now: {}.)", tools_after.join(", ")));
                 }
                 if ran && output.status.is_ok() {
-                    let description = visible
-                        .iter()
-                        .find(|t| t.name == tool_call.name)
-                        .map(|t| t.description.clone())
-                        .unwrap_or_default();
+                    let spec = visible.iter().find(|t| t.name == tool_call.name);
+                    if spec.is_some_and(|t| !t.follow_up) {
+                        no_follow_up.get_or_insert_with(|| tool_call.name.clone());
+                    }
+                    let description = spec.map(|t| t.description.clone()).unwrap_or_default();
                     state.succeeded.push((tool_call.name.clone(), description));
                 }
                 if ran {
@@ -866,7 +890,13 @@ impl AgentLoop {
             for context in extra_context {
                 state.messages.push(ChatMessage::User { content: cap(context) });
             }
-            self.end_turn(sink, &info, reply.text, reply.tool_calls.len()).await?;
+            self.end_turn(sink, &info, reply.text.clone(), reply.tool_calls.len()).await?;
+            if let Some(tool) = no_follow_up {
+                // The tool's result is the answer: recorded, and no model turn after it.
+                tracing::debug!(run = run_id, tool, "a followUp: false tool succeeded; run ended");
+                state.answered_by_tool = true;
+                return Ok((RunStatus::Completed, reply.text));
+            }
             if guard.refuse_repeats && guard.max_repeats > 0 && state.repeats >= guard.max_repeats {
                 tracing::warn!(run = run_id, repeats = state.repeats, "the model keeps repeating calls; run ended");
                 return Ok((RunStatus::LoopDetected, String::new()));
@@ -1073,6 +1103,8 @@ struct RunState {
     request: String,
     /// What the loop guard told the model when it did not run a call.
     refusals: Vec<String>,
+    /// A `followUp: false` tool ended the run: its result is the answer.
+    answered_by_tool: bool,
 }
 
 /// Where a run is, as [`ToolHost::checkpoint`] receives it and [`AgentLoop::resume`] goes on
@@ -1159,6 +1191,7 @@ impl RunState {
             rejections: checkpoint.rejections,
             unreadable_in_a_row: checkpoint.unreadable_in_a_row,
             nudged_empty: checkpoint.nudged_empty,
+            answered_by_tool: false,
         }
     }
 

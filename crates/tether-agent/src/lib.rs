@@ -25,7 +25,8 @@ pub use hooks::{
 };
 pub use model::{
     BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, ReadReply, RefusedTool,
-    SCRIPTED_CONTRACT, ScriptedModel, ToolMode, json_values, read_reply,
+    SCRIPTED_CONTRACT, ScriptedModel, Streams, ToolCallDelta, ToolDeltaSink, ToolMode, json_values, partial_object,
+    partial_value, read_reply,
 };
 #[cfg(feature = "openai")]
 pub use model::{OpenAiConfig, OpenAiProvider};

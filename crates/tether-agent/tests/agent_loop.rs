@@ -45,6 +45,7 @@ impl FakeHost {
                 parameters: schema.clone(),
                 risk: Default::default(),
                 global: false,
+                follow_up: true,
             })
             .collect();
         FakeHost { tools, executed: Mutex::new(Vec::new()), output: output.into() }
@@ -328,4 +329,35 @@ async fn a_malformed_tool_call_is_explained_to_the_model() {
     let requests = model.requests();
     let ChatMessage::User { content } = requests[1].messages.last().unwrap() else { panic!() };
     assert!(content.contains("could not be read: the tool call is not valid JSON"), "{content}");
+}
+
+#[tokio::test]
+async fn a_follow_up_false_tool_ends_the_run_after_its_result_without_another_model_turn() {
+    let model = replay(vec![calls("book_ticket", json!({"seat_class": "first"})), text("booked, enjoy")]);
+    let agent = AgentLoop::new(model.clone());
+    let mut host = FakeHost::new("seat 12A");
+    host.tools[0].follow_up = false;
+    let (outcome, events, text) = run(&agent, &host).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(model.requests().len(), 1, "the model was asked again after a followUp: false tool");
+    assert_eq!(host.executed.lock().unwrap().len(), 1);
+    assert_eq!(text, "", "no follow-up answer, and no summary in its place: the result is the answer");
+    assert_eq!(outcome.answer, "");
+    assert!(
+        events.iter().any(|e| matches!(e, RunEvent::ToolExecutionEnd(ToolEndEvent { status: ResultStatus::Ok, .. }))),
+        "the result is recorded"
+    );
+    assert!(matches!(events.last(), Some(RunEvent::RunEnd(RunEndEvent { status: RunStatus::Completed, .. }))));
+}
+
+#[tokio::test]
+async fn a_follow_up_false_tool_that_fails_validation_is_still_followed_up() {
+    let model = replay(vec![calls("book_ticket", json!({"seat_class": "luxury"})), text("that class does not exist")]);
+    let agent = AgentLoop::new(model.clone());
+    let mut host = FakeHost::new("seat 12A");
+    host.tools[0].follow_up = false;
+    let (outcome, _, text) = run(&agent, &host).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(model.requests().len(), 2, "a refused call of a followUp: false tool must still be answered");
+    assert!(text.contains("that class does not exist"), "{text}");
 }

@@ -20,6 +20,7 @@ fn spec(name: &str, description: &str) -> ToolSpec {
         parameters: json!({"type": "object"}),
         risk: Default::default(),
         global: false,
+        follow_up: true,
     }
 }
 

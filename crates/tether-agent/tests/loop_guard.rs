@@ -33,6 +33,7 @@ impl ToolHost for Shop {
                 parameters: add,
                 risk: Default::default(),
                 global: false,
+                follow_up: true,
             },
             ToolSpec {
                 name: "cart_view".into(),
@@ -40,6 +41,7 @@ impl ToolHost for Shop {
                 parameters: json!({"type": "object"}),
                 risk: Default::default(),
                 global: false,
+                follow_up: true,
             },
         ]
     }

@@ -100,6 +100,7 @@ fn request_of(fixture: &Value) -> ChatRequest {
             parameters: t["function"]["parameters"].clone(),
             risk: Default::default(),
             global: false,
+            follow_up: true,
         })
         .collect();
     ChatRequest { messages, tools, listed_tools: None }
@@ -233,6 +234,68 @@ async fn a_streamed_json_block_is_held_back_and_becomes_a_tool_call() {
     assert_eq!(reply.tool_calls[0].name, "cart_view");
 }
 
+/// The tool calls passed on while written: (index, name, arguments so far).
+async fn complete_streaming(
+    provider: &OpenAiProvider,
+    request: &ChatRequest,
+) -> (Result<ModelReply, AgentError>, Vec<(usize, String, Value)>) {
+    let written = Mutex::new(Vec::new());
+    let on_call = |delta: ToolCallDelta<'_>| {
+        written.lock().unwrap().push((delta.index, delta.name.to_string(), delta.partial_args));
+    };
+    let reply = provider.complete_streaming(request, Streams { text: &|_| {}, tool_call: &on_call }).await;
+    (reply, written.into_inner().unwrap())
+}
+
+#[tokio::test]
+async fn native_tool_call_arguments_are_passed_on_as_they_stream() {
+    let mock = mock(Arc::new(|_, _, _| {
+        sse(&[
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c", "function": {"name": "cart_", "arguments": ""}}]}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": "add", "arguments": "{\"productId\":"}}]}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": " \"mug-"}}]}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "red\", \"quantity\": 2}"}}]}}]}),
+        ])
+    }))
+    .await;
+    let request = ChatRequest { tools: vec![tool("cart_add")], ..ChatRequest::default() };
+    let (reply, written) = complete_streaming(&provider(&mock.base), &request).await;
+    assert_eq!(reply.unwrap().tool_calls[0].arguments, json!({"productId": "mug-red", "quantity": 2}));
+    let args: Vec<&Value> = written.iter().map(|(_, _, args)| args).collect();
+    assert_eq!(args, [&json!({}), &json!({"productId": "mug-"}), &json!({"productId": "mug-red", "quantity": 2})]);
+    assert!(written.iter().all(|(index, name, _)| *index == 0 && name == "cart_add"), "{written:?}");
+}
+
+#[tokio::test]
+async fn a_call_written_as_text_is_passed_on_as_it_is_written_and_nothing_of_it_reaches_the_user() {
+    let mock = mock(Arc::new(|_, _, _| {
+        sse(&[
+            json!({"choices": [{"delta": {"content": "{\"name\": \"cart_a"}}]}),
+            json!({"choices": [{"delta": {"content": "dd\", \"arguments\": {\"productId\": \"mug"}}]}),
+            json!({"choices": [{"delta": {"content": "-red\"}}"}}]}),
+        ])
+    }))
+    .await;
+    let request = ChatRequest { tools: vec![tool("cart_add"), tool("cart_a")], ..ChatRequest::default() };
+    let streamed = Mutex::new(String::new());
+    let written = Mutex::new(Vec::new());
+    let on_text = |d: &str| streamed.lock().unwrap().push_str(d);
+    let on_call = |delta: ToolCallDelta<'_>| written.lock().unwrap().push((delta.name.to_string(), delta.partial_args));
+    let provider = provider_in(&mock.base, ToolMode::Constrained);
+    let reply = provider.complete_streaming(&request, Streams { text: &on_text, tool_call: &on_call }).await.unwrap();
+    assert_eq!(reply.tool_calls[0].name, "cart_add");
+    assert_eq!(streamed.into_inner().unwrap(), "");
+    // The half-written name "cart_a" (another tool's name) is never taken for the call: a call
+    // is passed on once its arguments have begun.
+    assert_eq!(
+        written.into_inner().unwrap(),
+        [
+            ("cart_add".to_string(), json!({"productId": "mug"})),
+            ("cart_add".to_string(), json!({"productId": "mug-red"}))
+        ]
+    );
+}
+
 fn tool(name: &str) -> ToolSpec {
     ToolSpec {
         name: name.into(),
@@ -240,6 +303,7 @@ fn tool(name: &str) -> ToolSpec {
         parameters: json!({"type": "object"}),
         risk: Default::default(),
         global: false,
+        follow_up: true,
     }
 }
 
@@ -406,6 +470,7 @@ fn spec(name: &str, parameters: Value) -> ToolSpec {
         parameters,
         risk: Default::default(),
         global: false,
+        follow_up: true,
     }
 }
 
@@ -423,6 +488,7 @@ fn storefront_home() -> Vec<ToolSpec> {
             parameters: json!({"type": "object", "properties": {"to": {"type": "string", "enum": pages}}, "required": ["to"], "additionalProperties": false}),
             risk: Default::default(),
             global: true,
+            follow_up: true,
         },
         ToolSpec {
             name: "product_view".into(),
@@ -430,6 +496,7 @@ fn storefront_home() -> Vec<ToolSpec> {
             parameters: json!({"type": "object", "properties": {"productId": {"type": "string", "enum": ids}}, "required": ["productId"], "additionalProperties": false}),
             risk: Default::default(),
             global: false,
+            follow_up: true,
         },
         ToolSpec {
             name: "cart_add".into(),
@@ -437,6 +504,7 @@ fn storefront_home() -> Vec<ToolSpec> {
             parameters: json!({"type": "object", "properties": {"productId": {"type": "string", "enum": ids}, "quantity": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1}}, "required": ["productId"], "additionalProperties": false}),
             risk: Default::default(),
             global: false,
+            follow_up: true,
         },
     ]
 }

@@ -40,7 +40,7 @@ pub struct ToolDef {
 }
 
 impl ToolDef {
-    /// A tool with an empty-object argument schema, risk `none`, not global.
+    /// A tool with an empty-object argument schema, risk `none`, not global, followed up.
     pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
         ToolDef {
             spec: ToolSpec {
@@ -49,6 +49,7 @@ impl ToolDef {
                 parameters: serde_json::json!({"type": "object"}),
                 risk: Risk::None,
                 global: false,
+                follow_up: true,
             },
             timeout_ms: None,
         }
@@ -72,6 +73,14 @@ impl ToolDef {
     #[must_use]
     pub fn global(mut self, global: bool) -> Self {
         self.spec.global = global;
+        self
+    }
+
+    /// `false`: a run ends once a call of this tool succeeded, without asking the model again
+    /// (the tool's rendered result is the answer). Default `true`.
+    #[must_use]
+    pub fn follow_up(mut self, follow_up: bool) -> Self {
+        self.spec.follow_up = follow_up;
         self
     }
 

@@ -59,7 +59,7 @@ hooks:
         print(json.dumps({"decision": "allow"}))
 "#;
     let config = HookConfig::from_yaml_str(yaml, "bench.yaml").expect("valid hooks");
-    let hooks = DeclarativeHooks::new(config, Arc::new(ScriptedModel)).expect("hooks start");
+    let hooks = DeclarativeHooks::new(config, Arc::new(ScriptedModel::default())).expect("hooks start");
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let cases =
         [("agent.PostToolUse[0]", "bash -c (inline command)", 300), ("agent.PostToolUse[1]", "python3 script", 100)];

@@ -49,6 +49,7 @@ fn judge_tools() -> Vec<ToolSpec> {
             }),
             risk: Risk::None,
             global: false,
+            follow_up: true,
         },
         ToolSpec {
             name: "GrepSearch".into(),
@@ -62,6 +63,7 @@ fn judge_tools() -> Vec<ToolSpec> {
             }),
             risk: Risk::None,
             global: false,
+            follow_up: true,
         },
     ]
 }

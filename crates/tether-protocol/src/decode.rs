@@ -156,6 +156,11 @@ impl RunEvent {
             "tool_progress" => {
                 RunEvent::ToolProgress(ToolProgressEvent { call_id: f.string("callId"), message: f.string("message") })
             }
+            "tool_call_delta" => RunEvent::ToolCallDelta(ToolCallDeltaEvent {
+                call_id: f.string("callId"),
+                tool: f.string("tool"),
+                partial_args: f.value("partialArgs"),
+            }),
             "hook" => RunEvent::Hook(HookAudit {
                 hook_id: f.string("hookId"),
                 level: f.string("level"),

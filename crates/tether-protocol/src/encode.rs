@@ -64,6 +64,7 @@ impl ToolSpec {
             .value("parameters", self.parameters.clone())
             .text("risk", self.risk.as_str())
             .maybe("global", self.global.then_some(Value::Bool(true)))
+            .maybe("followUp", (!self.follow_up).then_some(Value::Bool(false)))
             .build()
     }
 }

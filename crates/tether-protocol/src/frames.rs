@@ -64,6 +64,14 @@ fn is_false(value: &bool) -> bool {
     !*value
 }
 
+fn is_true(value: &bool) -> bool {
+    *value
+}
+
+fn yes() -> bool {
+    true
+}
+
 /// A tool as the model sees it: what the client announces in [`ContextUpdate`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -81,6 +89,12 @@ pub struct ToolSpec {
     /// Whether the tool survives navigation (it belongs to the app, not to a page).
     #[serde(default, skip_serializing_if = "is_false")]
     pub global: bool,
+    /// Whether the model is asked again after the tool's result. `false` (`followUp: false`):
+    /// a run ends once a call of this tool succeeded, with the result recorded and no further
+    /// model turn (the tool's rendered result is the answer); a failed or refused call is still
+    /// followed up. Default `true`; sent only when `false`. Since protocol 4.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub follow_up: bool,
 }
 
 /// Where the user is: the page whose tools are announced.
@@ -734,6 +748,22 @@ pub struct ToolProgressEvent {
     pub message: String,
 }
 
+/// `tool_call_delta`: the arguments of a tool call the model is still writing, parsed from the
+/// incomplete JSON so far (strings may be cut short, later properties missing). Observe-only:
+/// the call runs only from its complete, validated `TOOL_CALL`, which carries the same
+/// `callId` (if the call is made at all: a refused call gets a `tool_execution_end` instead).
+/// Since protocol 4.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallDeltaEvent {
+    /// The id the call will have.
+    pub call_id: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments as far as they are written: always a JSON object.
+    pub partial_args: Value,
+}
+
 /// What an [`EventFrame`] reports; the `kind` field names the variant.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -754,6 +784,8 @@ pub enum RunEvent {
     ToolCollision(ToolCollisionEvent),
     /// `tool_progress`
     ToolProgress(ToolProgressEvent),
+    /// `tool_call_delta`
+    ToolCallDelta(ToolCallDeltaEvent),
     /// `hook`: a declarative hook ran.
     Hook(HookAudit),
 }

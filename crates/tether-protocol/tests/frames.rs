@@ -23,6 +23,7 @@ fn tool(name: &str, risk: Risk, global: bool) -> ToolSpec {
         parameters: json!({"type": "object", "properties": {"id": {"type": "string"}}}),
         risk,
         global,
+        follow_up: true,
     }
 }
 
@@ -44,7 +45,11 @@ fn sample_frames() -> (Vec<ClientFrame>, Vec<ServerFrame>) {
         ClientFrame::ContextUpdate(ContextUpdate {
             id: "c3".into(),
             revision: 7,
-            tools: vec![tool("cart_add", Risk::None, false), tool("navigate", Risk::Low, true)],
+            tools: vec![
+                tool("cart_add", Risk::None, false),
+                tool("navigate", Risk::Low, true),
+                ToolSpec { follow_up: false, ..tool("product_view", Risk::None, false) },
+            ],
             page: Some(PageInfo { url: "/product/mug-red".into(), title: "Red mug".into() }),
             context: vec![
                 ContextEntry { key: "cart".into(), description: "The cart".into(), value: json!("2 × Red mug") },
@@ -170,6 +175,11 @@ fn sample_frames() -> (Vec<ClientFrame>, Vec<ServerFrame>) {
         RunEvent::RunEnd(RunEndEvent { status: RunStatus::Completed, turns: 1, error: None }),
         RunEvent::ToolCollision(ToolCollisionEvent { tool: "navigate".into() }),
         RunEvent::ToolProgress(ToolProgressEvent { call_id: "call-1".into(), message: "50%".into() }),
+        RunEvent::ToolCallDelta(ToolCallDeltaEvent {
+            call_id: "r1.1.0".into(),
+            tool: "cart_add".into(),
+            partial_args: json!({"productId": "red-m"}),
+        }),
         RunEvent::Hook(HookAudit {
             hook_id: "Stop[0]".into(),
             level: "agent".into(),
@@ -461,8 +471,15 @@ fn result_status() -> impl Strategy<Value = ResultStatus> {
 }
 
 fn tool_spec() -> impl Strategy<Value = ToolSpec> {
-    ("[a-z_]{1,12}", ".{0,20}", json_value(), risk(), any::<bool>()).prop_map(
-        |(name, description, parameters, risk, global)| ToolSpec { name, description, parameters, risk, global },
+    ("[a-z_]{1,12}", ".{0,20}", json_value(), risk(), any::<bool>(), any::<bool>()).prop_map(
+        |(name, description, parameters, risk, global, follow_up)| ToolSpec {
+            name,
+            description,
+            parameters,
+            risk,
+            global,
+            follow_up,
+        },
     )
 }
 
@@ -535,6 +552,9 @@ fn run_event() -> impl Strategy<Value = RunEvent> {
             .prop_map(|(status, turns, error)| RunEvent::RunEnd(RunEndEvent { status, turns, error })),
         "[a-z_]{1,8}".prop_map(|tool| RunEvent::ToolCollision(ToolCollisionEvent { tool })),
         (id, ".{0,20}").prop_map(|(call_id, message)| RunEvent::ToolProgress(ToolProgressEvent { call_id, message })),
+        (id, "[a-z_]{1,8}", json_value()).prop_map(|(call_id, tool, partial_args)| {
+            RunEvent::ToolCallDelta(ToolCallDeltaEvent { call_id, tool, partial_args })
+        }),
         (".{1,8}", prop::option::of(".{0,8}"), -1e6f64..1e6, prop::option::of(any::<i32>()), 0..3usize).prop_map(
             |(hook_id, reason, duration_ms, exit_code, by)| {
                 RunEvent::Hook(HookAudit {

@@ -91,6 +91,7 @@ fn cart_tools() -> Vec<ToolSpec> {
         parameters: json!({"type": "object", "properties": {"productId": {"enum": ["mug-red"]}}}),
         risk: Risk::None,
         global: false,
+        follow_up: true,
     }]
 }
 

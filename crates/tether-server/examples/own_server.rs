@@ -21,7 +21,7 @@ async fn main() -> anyhow::Result<()> {
         })
     });
     // ScriptedModel is the built-in model; an OpenAiProvider talks to a real one.
-    let agent = AgentLoop::new(Arc::new(ScriptedModel)).with_hooks(hooks);
+    let agent = AgentLoop::new(Arc::new(ScriptedModel::default())).with_hooks(hooks);
     let server = TetherServer::new(ServerConfig::default(), agent).with_static_dir("dist");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:8787").await?;
     eprintln!("Open http://127.0.0.1:8787 and talk to the agent in the chat (Ctrl-C stops).");

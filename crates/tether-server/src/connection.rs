@@ -14,8 +14,8 @@ use axum::http::{HeaderMap, Uri, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use tether_protocol::{
-    ClientFrame, ErrorCode, ErrorFrame, Hello, PROTOCOL_VERSION, Resume, RunEvent, ServerFrame, ToolCollisionEvent,
-    ToolProgressEvent, Welcome, decode_client_frame,
+    ClientFrame, ErrorCode, ErrorFrame, Hello, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, Resume, RunEvent, ServerFrame,
+    ToolCollisionEvent, ToolProgressEvent, Welcome, decode_client_frame,
 };
 use tokio::sync::mpsc;
 
@@ -408,9 +408,11 @@ async fn handshake(
     tx: &mpsc::UnboundedSender<Outbound>,
     peer_ip: Option<IpAddr>,
 ) -> Option<Arc<Session>> {
-    if hello.protocol_version != PROTOCOL_VERSION {
-        let message =
-            format!("this server speaks protocol version {PROTOCOL_VERSION}, the client {}", hello.protocol_version);
+    if !(MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&hello.protocol_version) {
+        let message = format!(
+            "this server speaks protocol versions {MIN_PROTOCOL_VERSION} to {PROTOCOL_VERSION}, the client {}",
+            hello.protocol_version
+        );
         send_direct_error(tx, ErrorCode::UnsupportedVersion, message.clone(), Some(hello.id));
         let _ = tx.send(Outbound::Close(1002, message));
         return None;

@@ -34,6 +34,11 @@ struct ServeArgs {
     /// `https://api.openai.com/v1`.
     #[arg(long, default_value = "scripted")]
     model: String,
+    /// With `--model scripted`: milliseconds between the pieces in which the built-in model
+    /// writes a tool call's arguments (default 0), to watch them stream into the chat
+    /// (`tool_call_delta` events) before the call runs.
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    scripted_call_pace_ms: u64,
     /// Name of the environment variable that holds the provider's API key.
     #[arg(long)]
     api_key_env: Option<String>,
@@ -157,7 +162,8 @@ fn parse_tool_mode(name: &str) -> Result<ToolMode, String> {
 
 fn model(args: &ServeArgs) -> Result<Arc<dyn ChatModel>> {
     if args.model == "scripted" {
-        return Ok(Arc::new(ScriptedModel));
+        let pace = Duration::from_millis(args.scripted_call_pace_ms);
+        return Ok(Arc::new(ScriptedModel::default().with_call_pace(pace)));
     }
     if !(args.model.starts_with("http://") || args.model.starts_with("https://")) {
         bail!("--model must be `scripted` or an http(s) base URL, not {:?}", args.model);

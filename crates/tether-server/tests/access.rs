@@ -12,7 +12,7 @@ use tether_protocol::*;
 use tether_server::ServerConfig;
 
 fn scripted() -> AgentLoop {
-    AgentLoop::new(Arc::new(ScriptedModel))
+    AgentLoop::new(Arc::new(ScriptedModel::default()))
 }
 
 /// Expects the refusal: an `ERROR unauthorized`, then a close frame with code 1008.

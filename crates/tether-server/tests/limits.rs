@@ -13,7 +13,7 @@ use tether_protocol::*;
 use tether_server::ServerConfig;
 
 fn scripted() -> AgentLoop {
-    AgentLoop::new(Arc::new(ScriptedModel))
+    AgentLoop::new(Arc::new(ScriptedModel::default()))
 }
 
 /// A run on the storefront tools completes: the session is healthy.

@@ -33,8 +33,8 @@ async fn a_server_tool_runs_in_process_and_wins_a_name_collision() {
         }
     })
     .unwrap();
-    let server =
-        TetherServer::new(ServerConfig::default(), AgentLoop::new(Arc::new(ScriptedModel))).with_tool(server_tool);
+    let server = TetherServer::new(ServerConfig::default(), AgentLoop::new(Arc::new(ScriptedModel::default())))
+        .with_tool(server_tool);
     let server = TestServer::start_server(server).await;
     let mut client = server.client().await;
     client.hello(None).await;

@@ -372,11 +372,14 @@ impl Client {
     /// Removes every non-global tool of `owner` (its component unmounted) and aborts their
     /// calls in flight.
     pub fn unregister_owner(&self, owner: OwnerId) {
-        let steps = {
-            let mut inner = self.inner();
-            let removed = inner.registry.unregister_owner(owner);
-            inner.executor.cancel_tools(&removed, "its component was unmounted")
-        };
+        let removed = self.inner().registry.unregister_owner(owner);
+        self.removed(&removed, "its component was unmounted");
+    }
+
+    /// Tools left the registry: their calls in flight are aborted, and the change goes out.
+    #[inline(never)]
+    fn removed(&self, removed: &[String], why: &str) {
+        let steps = self.inner().executor.cancel_tools(removed, why);
         self.registry_changed();
         for step in steps {
             self.drive(step);
@@ -396,18 +399,9 @@ impl Client {
 
     /// Removes one tool of `owner` (if `owner` still owns it) and aborts its calls in flight.
     pub fn unregister(&self, owner: OwnerId, name: &str) {
-        let steps = {
-            let mut inner = self.inner();
-            if inner.registry.unregister_owned(owner, name) {
-                inner.executor.cancel_tools(&[name.to_string()], "the tool was unregistered")
-            } else {
-                Vec::new()
-            }
-        };
-        self.registry_changed();
-        for step in steps {
-            self.drive(step);
-        }
+        let removed = self.inner().registry.unregister_owned(owner, name);
+        let removed = if removed { vec![name.to_string()] } else { Vec::new() };
+        self.removed(&removed, "the tool was unregistered");
     }
 
     /// Sets the approval callback (`high` and `critical` tools). Without one, such calls are

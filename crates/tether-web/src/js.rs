@@ -32,6 +32,9 @@ export interface ToolDefinition {
   risk?: Risk;
   /** Survives the unmount of its owner (navigation). Default: false. */
   global?: boolean;
+  /** false: the run ends once a call of this tool succeeded, without asking the model again
+   * (its rendered result is the answer); a failed call is still followed up. Default: true. */
+  followUp?: boolean;
   /** Handler timeout in milliseconds. Default: 10000. */
   timeoutMs?: number;
 }
@@ -44,7 +47,7 @@ export interface ToolContext {
 /** Runs a tool with validated arguments (schema defaults applied). Throw or reject to fail. */
 export type ToolHandler = (args: any, context: ToolContext) => unknown | Promise<unknown>;
 /** A tool as the model sees it. */
-export interface ToolSpec { name: string; description: string; parameters: Record<string, unknown>; risk: Risk; global?: boolean; }
+export interface ToolSpec { name: string; description: string; parameters: Record<string, unknown>; risk: Risk; global?: boolean; followUp?: boolean; }
 /** What an approval dialog shows. */
 export interface ApprovalRequest { callId: string; tool: string; description: string; risk: Risk; args: any; }
 /** The user's answer: true approves; false, `{approved: false, reason}` or "dismissed" refuse. */
@@ -166,6 +169,10 @@ impl Fields {
         }
     }
 
+    fn flag(&self, key: &str) -> Result<Option<bool>, JsError> {
+        self.get(key).map(|value| value.as_bool().ok_or_else(|| self.wrong(key, "a boolean"))).transpose()
+    }
+
     fn number<T: TryFrom<u64>>(&self, key: &str) -> Result<Option<T>, JsError> {
         self.get(key)
             .map(|value| {
@@ -185,10 +192,11 @@ fn definition(value: &JsValue) -> Result<ToolDef, JsError> {
         let risk = risk.as_str().and_then(Risk::parse);
         def = def.risk(risk.ok_or_else(|| fields.wrong("risk", "one of none, low, high, critical, blocked"))?);
     }
-    match fields.get("global") {
-        Some(Value::Bool(global)) => def = def.global(global),
-        Some(_) => return Err(fields.wrong("global", "a boolean")),
-        None => {}
+    if let Some(global) = fields.flag("global")? {
+        def = def.global(global);
+    }
+    if let Some(follow_up) = fields.flag("followUp")? {
+        def = def.follow_up(follow_up);
     }
     if let Some(timeout_ms) = fields.number("timeoutMs")? {
         def = def.timeout_ms(timeout_ms);

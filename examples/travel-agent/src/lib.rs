@@ -65,7 +65,14 @@ impl TravelDesk {
 }
 
 fn spec(name: &str, description: &str, parameters: Value) -> ToolSpec {
-    ToolSpec { name: name.into(), description: description.into(), parameters, risk: Default::default(), global: false }
+    ToolSpec {
+        name: name.into(),
+        description: description.into(),
+        parameters,
+        risk: Default::default(),
+        global: false,
+        follow_up: true,
+    }
 }
 
 impl ToolHost for TravelDesk {

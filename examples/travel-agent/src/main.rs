@@ -14,7 +14,7 @@ async fn main() -> anyhow::Result<()> {
     let request = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "Book me the most comfortable seat to Mar del Plata on Friday.".into());
-    let agent = travel_agent(Arc::new(ScriptedModel));
+    let agent = travel_agent(Arc::new(ScriptedModel::default()));
     let desk = TravelDesk::default();
     let on_delta = |text: &str| print!("{text}");
     let on_event = |event: RunEvent| match event {

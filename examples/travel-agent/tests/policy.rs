@@ -43,7 +43,7 @@ fn text_of(message: &ChatMessage) -> String {
 
 #[tokio::test]
 async fn first_class_is_refused_the_model_books_tourist_and_no_id_reaches_the_provider() {
-    let model = Arc::new(Recording { inner: ScriptedModel, requests: Mutex::new(Vec::new()) });
+    let model = Arc::new(Recording { inner: ScriptedModel::default(), requests: Mutex::new(Vec::new()) });
     let agent = travel_agent(model.clone());
     let desk = TravelDesk::default();
     let on_delta = |_: &str| {};

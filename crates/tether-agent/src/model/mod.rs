@@ -3,12 +3,14 @@
 
 #[cfg(feature = "openai")]
 mod openai;
+mod partial;
 pub mod schema;
 mod scripted;
 mod tool_text;
 
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiConfig, OpenAiProvider};
+pub use partial::{partial_object, partial_value};
 pub use scripted::{SCRIPTED_CONTRACT, SCRIPTED_PREFIX, ScriptedModel};
 pub use tool_text::{ReadReply, json_values, read_reply};
 
@@ -164,6 +166,37 @@ impl std::str::FromStr for ToolMode {
 /// Receives streamed text as it arrives.
 pub type DeltaSink<'a> = &'a (dyn Fn(&str) + Send + Sync);
 
+/// A tool call the model is still writing, as far as it is written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallDelta<'a> {
+    /// The call's place among the reply's calls (0 for the first).
+    pub index: usize,
+    /// The tool's name (complete: a delta comes only once the name is written).
+    pub name: &'a str,
+    /// The arguments read from the incomplete JSON so far ([`partial_object`]): always an object.
+    pub partial_args: Value,
+}
+
+/// Receives the arguments of tool calls as they are written.
+pub type ToolDeltaSink<'a> = &'a (dyn Fn(ToolCallDelta<'_>) + Send + Sync);
+
+/// What a model passes on while it writes a reply: the text for the user, and the tool calls
+/// as they are written (observe-only: a call is made only from the complete reply).
+#[derive(Clone, Copy)]
+pub struct Streams<'a> {
+    /// Text meant for the user.
+    pub text: DeltaSink<'a>,
+    /// Tool calls being written.
+    pub tool_call: ToolDeltaSink<'a>,
+}
+
+impl<'a> Streams<'a> {
+    /// Only text; tool calls are not passed on while written.
+    pub fn text(text: DeltaSink<'a>) -> Self {
+        Streams { text, tool_call: &|_| {} }
+    }
+}
+
 /// A chat model.
 pub trait ChatModel: Send + Sync {
     /// The model's name, for logs and events.
@@ -189,6 +222,16 @@ pub trait ChatModel: Send + Sync {
     ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
         let _ = answer_schema;
         self.complete(request, on_delta)
+    }
+
+    /// As [`complete`](Self::complete), and passes on each tool call's arguments while the
+    /// model writes them (`streams.tool_call`). The default passes on text only.
+    fn complete_streaming<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        streams: Streams<'a>,
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
+        self.complete(request, streams.text)
     }
 
     /// How the model is asked for tool calls, for the log at start (the OpenAI-compatible

@@ -20,7 +20,8 @@ use tether_protocol::ToolSpec;
 use super::schema::{normalize_schema, reply_schema, signature};
 use super::tool_text::{decode_partial_string, parse_lenient, read_pieces, tidy};
 use super::{
-    BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, RefusedTool, ToolMode,
+    BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, RefusedTool, Streams,
+    ToolCallDelta, ToolDeltaSink, ToolMode, partial_object, partial_value,
 };
 use crate::AgentError;
 
@@ -168,6 +169,7 @@ impl OpenAiProvider {
             parameters: json!({"type": "object", "properties": {}}),
             risk: Default::default(),
             global: false,
+            follow_up: true,
         };
         let ask = vec![json!({"role": "user", "content": "Call the ping tool now."})];
         // Only the call is allowed: a provider that honours the schema can answer nothing else,
@@ -342,7 +344,7 @@ impl OpenAiProvider {
         &self,
         request: &ChatRequest,
         answer: Option<&Value>,
-        on_delta: DeltaSink<'_>,
+        streams: Streams<'_>,
     ) -> Result<ModelReply, AgentError> {
         let (mode, _) = self.tool_mode().await?;
         let mut refused_tools = Vec::new();
@@ -389,7 +391,7 @@ impl OpenAiProvider {
         };
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
         let stream_answer = mode == ToolMode::Constrained && answer.is_none();
-        let mut reply = read_response(response, mode, &names, stream_answer, on_delta, |m| self.redact(m)).await?;
+        let mut reply = read_response(response, mode, &names, stream_answer, streams, |m| self.redact(m)).await?;
         reply.refused_tools = refused_tools;
         Ok(reply)
     }
@@ -648,6 +650,9 @@ fn tool_instructions(turn: &Turn<'_>, listed: &[&ToolSpec]) -> String {
 /// is written.
 struct DeltaGate<'a> {
     sink: DeltaSink<'a>,
+    /// Receives the calls written into the held text as they are written (text and constrained
+    /// modes), for the tools in `tools`.
+    calls: Option<(ToolDeltaSink<'a>, &'a [&'a str])>,
     text: String,
     /// What was passed on so far.
     sent: String,
@@ -664,6 +669,7 @@ impl<'a> DeltaGate<'a> {
     fn new(sink: DeltaSink<'a>, mode: ToolMode, stream_answer: bool) -> Self {
         DeltaGate {
             sink,
+            calls: None,
             text: String::new(),
             sent: String::new(),
             held_from: None,
@@ -701,6 +707,9 @@ impl<'a> DeltaGate<'a> {
                 }
             }
         }
+        if let (Some((sink, tools)), Some(from)) = (self.calls, self.held_from) {
+            stream_written_calls(&self.text[from..], tools, sink);
+        }
         if let (true, Some(from)) = (self.stream_answer, self.held_from) {
             if let Some(body) = answer_body(&self.text[from..]) {
                 let (decoded, _) = decode_partial_string(body);
@@ -729,6 +738,27 @@ impl<'a> DeltaGate<'a> {
             }
         }
         self.text
+    }
+}
+
+/// Passes on the calls that the held text `held` (a call written as JSON, perhaps in a fence or
+/// a tag; one object or an array of them) holds so far: each `{"name": …, "arguments": {…}}`
+/// whose name is complete (its arguments have begun) and names one of `tools`.
+fn stream_written_calls(held: &str, tools: &[&str], sink: ToolDeltaSink<'_>) {
+    let Some(start) = held.find(['{', '[']) else { return };
+    let Some(value) = partial_value(&held[start..]) else { return };
+    let calls = match &value {
+        Value::Array(items) => items.iter().collect(),
+        other => vec![other],
+    };
+    for (index, call) in calls.into_iter().enumerate() {
+        let name = call.get("name").and_then(Value::as_str);
+        let arguments = call.get("arguments").or_else(|| call.get("parameters")).filter(|a| a.is_object());
+        if let (Some(name), Some(arguments)) = (name, arguments) {
+            if tools.contains(&name) {
+                sink(ToolCallDelta { index, name, partial_args: arguments.clone() });
+            }
+        }
     }
 }
 
@@ -824,7 +854,7 @@ async fn read_response(
     mode: ToolMode,
     tools: &[&str],
     stream_answer: bool,
-    on_delta: DeltaSink<'_>,
+    streams: Streams<'_>,
     redact: impl Fn(String) -> String,
 ) -> Result<ModelReply, AgentError> {
     let is_stream = response
@@ -837,9 +867,10 @@ async fn read_response(
             .json()
             .await
             .map_err(|error| AgentError::MalformedReply(format!("the reply is not JSON: {error}")))?;
-        return parse_completion(&body, mode, tools, on_delta);
+        return parse_completion(&body, mode, tools, streams.text);
     }
-    let mut gate = DeltaGate::new(on_delta, mode, stream_answer);
+    let mut gate = DeltaGate::new(streams.text, mode, stream_answer);
+    gate.calls = Some((streams.tool_call, tools));
     let mut partial: Vec<PartialCall> = Vec::new();
     let mut buffer = Vec::new();
     let mut stream = response.bytes_stream();
@@ -888,6 +919,11 @@ async fn read_response(
                 }
                 if let Some(arguments) = call.pointer("/function/arguments").and_then(Value::as_str) {
                     slot.arguments.push_str(arguments);
+                    if tools.contains(&slot.name.as_str()) {
+                        if let Some(partial_args) = partial_object(&slot.arguments) {
+                            (streams.tool_call)(ToolCallDelta { index, name: &slot.name, partial_args });
+                        }
+                    }
                 }
             }
         }
@@ -908,7 +944,15 @@ impl ChatModel for OpenAiProvider {
         request: &'a ChatRequest,
         on_delta: DeltaSink<'a>,
     ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
-        Box::pin(self.complete_inner(request, None, on_delta))
+        Box::pin(self.complete_inner(request, None, Streams::text(on_delta)))
+    }
+
+    fn complete_streaming<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        streams: Streams<'a>,
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
+        Box::pin(self.complete_inner(request, None, streams))
     }
 
     fn complete_json<'a>(
@@ -917,7 +961,7 @@ impl ChatModel for OpenAiProvider {
         answer_schema: &'a Value,
         on_delta: DeltaSink<'a>,
     ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
-        Box::pin(self.complete_inner(request, Some(answer_schema), on_delta))
+        Box::pin(self.complete_inner(request, Some(answer_schema), Streams::text(on_delta)))
     }
 
     fn describe_mode(&self) -> BoxFuture<'_, Option<String>> {
@@ -1014,6 +1058,7 @@ mod tests {
             parameters: json!({"type": "object"}),
             risk: Default::default(),
             global: false,
+            follow_up: true,
         }
     }
 

@@ -265,6 +265,7 @@ mod tests {
             parameters,
             risk: Default::default(),
             global: false,
+            follow_up: true,
         }
     }
 

@@ -14,7 +14,12 @@
 use serde_json::{Map, Value};
 use tether_protocol::ToolSpec;
 
-use super::{BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall};
+use std::time::Duration;
+
+use super::{
+    BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, Streams, ToolCallDelta,
+    partial_object,
+};
 use crate::AgentError;
 use crate::hooks::HOOK_LABEL;
 
@@ -29,7 +34,8 @@ starts with \"(scripted model)\". For each message it:
  1. reads the intent from the leading verb (after \"please\", \"can you\"...): add/put,
     remove/delete, clear/empty, check out/place the order/pay; otherwise from words anywhere:
     show/view the cart, go to/open a page, book, find trains, run `a command`.
-    \"add check out the library book\" is an add.
+    \"add check out the library book\" is an add. Without any of these, a request that
+    has every word of a tool's name calls it (\"show the size guide\": size_guide).
  2. picks the tool on the page now whose name (else description) has that verb, e.g.
     todo_add for \"add ...\"; if there is none, a navigation tool first (open_cart, or a
     navigate tool whose enum names the page). It never calls a tool the page does not have.
@@ -46,7 +52,9 @@ starts with \"(scripted model)\". For each message it:
     - anything else stays out (schema defaults apply).
     When a required argument cannot be filled it answers \"I need to know the <name> to
     use <tool>\" and says how to make it fillable (an enum of the allowed values, usually).
- 4. calls the tool, then answers \"Done: <tool> returned ...\", or why it could not.
+ 4. calls the tool, then answers \"Done: <tool> returned ...\", or why it could not. A
+    refusal that says to call it \"again with exactly these arguments: {...}\" (the user
+    edited them in the approval dialog) makes it call the tool again with those.
 A question (it ends with \"?\" or starts with what/which/how/is/are/does/do) that shares a
 word with the description of app state the page shares (useAgentContext) is answered from
 that state, without a tool: \"what is in my cart?\" gives
@@ -55,7 +63,23 @@ that state, without a tool: \"what is in my cart?\" gives
 
 /// The deterministic built-in model (`--model scripted`).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ScriptedModel;
+pub struct ScriptedModel {
+    call_pace: Duration,
+}
+
+/// How many pieces the built-in model writes a tool call's arguments in.
+const CALL_PIECES: usize = 6;
+
+impl ScriptedModel {
+    /// Writes each tool call's arguments in a few pieces `pace` apart (default: no pause), so
+    /// that a demo or a test sees them arrive while the call is written (`tool_call_delta`
+    /// events) before it runs.
+    #[must_use]
+    pub fn with_call_pace(mut self, pace: Duration) -> Self {
+        self.call_pace = pace;
+        self
+    }
+}
 
 impl ChatModel for ScriptedModel {
     fn name(&self) -> &str {
@@ -67,12 +91,34 @@ impl ChatModel for ScriptedModel {
         request: &'a ChatRequest,
         on_delta: DeltaSink<'a>,
     ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
+        self.complete_streaming(request, Streams::text(on_delta))
+    }
+
+    fn complete_streaming<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        streams: Streams<'a>,
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
         Box::pin(async move {
             let reply = respond(request);
             // Stream the answer a few words at a time, as a real model would.
             let words: Vec<&str> = reply.text.split_inclusive(' ').collect();
             for chunk in words.chunks(4) {
-                on_delta(&chunk.concat());
+                (streams.text)(&chunk.concat());
+            }
+            // And the calls' arguments a few characters at a time.
+            for (index, call) in reply.tool_calls.iter().enumerate() {
+                let text = call.arguments.to_string();
+                let chars: Vec<(usize, char)> = text.char_indices().collect();
+                let step = chars.len().div_ceil(CALL_PIECES).max(1);
+                for piece in (step..chars.len()).step_by(step).map(|at| chars[at].0).chain([text.len()]) {
+                    if let Some(partial_args) = partial_object(&text[..piece]) {
+                        (streams.tool_call)(ToolCallDelta { index, name: &call.name, partial_args });
+                    }
+                    if !self.call_pace.is_zero() {
+                        tokio::time::sleep(self.call_pace).await;
+                    }
+                }
             }
             Ok(reply)
         })
@@ -319,6 +365,30 @@ fn best_tool<'a>(tools: &'a [ToolSpec], must: &[&[&str]], prefer: &[&str], avoid
     best.map(|(tool, _)| tool)
 }
 
+/// The call a refusal asks for with the user's changed arguments: "call <tool> again with
+/// exactly these arguments: {…}".
+fn edited_call(result: &str) -> Option<(String, Value)> {
+    const MARK: &str = " again with exactly these arguments: ";
+    let at = result.find(MARK)?;
+    let tool = result[..at].rsplit("call ").next()?.trim().to_string();
+    let args = serde_json::Deserializer::from_str(&result[at + MARK.len()..]).into_iter::<Value>().next()?.ok()?;
+    args.is_object().then_some((tool, args))
+}
+
+/// The tool of at least two words whose every word (`size_guide`: "size", "guide") the request
+/// has, the one with the most words.
+fn named_tool<'a>(request: &str, tools: &'a [ToolSpec]) -> Option<&'a ToolSpec> {
+    let said = words(request);
+    tools
+        .iter()
+        .filter_map(|tool| {
+            let name = words(&tool.name.replace(['_', '-'], " "));
+            (name.len() >= 2 && name.iter().all(|w| said.contains(w))).then_some((tool, name.len()))
+        })
+        .max_by_key(|(_, n)| *n)
+        .map(|(tool, _)| tool)
+}
+
 /// The tool that achieves `intent`, if the session has one now.
 fn goal_tool(intent: Intent, tools: &[ToolSpec]) -> Option<&ToolSpec> {
     match intent {
@@ -357,6 +427,7 @@ fn is_goal_name(intent: Intent, name: &str) -> bool {
         parameters: Value::Null,
         risk: Default::default(),
         global: false,
+        follow_up: true,
     };
     goal_tool(intent, std::slice::from_ref(&named)).is_some()
 }
@@ -729,6 +800,13 @@ fn respond(request: &ChatRequest) -> ModelReply {
     }
     let n = steps.len();
     let tools = &request.tools;
+    // The user changed a call's arguments in the approval dialog: the tool again, with them.
+    if let Some((tool, args)) = steps.last().and_then(|s| s.result).and_then(edited_call) {
+        let made = steps.iter().any(|s| s.call.name == tool && s.call.arguments == args);
+        if !made && tools.iter().any(|t| t.name == tool) {
+            return call(&tool, args, n);
+        }
+    }
     if n == 0 {
         if let Some(found) = from_context(request_text, &messages[..request_at]) {
             return answer(found);
@@ -796,6 +874,21 @@ fn respond(request: &ChatRequest) -> ModelReply {
         }
     }
     if intent == Intent::Unknown {
+        // A request that names a tool ("show the size guide" for `size_guide`).
+        if let Some(named) = named_tool(request_text, tools) {
+            if let Some(done) = steps.iter().rev().find(|s| s.call.name == named.name && s.result.is_some()) {
+                let result = done.result.unwrap_or_default();
+                return if done.failed() {
+                    answer(format!("I could not complete {}: {}", named.name, summary(result)))
+                } else {
+                    answer(format!("Done: {} returned {}", named.name, summary(result)))
+                };
+            }
+            return match fill_args(named, intent, request_text, &steps) {
+                Ok(args) => call(&named.name, args, n),
+                Err(missing) => answer(need_to_know(named, &missing)),
+            };
+        }
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
         return answer(format!(
             "I only understand simple requests about the tools on this page. Available now: {}.",
@@ -810,6 +903,71 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[test]
+    fn a_request_naming_a_tool_calls_it_then_says_what_it_returned() {
+        let tools = vec![
+            tool("product_view", "Show this product's details.", json!({"type": "object"})),
+            tool("size_guide", "Show the size guide in the chat.", json!({"type": "object"})),
+        ];
+        let first = respond(&ChatRequest {
+            messages: vec![user("show the size guide")],
+            tools: tools.clone(),
+            listed_tools: None,
+        });
+        assert_eq!(first.tool_calls[0].name, "size_guide");
+        let messages = vec![
+            user("show the size guide"),
+            ChatMessage::Assistant { content: String::new(), tool_calls: first.tool_calls.clone() },
+            ChatMessage::Tool {
+                call_id: first.tool_calls[0].id.clone(),
+                name: "size_guide".into(),
+                content: "S 48 cm".into(),
+            },
+        ];
+        let second = respond(&ChatRequest { messages, tools: tools.clone(), listed_tools: None });
+        assert!(second.tool_calls.is_empty());
+        assert_eq!(second.text, format!("{SCRIPTED_PREFIX}Done: size_guide returned S 48 cm"));
+        // Only with every word of the name: "show the guide" names nothing.
+        let vague = respond(&ChatRequest { messages: vec![user("show the guide")], tools, listed_tools: None });
+        assert!(vague.tool_calls.is_empty(), "{vague:?}");
+    }
+
+    #[test]
+    fn a_refusal_with_the_users_arguments_makes_the_same_call_again_with_them() {
+        let tools = vec![tool(
+            "cart_remove",
+            "Remove a product from the cart.",
+            json!({"type": "object", "properties": {"productId": {"enum": ["mug-red", "mug-blue"]}}}),
+        )];
+        let first = respond(&ChatRequest {
+            messages: vec![user("remove the red mug")],
+            tools: tools.clone(),
+            listed_tools: None,
+        });
+        assert_eq!(first.tool_calls[0].arguments, json!({"productId": "mug-red"}));
+        let refusal = "[denied] The user rejected the call to \"cart_remove\": the user changed the arguments before approving; call cart_remove again with exactly these arguments: {\"productId\":\"mug-blue\"}";
+        let mut messages = vec![
+            user("remove the red mug"),
+            ChatMessage::Assistant { content: String::new(), tool_calls: first.tool_calls.clone() },
+            ChatMessage::Tool {
+                call_id: first.tool_calls[0].id.clone(),
+                name: "cart_remove".into(),
+                content: refusal.into(),
+            },
+        ];
+        let again = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), listed_tools: None });
+        assert_eq!(again.tool_calls[0].name, "cart_remove");
+        assert_eq!(again.tool_calls[0].arguments, json!({"productId": "mug-blue"}));
+        messages.push(ChatMessage::Assistant { content: String::new(), tool_calls: again.tool_calls.clone() });
+        messages.push(ChatMessage::Tool {
+            call_id: again.tool_calls[0].id.clone(),
+            name: "cart_remove".into(),
+            content: "removed Blue mug".into(),
+        });
+        let done = respond(&ChatRequest { messages, tools, listed_tools: None });
+        assert_eq!(done.text, format!("{SCRIPTED_PREFIX}Done: cart_remove returned removed Blue mug"));
+    }
+
     fn tool(name: &str, description: &str, parameters: Value) -> ToolSpec {
         ToolSpec {
             name: name.into(),
@@ -817,6 +975,7 @@ mod tests {
             parameters,
             risk: Default::default(),
             global: false,
+            follow_up: true,
         }
     }
 

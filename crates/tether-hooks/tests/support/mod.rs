@@ -40,6 +40,7 @@ impl ShellHost {
             parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
             risk: Risk::None,
             global: false,
+            follow_up: true,
         }];
         ShellHost {
             tools,
@@ -168,7 +169,7 @@ pub async fn run(agent: &AgentLoop, host: &dyn ToolHost, text: &str) -> Run {
 
 /// Hooks from YAML text, judged by the scripted model.
 pub fn hooks(yaml: &str) -> DeclarativeHooks {
-    hooks_judged_by(yaml, Arc::new(ScriptedModel))
+    hooks_judged_by(yaml, Arc::new(ScriptedModel::default()))
 }
 
 /// Hooks from YAML text, prompt hooks judged by `judge`.
@@ -179,7 +180,7 @@ pub fn hooks_judged_by(yaml: &str, judge: Arc<dyn ChatModel>) -> DeclarativeHook
 
 /// The scripted model with `hooks`.
 pub fn agent(hooks: &DeclarativeHooks) -> AgentLoop {
-    AgentLoop::new(Arc::new(ScriptedModel)).with_hooks(hooks.hooks())
+    AgentLoop::new(Arc::new(ScriptedModel::default())).with_hooks(hooks.hooks())
 }
 
 /// The repository's `examples/hooks` directory.
@@ -190,7 +191,7 @@ pub fn examples_dir() -> PathBuf {
 /// Hooks loaded from an example file.
 pub fn example(name: &str) -> DeclarativeHooks {
     let config = HookConfig::load(&examples_dir().join(name)).unwrap_or_else(|e| panic!("{e}"));
-    DeclarativeHooks::new(config, Arc::new(ScriptedModel)).unwrap()
+    DeclarativeHooks::new(config, Arc::new(ScriptedModel::default())).unwrap()
 }
 
 /// A directory of the test's own, removed when dropped.

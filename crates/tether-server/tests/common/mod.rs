@@ -230,7 +230,14 @@ impl Client {
 }
 
 pub fn tool(name: &str, description: &str, parameters: Value) -> ToolSpec {
-    ToolSpec { name: name.into(), description: description.into(), parameters, risk: Risk::None, global: false }
+    ToolSpec {
+        name: name.into(),
+        description: description.into(),
+        parameters,
+        risk: Risk::None,
+        global: false,
+        follow_up: true,
+    }
 }
 
 /// The tools of the storefront's home page.
