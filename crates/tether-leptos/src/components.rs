@@ -6,6 +6,7 @@
 use leptos::ev::{KeyboardEvent, SubmitEvent};
 use leptos::html;
 use leptos::prelude::*;
+use serde_json::Value;
 use tether_web::{ApprovalDecision, Risk};
 
 use tether_web::ConnectionState;
@@ -20,15 +21,46 @@ fn risk_class(risk: Risk) -> String {
 /// The arguments of a call as the approval dialog lists them: for an object, each field with its
 /// value (a string as it is, anything else as compact JSON); anything else as one JSON line
 /// under an empty name.
-pub fn args_summary(args: &serde_json::Value) -> Vec<(String, String)> {
-    let text = |value: &serde_json::Value| match value {
-        serde_json::Value::String(text) => text.clone(),
+pub fn args_summary(args: &Value) -> Vec<(String, String)> {
+    let text = |value: &Value| match value {
+        Value::String(text) => text.clone(),
         other => other.to_string(),
     };
     match args {
-        serde_json::Value::Object(fields) => fields.iter().map(|(name, value)| (name.clone(), text(value))).collect(),
+        Value::Object(fields) => fields.iter().map(|(name, value)| (name.clone(), text(value))).collect(),
         other => vec![(String::new(), text(other))],
     }
+}
+
+/// The arguments with the fields the user edited: a string field takes the text; a number field
+/// the number written (the text, if it is not one); a boolean field `true` or `false` (else the
+/// text). Only such fields are editable in the dialog. The same as `@tether/react`'s `editedArgs`.
+pub fn edited_args(args: &Value, edits: &[(String, String)]) -> Value {
+    let mut result = args.clone();
+    if let Value::Object(fields) = &mut result {
+        for (name, text) in edits {
+            let typed = text.trim();
+            let value =
+                match fields.get(name) {
+                    Some(Value::Number(_)) => typed.parse::<i64>().map(Value::from).ok().or_else(|| {
+                        typed.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map(Value::Number)
+                    }),
+                    Some(Value::Bool(_)) => match typed {
+                        "true" => Some(Value::Bool(true)),
+                        "false" => Some(Value::Bool(false)),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+            fields.insert(name.clone(), value.unwrap_or_else(|| Value::String(text.clone())));
+        }
+    }
+    result
+}
+
+/// Whether the dialog lets the user edit a field: a string, a number or a boolean.
+fn editable(value: &Value) -> bool {
+    matches!(value, Value::String(_) | Value::Number(_) | Value::Bool(_))
 }
 
 /// Asks the user to approve `high` and `critical` tool calls, one at a time.
@@ -37,7 +69,9 @@ pub fn args_summary(args: &serde_json::Value) -> Vec<(String, String)> {
 /// ([`args_summary`]). Approve and Reject are buttons (Tab moves between them, Enter or Space
 /// presses); Escape rejects. Reject, the safe choice, takes the focus when a request opens, so
 /// Enter never approves by accident. What the user types in its text field is the reason the
-/// model reads with a refusal (`the user said: …`); Enter there refuses.
+/// model reads with a refusal (`the user said: …`); Enter there refuses. Edit makes each string,
+/// number and boolean field of an object's arguments editable; "Approve with changes" then approves the changed call
+/// ([`AgentContext::approve_with_args`](crate::AgentContext::approve_with_args)).
 #[component]
 pub fn ApprovalDialog() -> impl IntoView {
     let context = agent_for("<ApprovalDialog/>");
@@ -53,10 +87,26 @@ pub fn ApprovalDialog() -> impl IntoView {
     });
     // What the user typed: the reason a refusal gives the model (or what to do instead).
     let reason = RwSignal::new(String::new());
+    // The fields as the user edits them (after Edit): `None` while not editing.
+    let edits = RwSignal::new(None::<Vec<(String, String)>>);
+    Effect::new(move |_| {
+        let _ = current().map(|request| request.call_id);
+        edits.set(None);
+    });
     let answer = move |decision: ApprovalDecision| {
         if let Some(request) = current() {
             context.answer_approval(&request.call_id, decision);
             reason.set(String::new());
+        }
+    };
+    let approve = move || {
+        let Some(request) = current() else { return };
+        match edits.get_untracked() {
+            Some(changed) => {
+                reason.set(String::new());
+                context.approve_with_args(&request.call_id, edited_args(&request.args, &changed));
+            }
+            None => answer(ApprovalDecision::Approved),
         }
     };
     let reject = move |fallback: &str| {
@@ -76,13 +126,46 @@ pub fn ApprovalDialog() -> impl IntoView {
             {move || {
                 current()
                     .map(|request| {
+                        let can_edit = request.args.is_object();
                         let args = args_summary(&request.args)
                             .into_iter()
                             .map(|(name, value)| {
+                                let field = name.clone();
+                                let can_edit = request.args.get(&name).is_some_and(editable);
+                                let shown = move || {
+                                    let field = field.clone();
+                                    let value = value.clone();
+                                    match edits.get().filter(|_| can_edit) {
+                                        None => value.into_any(),
+                                        Some(changed) => {
+                                            let text = changed.iter().find(|(n, _)| *n == field).map_or(value, |(_, t)| t.clone());
+                                            let name = field.clone();
+                                            view! {
+                                                <input
+                                                    type="text"
+                                                    aria-label=field.clone()
+                                                    data-testid="approval-arg-input"
+                                                    data-field=field
+                                                    prop:value=text
+                                                    on:input=move |event| {
+                                                        let text = event_target_value(&event);
+                                                        edits.update(|edits| {
+                                                            if let Some(edits) = edits {
+                                                                edits.retain(|(n, _)| *n != name);
+                                                                edits.push((name.clone(), text));
+                                                            }
+                                                        });
+                                                    }
+                                                />
+                                            }
+                                            .into_any()
+                                        }
+                                    }
+                                };
                                 view! {
                                     <div data-testid="approval-arg">
                                         <dt>{name}</dt>
-                                        <dd>{value}</dd>
+                                        <dd>{shown}</dd>
                                     </div>
                                 }
                             })
@@ -127,10 +210,15 @@ pub fn ApprovalDialog() -> impl IntoView {
                                         <button
                                             class="tether-approve"
                                             data-testid="approval-approve"
-                                            on:click=move |_| answer(ApprovalDecision::Approved)
+                                            on:click=move |_| approve()
                                         >
-                                            "Approve"
+                                            {move || if edits.with(Option::is_some) { "Approve with changes" } else { "Approve" }}
                                         </button>
+                                        <Show when=move || can_edit && edits.with(Option::is_none)>
+                                            <button class="tether-edit" data-testid="approval-edit" on:click=move |_| edits.set(Some(Vec::new()))>
+                                                "Edit"
+                                            </button>
+                                        </Show>
                                         <button
                                             class="tether-reject"
                                             data-testid="approval-reject"
@@ -179,12 +267,18 @@ pub fn ChatPanel() -> impl IntoView {
     let state = context.state;
     let open = move || state.connection.get() == ConnectionState::Open;
     // While a run waits for an approval, a message answers it (see `send_message`).
-    let busy = move || state.running.get() && state.approvals.with(|pending| pending.is_empty());
+    let busy = move || {
+        state.running.get()
+            && state.approvals.with(|pending| pending.is_empty())
+            && state.questions.with(|pending| pending.is_empty())
+    };
     let draft = RwSignal::new(String::new());
     let on_submit = move |event: SubmitEvent| {
         event.prevent_default();
         let text = draft.get_untracked();
-        let busy = state.running.get_untracked() && state.approvals.with_untracked(|pending| pending.is_empty());
+        let busy = state.running.get_untracked()
+            && state.approvals.with_untracked(|pending| pending.is_empty())
+            && state.questions.with_untracked(|pending| pending.is_empty());
         if !text.trim().is_empty() && !busy {
             context.send_message(&text);
             draft.set(String::new());
@@ -196,7 +290,17 @@ pub fn ChatPanel() -> impl IntoView {
                 <For
                     each=move || state.messages.get()
                     key=|line| {
-                        (line.key.clone(), line.text.clone(), line.status, line.waiting, line.call.as_ref().map(|c| c.status))
+                        // A call is drawn again when anything its renderer reads changed.
+                        let call = line.call.as_ref().map(|c| {
+                            (
+                                c.status,
+                                c.args.to_string(),
+                                c.progress.clone(),
+                                c.respond.is_some(),
+                                c.result.as_ref().map(Value::to_string),
+                            )
+                        });
+                        (line.key.clone(), line.text.clone(), line.status, line.waiting, call)
                     }
                     children=move |line| {
                         if let Some(call) = line.call {

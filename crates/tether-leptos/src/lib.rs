@@ -56,6 +56,8 @@ pub enum ChatRole {
 /// Where a tool call shown in the chat stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ToolCallStatus {
+    /// The model is still writing it ([`ToolCallView::partial_args`] holds its arguments so far).
+    Streaming,
     /// Waiting for the user's approval.
     Approval,
     /// Its handler runs.
@@ -84,6 +86,7 @@ impl ToolCallStatus {
     /// Its name, as `data-call-status` carries it: `approval`, `running`, `done`, …
     pub fn as_str(self) -> &'static str {
         match self {
+            ToolCallStatus::Streaming => "streaming",
             ToolCallStatus::Approval => "approval",
             ToolCallStatus::Running => "running",
             ToolCallStatus::Done => "done",
@@ -96,6 +99,7 @@ impl ToolCallStatus {
     /// What it says in the chat (the same words as `@tether/react`).
     pub fn words(self) -> &'static str {
         match self {
+            ToolCallStatus::Streaming => "being written",
             ToolCallStatus::Approval => "waiting for your approval",
             other => other.as_str(),
         }
@@ -109,12 +113,71 @@ pub struct ToolCallView {
     pub call_id: String,
     /// The tool.
     pub tool: String,
-    /// The arguments the model gave (validated once the call runs).
+    /// The arguments the model gave (validated once the call runs); while `Streaming`, the
+    /// arguments so far.
     pub args: Value,
+    /// The arguments as far as the model had written them, read from the incomplete JSON on the
+    /// server (strings may be cut short, later fields missing); kept once the call runs. `None`
+    /// when the model did not stream the call.
+    pub partial_args: Option<Value>,
     /// Where it stands.
     pub status: ToolCallStatus,
+    /// The handler's last progress message, while it runs.
+    pub progress: Option<String>,
     /// What the handler returned (`Done`), or the message (`Failed`, `Refused`, `Cancelled`).
     pub result: Option<Value>,
+    /// The message, when the call did not succeed.
+    pub error: Option<String>,
+    /// What the handler asks the user ([`AgentContext::ask`]), while it waits for the answer.
+    pub question: Option<Value>,
+    /// Answers the call's question ([`use_human_in_the_loop`], [`AgentContext::ask`]): present
+    /// while it waits for the user.
+    pub respond: Option<Responder>,
+}
+
+impl ToolCallView {
+    fn new(call_id: &str, tool: &str, args: Value, status: ToolCallStatus) -> Self {
+        ToolCallView {
+            call_id: call_id.to_string(),
+            tool: tool.to_string(),
+            args,
+            partial_args: None,
+            status,
+            progress: None,
+            result: None,
+            error: None,
+            question: None,
+            respond: None,
+        }
+    }
+}
+
+/// Answers a call of a [`use_human_in_the_loop`] tool: the value is the tool's result.
+#[derive(Clone, Copy)]
+pub struct Responder {
+    context: AgentContext,
+    call_id: StoredValue<String>,
+}
+
+impl Responder {
+    /// Answers the question with `value` (later answers are ignored).
+    pub fn respond(&self, value: Value) {
+        if let Some(call_id) = self.call_id.try_get_value() {
+            self.context.respond(&call_id, value);
+        }
+    }
+}
+
+impl std::fmt::Debug for Responder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Responder")
+    }
+}
+
+impl PartialEq for Responder {
+    fn eq(&self, other: &Self) -> bool {
+        self.call_id == other.call_id
+    }
 }
 
 /// Draws a tool call in the chat.
@@ -169,6 +232,8 @@ pub struct AgentState {
     pub running: RwSignal<bool>,
     /// Approval requests waiting for the user, oldest first.
     pub approvals: RwSignal<Vec<ApprovalView>>,
+    /// The calls of [`use_human_in_the_loop`] tools waiting for the user's answer, oldest first.
+    pub questions: RwSignal<Vec<String>>,
     /// Errors reported by the runtime (refused tools, server errors), newest last.
     pub errors: RwSignal<Vec<String>>,
     /// How many `CONTEXT_UPDATE` frames were sent (dev tools and tests read it).
@@ -217,6 +282,12 @@ pub fn same_origin_url() -> String {
 pub struct AgentContext {
     client: StoredValue<Client, LocalStorage>,
     responders: StoredValue<HashMap<String, oneshot::Sender<ApprovalDecision>>, LocalStorage>,
+    /// Calls that reached the page and whose handler has not asked yet, oldest first: (call, tool).
+    arrived: StoredValue<Vec<(String, String)>, LocalStorage>,
+    /// The human-in-the-loop calls waiting for an answer.
+    asks: StoredValue<HashMap<String, oneshot::Sender<Value>>, LocalStorage>,
+    /// Calls the user approved with changed arguments, until the model makes them (this run only).
+    pre_approved: StoredValue<Vec<(String, Value)>, LocalStorage>,
     refresh_scheduled: StoredValue<bool, LocalStorage>,
     /// How each tool's calls look in the chat (`"*"`: the rest).
     renderers: StoredValue<HashMap<String, Renderer>, LocalStorage>,
@@ -234,7 +305,8 @@ impl AgentContext {
     ///
     /// While the run waits for approvals, the message answers them instead: each pending call is
     /// refused with the message as the reason (`the user wrote instead: …`), the run goes on,
-    /// and the model reads those words with the refusal. No new run starts. The same as
+    /// and the model reads those words with the refusal; a question of a
+    /// [`use_human_in_the_loop`] tool is answered with the text. No new run starts. The same as
     /// `@tether/react`.
     pub fn send_message(&self, text: &str) {
         let text = text.trim();
@@ -254,10 +326,14 @@ impl AgentContext {
             });
         });
         let pending = self.pending_approvals();
-        if !pending.is_empty() {
+        let questions = self.state.questions.get_untracked();
+        if !pending.is_empty() || !questions.is_empty() {
             for call_id in pending {
                 let reason = Some(format!("the user wrote instead: {text}"));
                 self.answer_approval(&call_id, ApprovalDecision::Rejected { reason });
+            }
+            for call_id in questions {
+                self.respond(&call_id, Value::String(text.to_string()));
             }
             return;
         }
@@ -332,9 +408,89 @@ impl AgentContext {
         });
     }
 
+    /// The chat line of call `call_id`, if it is shown, changed by `change`.
+    fn update_call(&self, call_id: &str, change: impl FnOnce(&mut ToolCallView)) {
+        let key = format!("call-{call_id}");
+        self.state.messages.update(|lines| {
+            if let Some(call) = lines.iter_mut().find(|l| l.key == key).and_then(|l| l.call.as_mut()) {
+                change(call);
+            }
+        });
+    }
+
+    /// Asks the user, from a handler of `tool`, and waits for the answer: the call's line in the
+    /// chat gets [`ToolCallView::question`] and [`ToolCallView::respond`] (draw them in the
+    /// tool's renderer), and the future gives the value given to [`Responder::respond`] (or the
+    /// text of a chat message sent meanwhile). Call it before the handler's first `.await`: the
+    /// question goes to the oldest call of `tool` that reached the page and has not asked yet
+    /// (a tool's handlers start in the order its calls arrive). Dropping the future (the call
+    /// was cancelled) closes the question.
+    pub fn ask(&self, tool: &str, question: Value) -> LocalFuture<Result<Value, String>> {
+        let call_id = self
+            .arrived
+            .try_update_value(|arrived| arrived.iter().position(|(_, t)| t == tool).map(|at| arrived.remove(at).0))
+            .flatten();
+        let Some(call_id) = call_id else {
+            let message = format!("no call of {tool} is waiting to ask the user");
+            return Box::pin(async move { Err(message) });
+        };
+        let (sender, answer) = oneshot::channel();
+        self.asks.update_value(|asks| {
+            asks.insert(call_id.clone(), sender);
+        });
+        self.state.questions.update(|questions| questions.push(call_id.clone()));
+        let respond = Responder { context: *self, call_id: StoredValue::new(call_id.clone()) };
+        self.update_call(&call_id, |call| {
+            call.question = Some(question);
+            call.respond = Some(respond);
+        });
+        let context = *self;
+        // Dropped (the call was cancelled: Stop, an unmount, the timeout): the question closes.
+        let guard = QuestionGuard { context, call_id };
+        Box::pin(async move {
+            let answer = answer.await.map_err(|_| "the question was cancelled".to_string());
+            drop(guard);
+            answer
+        })
+    }
+
+    /// Answers the human-in-the-loop call `call_id`: `value` is its result.
+    pub fn respond(&self, call_id: &str, value: Value) {
+        let sender = self.asks.try_update_value(|asks| asks.remove(call_id)).flatten();
+        self.close_question(call_id);
+        if let Some(sender) = sender {
+            let _ = sender.send(value);
+        }
+    }
+
+    fn close_question(&self, call_id: &str) {
+        self.state.questions.try_update(|questions| questions.retain(|id| id != call_id));
+        self.update_call(call_id, |call| {
+            call.question = None;
+            call.respond = None;
+        });
+    }
+
     /// The renderer of `tool`'s calls, if one was given ([`use_tool_call_renderer`]).
     pub(crate) fn renderer(&self, tool: &str) -> Option<Renderer> {
         self.renderers.with_value(|renderers| renderers.get(tool).or_else(|| renderers.get("*")).cloned())
+    }
+
+    /// Approves the request of `call_id` with arguments the user changed: unchanged, an ordinary
+    /// approval; changed, the call is refused with the new arguments for the model
+    /// ([`edited_args_reason`]), and the model's next call of the tool with exactly those runs
+    /// without asking again (after the runtime validated it against the schema, as every call).
+    /// The same as `@tether/react`'s `approveWithArgs`.
+    pub fn approve_with_args(&self, call_id: &str, args: Value) {
+        let request =
+            self.state.approvals.with_untracked(|pending| pending.iter().find(|a| a.call_id == call_id).cloned());
+        let Some(request) = request else { return };
+        if args == request.args {
+            return self.answer_approval(call_id, ApprovalDecision::Approved);
+        }
+        let reason = Some(edited_args_reason(&request.tool, &args));
+        self.pre_approved.update_value(|approved| approved.push((request.tool.clone(), args)));
+        self.answer_approval(call_id, ApprovalDecision::Rejected { reason });
     }
 
     /// Answers the approval request of `call_id`.
@@ -347,6 +503,19 @@ impl AgentContext {
             let _ = responder.send(decision);
         }
         self.state.approvals.update(|pending| pending.retain(|a| a.call_id != call_id));
+    }
+}
+
+/// Closes a question when its handler's future goes (answered or cancelled).
+struct QuestionGuard {
+    context: AgentContext,
+    call_id: String,
+}
+
+impl Drop for QuestionGuard {
+    fn drop(&mut self) {
+        self.context.asks.try_update_value(|asks| asks.remove(&self.call_id));
+        self.context.close_question(&self.call_id);
     }
 }
 
@@ -372,6 +541,13 @@ pub(crate) fn agent_for(what: &str) -> AgentContext {
 
 /// How many chat lines and calls the provider keeps.
 const KEPT: usize = 50;
+
+/// The refusal that carries arguments the user changed in the approval dialog (the same words in
+/// `@tether/react`): the model calls the tool again with them, that call is validated like any
+/// other, and it runs without asking again.
+pub fn edited_args_reason(tool: &str, args: &Value) -> String {
+    format!("the user changed the arguments before approving; call {tool} again with exactly these arguments: {args}")
+}
 
 /// What the chat says when the server could not resume the conversation (the same in
 /// `@tether/react`).
@@ -410,13 +586,15 @@ fn apply_event(context: &AgentContext, url: &str, event: &ClientEvent) {
         // The call takes its place in the chat after the words so far; the run's later words go
         // in a line after it (`run_line`).
         ClientEvent::CallStarted { call_id, tool, args } => state.messages.update(|lines| {
-            let call = ToolCallView {
-                call_id: call_id.clone(),
-                tool: tool.clone(),
-                args: args.clone(),
-                status: ToolCallStatus::Running,
-                result: None,
-            };
+            context.arrived.update_value(|arrived| arrived.push((call_id.clone(), tool.clone())));
+            // The call keeps the place it took while the model wrote it.
+            let key = format!("call-{call_id}");
+            if let Some(call) = lines.iter_mut().find(|l| l.key == key).and_then(|l| l.call.as_mut()) {
+                call.args = args.clone();
+                call.status = ToolCallStatus::Running;
+                return;
+            }
+            let call = ToolCallView::new(call_id, tool, args.clone(), ToolCallStatus::Running);
             push_kept(
                 lines,
                 ChatLine {
@@ -431,11 +609,22 @@ fn apply_event(context: &AgentContext, url: &str, event: &ClientEvent) {
         }),
         ClientEvent::CallFinished { record } => {
             state.calls.update(|calls| push_kept(calls, record.clone()));
+            context.arrived.update_value(|arrived| arrived.retain(|(id, _)| id != &record.call_id));
             context.set_call_status(
                 &record.call_id,
                 ToolCallStatus::finished(record.status),
                 Some(record.content.clone()),
             );
+            if record.status != ResultStatus::Ok {
+                let error = match &record.content {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                context.update_call(&record.call_id, |call| call.error = Some(error));
+            }
+        }
+        ClientEvent::Run { run_id, event } => {
+            state.messages.update(|lines| on_run_event(lines, run_id.as_deref(), event));
         }
         ClientEvent::AgentMessage { run_id, delta, done, status, reset } => {
             state.messages.update(|lines| {
@@ -464,6 +653,7 @@ fn apply_event(context: &AgentContext, url: &str, event: &ClientEvent) {
             });
             if *done {
                 state.running.set(false);
+                context.pre_approved.update_value(Vec::clear);
             }
         }
         // After a reload: the conversation so far comes first (the lines this page added since
@@ -497,6 +687,75 @@ fn apply_event(context: &AgentContext, url: &str, event: &ClientEvent) {
         ClientEvent::ServerError { code, .. } => {
             if matches!(code, tether_web::ErrorCode::RunInProgress | tether_web::ErrorCode::RunFailed) {
                 state.running.set(false);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// What the server tells of a run, in the chat: a call the model is still writing takes its place
+/// with its arguments so far (`tool_call_delta`), a running call's progress (`tool_progress`), a
+/// streamed call refused on the server before it reached the page ends (`tool_execution_end`),
+/// and one never made leaves when its run ends (`run_end`). The same as `@tether/react`.
+pub fn on_run_event(lines: &mut Vec<ChatLine>, run_id: Option<&str>, event: &Value) {
+    let text = |key: &str| event.get(key).and_then(Value::as_str);
+    let call_id = text("callId");
+    let key = call_id.map(|id| format!("call-{id}"));
+    let at = key.as_ref().and_then(|key| lines.iter().position(|l| &l.key == key));
+    let streaming = at.is_some_and(|at| lines[at].call.as_ref().is_some_and(|c| c.status == ToolCallStatus::Streaming));
+    match text("kind") {
+        Some("tool_call_delta") => {
+            let (Some(call_id), Some(tool), Some(partial)) = (call_id, text("tool"), event.get("partialArgs")) else {
+                return;
+            };
+            match at {
+                None => {
+                    let mut call = ToolCallView::new(call_id, tool, partial.clone(), ToolCallStatus::Streaming);
+                    call.partial_args = Some(partial.clone());
+                    push_kept(
+                        lines,
+                        ChatLine {
+                            key: format!("call-{call_id}"),
+                            role: ChatRole::Tool,
+                            text: String::new(),
+                            status: None,
+                            waiting: false,
+                            call: Some(call),
+                        },
+                    );
+                }
+                Some(at) if streaming => {
+                    if let Some(call) = lines[at].call.as_mut() {
+                        call.args = partial.clone();
+                        call.partial_args = Some(partial.clone());
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        Some("tool_progress") => {
+            if let (Some(at), Some(message)) = (at, text("message")) {
+                if let Some(call) = lines[at].call.as_mut() {
+                    call.progress = Some(message.to_string());
+                }
+            }
+        }
+        Some("tool_execution_end") if streaming => {
+            let status = text("status").and_then(ResultStatus::parse).unwrap_or(ResultStatus::Error);
+            let output = text("output").unwrap_or_default().to_string();
+            if let Some(call) = at.and_then(|at| lines[at].call.as_mut()) {
+                call.status = ToolCallStatus::finished(status);
+                call.result = Some(Value::String(output.clone()));
+                call.error = Some(output);
+            }
+        }
+        Some("run_end") => {
+            if let Some(run_id) = run_id {
+                let prefix = format!("call-{run_id}.");
+                lines.retain(|l| {
+                    !(l.key.starts_with(&prefix)
+                        && l.call.as_ref().is_some_and(|c| c.status == ToolCallStatus::Streaming))
+                });
             }
         }
         _ => {}
@@ -553,12 +812,16 @@ pub fn AgentProvider(
         messages: RwSignal::new(Vec::new()),
         running: RwSignal::new(false),
         approvals: RwSignal::new(Vec::new()),
+        questions: RwSignal::new(Vec::new()),
         errors: RwSignal::new(Vec::new()),
         context_updates: RwSignal::new(0),
     };
     let context = AgentContext {
         client: StoredValue::new_local(client.clone()),
         responders: StoredValue::new_local(HashMap::new()),
+        arrived: StoredValue::new_local(Vec::new()),
+        asks: StoredValue::new_local(HashMap::new()),
+        pre_approved: StoredValue::new_local(Vec::new()),
         refresh_scheduled: StoredValue::new_local(false),
         renderers: StoredValue::new_local(HashMap::new()),
         state,
@@ -583,6 +846,17 @@ pub fn AgentProvider(
         }
     });
     client.set_approver(Rc::new(move |request: ApprovalRequest| -> LocalFuture<ApprovalDecision> {
+        // The call the user approved with changed arguments: it runs without asking again.
+        let approved = context
+            .pre_approved
+            .try_update_value(|approved| {
+                let at = approved.iter().position(|(tool, args)| *tool == request.tool && *args == request.args);
+                at.map(|at| approved.remove(at))
+            })
+            .flatten();
+        if approved.is_some() {
+            return Box::pin(async { ApprovalDecision::Approved });
+        }
         let (responder, answer) = oneshot::channel();
         context.responders.update_value(|responders| {
             responders.insert(request.call_id.clone(), responder);
@@ -663,6 +937,39 @@ where
     let handler: Handler = Rc::new(move |args| Box::pin(handler(args)));
     register_with_cleanup(&format!("use_agent_tool(\"{}\")", def.name()), move |client, owner| {
         // A refusal has already been reported to the error callback and subscribers.
+        let _ = client.register_handler(owner, def, handler);
+    });
+}
+
+/// Registers a tool whose handler asks the user, while the calling component is mounted: each
+/// call is drawn in [`ChatPanel`](crate::ChatPanel) by `render`, which gets the call with
+/// [`ToolCallView::respond`] while it waits; the value given to
+/// [`Responder::respond`] is the result the model reads. A message the user types instead
+/// answers it too (the text is the result). The question is the user's decision, so the tool
+/// asks no approval (its risk is `none`); Stop or an unmount cancels it. The definition's
+/// timeout, unless set, is 10 minutes.
+///
+/// ```ignore
+/// use_human_in_the_loop(
+///     ToolDef::new("ask_size", "Ask the user which size they want.").parameters(schema_of::<AskSize>()),
+///     |call| match call.respond {
+///         Some(answer) => view! { <button on:click=move |_| answer.respond(json!("M"))>"M"</button> }.into_any(),
+///         None => view! { <span>{format!("{:?}", call.result)}</span> }.into_any(),
+///     },
+/// );
+/// ```
+#[track_caller]
+pub fn use_human_in_the_loop<V: IntoView + 'static>(def: ToolDef, render: impl Fn(ToolCallView) -> V + 'static) {
+    let what = format!("use_human_in_the_loop(\"{}\")", def.name());
+    let context = agent_for(&what);
+    let name = def.name().to_string();
+    use_tool_call_renderer(&name, render);
+    let mut def = def.risk(Risk::None);
+    if def.timeout_ms.is_none() {
+        def = def.timeout_ms(600_000);
+    }
+    let handler: Handler = Rc::new(move |args| context.ask(&name, args));
+    register_with_cleanup(&what, move |client, owner| {
         let _ = client.register_handler(owner, def, handler);
     });
 }

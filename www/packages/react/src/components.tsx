@@ -2,7 +2,7 @@ import { useEffect, useRef, useState, type FormEvent, type KeyboardEvent } from 
 import type { Risk } from "../wasm/tether_web.js";
 import { useApprovalRequests, useRendererLookup, useTether, useTetherState } from "./hooks.js";
 import type { ToolCallView } from "./store.js";
-import { connectionWords } from "./store.js";
+import { asText, connectionWords } from "./store.js";
 
 /** `tether-risk tether-risk-<risk>`: each level has its own class. */
 const riskClass = (risk: Risk) => `tether-risk tether-risk-${risk}`;
@@ -13,30 +13,57 @@ const riskClass = (risk: Risk) => `tether-risk tether-risk-${risk}`;
  * an empty name.
  */
 export function argsSummary(args: unknown): [string, string][] {
-  const text = (value: unknown) => (typeof value === "string" ? value : JSON.stringify(value));
-  if (args !== null && typeof args === "object" && !Array.isArray(args)) {
-    return Object.entries(args).map(([name, value]) => [name, text(value)]);
-  }
-  return [["", text(args)]];
+  return isRecord(args) ? Object.entries(args).map(([name, value]) => [name, asText(value)]) : [["", asText(args)]];
 }
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === "object" && !Array.isArray(value);
+
+/**
+ * The arguments with the fields the user edited: a string field takes the text; a number field
+ * the number written (the text, if it is not one); a boolean field `true` or `false` (else the
+ * text). Only such fields are editable in the dialog. The same as tether-leptos's `edited_args`.
+ */
+export function editedArgs(args: Record<string, unknown>, edits: Record<string, string>): Record<string, unknown> {
+  const result: Record<string, unknown> = { ...args };
+  for (const [name, text] of Object.entries(edits)) {
+    const typed = text.trim();
+    const old = typeof args[name];
+    result[name] =
+      old === "number" && typed !== "" && Number.isFinite(Number(typed))
+        ? Number(typed)
+        : old === "boolean" && (typed === "true" || typed === "false")
+          ? typed === "true"
+          : text;
+  }
+  return result;
+}
+
+/** Whether the dialog lets the user edit a field: a string, a number or a boolean. */
+const editable = (value: unknown) => ["string", "number", "boolean"].includes(typeof value);
 
 /**
  * Asks the user to approve `high` and `critical` calls, one at a time: the tool, its risk, its
  * description and the arguments, field by field ({@link argsSummary}). Reject, the safe choice,
  * takes the focus, so Enter never approves by accident; Escape rejects. What the user types in
  * its text field is the reason the model reads with a refusal (`the user said: …`); Enter there
- * refuses.
+ * refuses. Edit makes each string, number and boolean field of an object's arguments editable;
+ * "Approve with changes" then approves the changed call (`approveWithArgs`).
  */
 export function ApprovalDialog() {
-  const { current, approve, reject } = useApprovalRequests();
+  const { current, approve, approveWithArgs, reject } = useApprovalRequests();
   const { stop } = useTether();
   const rejectButton = useRef<HTMLButtonElement>(null);
   // What the user typed: the reason a refusal gives the model (or what to do instead).
   const [reason, setReason] = useState("");
+  // The fields as the user edits them (after Edit), by name.
+  const [edits, setEdits] = useState<Record<string, string> | null>(null);
   useEffect(() => {
+    setEdits(null);
     if (current) rejectButton.current?.focus();
   }, [current]);
   if (!current) return null;
+  const canEdit = isRecord(current.args);
   const refuse = (fallback: string) => {
     const typed = reason.trim();
     setReason("");
@@ -72,7 +99,20 @@ export function ApprovalDialog() {
           {argsSummary(current.args).map(([name, value]) => (
             <div key={name} data-testid="approval-arg">
               <dt>{name}</dt>
-              <dd>{value}</dd>
+              <dd>
+                {edits && editable((current.args as Record<string, unknown>)[name]) ? (
+                  <input
+                    type="text"
+                    aria-label={name}
+                    data-testid="approval-arg-input"
+                    data-field={name}
+                    value={edits[name] ?? value}
+                    onChange={(event) => setEdits({ ...edits, [name]: event.target.value })}
+                  />
+                ) : (
+                  value
+                )}
+              </dd>
             </div>
           ))}
         </dl>
@@ -99,11 +139,17 @@ export function ApprovalDialog() {
             data-testid="approval-approve"
             onClick={() => {
               setReason("");
-              approve(current.callId);
+              if (edits) approveWithArgs(current.callId, editedArgs(current.args as Record<string, unknown>, edits));
+              else approve(current.callId);
             }}
           >
-            Approve
+            {edits ? "Approve with changes" : "Approve"}
           </button>
+          {canEdit && !edits ? (
+            <button className="tether-edit" data-testid="approval-edit" onClick={() => setEdits({})}>
+              Edit
+            </button>
+          ) : null}
           <button
             className="tether-reject"
             data-testid="approval-reject"
@@ -124,6 +170,7 @@ export function ApprovalDialog() {
 
 /** What each call status says in the chat. */
 export const TOOL_CALL_STATUS_WORDS: Record<ToolCallView["status"], string> = {
+  streaming: "being written",
   approval: "waiting for your approval",
   running: "running",
   done: "done",
@@ -156,8 +203,8 @@ export function ChatPanel() {
   const { sendMessage, stop } = useTether();
   const renderer = useRendererLookup();
   const messages = useTetherState((s) => s.messages);
-  // While a run waits for an approval, a message answers it (see `sendMessage`).
-  const running = useTetherState((s) => s.running && s.approvals.length === 0);
+  // While a run waits for an approval or a question's answer, a message answers it (see `sendMessage`).
+  const running = useTetherState((s) => s.running && s.approvals.length === 0 && !s.messages.some((line) => line.call?.respond));
   const connection = useTetherState((s) => s.connection);
   const attempt = useTetherState((s) => s.attempt);
   const open = connection === "open";

@@ -145,6 +145,11 @@ export interface ApprovalRequests {
   /** The one to show now. */
   current: ApprovalRequest | undefined;
   approve(callId: string): void;
+  /**
+   * Approves with arguments the user changed: the model is told and calls the tool again with
+   * them (validated as every call), and that call runs without asking again.
+   */
+  approveWithArgs(callId: string, args: unknown): void;
   reject(callId: string, reason?: string): void;
   answer(callId: string, answer: ApprovalAnswer): void;
 }
@@ -158,6 +163,7 @@ export function useApprovalRequests(): ApprovalRequests {
       requests,
       current: requests[0],
       approve: (callId: string) => store.answerApproval(callId, true),
+      approveWithArgs: (callId: string, args: unknown) => store.approveWithArgs(callId, args),
       reject: (callId: string, reason?: string) => store.answerApproval(callId, { approved: false, reason }),
       answer: (callId: string, answer: ApprovalAnswer) => store.answerApproval(callId, answer),
     }),
@@ -177,6 +183,12 @@ export interface AgentTool<S extends ToolSchema | undefined = ToolSchema | undef
   risk?: Risk;
   /** Stays registered when the component unmounts. */
   global?: boolean;
+  /**
+   * `false`: once a call of this tool succeeded, the run ends without asking the model again;
+   * the call's rendered result (`render`) is the answer. A failed or refused call is still
+   * followed up. Default `true`.
+   */
+  followUp?: boolean;
   /** Handler timeout in milliseconds (default 10000). */
   timeoutMs?: number;
   /**
@@ -212,12 +224,31 @@ export function useToolCallRenderer(tool: string, render: (call: ToolCallView) =
  * `TOOL_CANCEL`, the timeout, the component unmounted): pass it to `fetch` or stop on its
  * `abort` event. Whatever the handler returns after that is not sent.
  */
-export type AgentToolHandler<S> = (args: ArgsOf<S>, context: ToolContext) => unknown | Promise<unknown>;
+export type AgentToolHandler<S> = (args: ArgsOf<S>, context: AgentToolContext) => unknown | Promise<unknown>;
+
+/** What a `useAgentTool` handler gets besides its arguments. */
+export interface AgentToolContext extends ToolContext {
+  /** The call's id (as the chat and `TetherEvent`s name it). */
+  callId?: string;
+  /**
+   * Asks the user and waits for the answer: the call's line in the chat gets `question` and
+   * `respond` (draw them in the tool's `render`); a chat message sent meanwhile answers with its
+   * text. Rejects when the call is cancelled.
+   */
+  ask(question?: unknown): Promise<unknown>;
+}
+
+/** The handler's context: the runtime's, with the call's id and `ask`. */
+function agentContext(store: TetherStore, tool: string, context: ToolContext): AgentToolContext {
+  const callId = store.claim(tool);
+  return { signal: context.signal, callId, ask: (question?: unknown) => store.ask(callId, context.signal, question) };
+}
 
 function definition(tool: AgentTool): ToolDefinition {
   const def: ToolDefinition = { name: tool.name, description: tool.description, parameters: toJsonSchema(tool.schema) };
   if (tool.risk !== undefined) def.risk = tool.risk;
   if (tool.global !== undefined) def.global = tool.global;
+  if (tool.followUp !== undefined) def.followUp = tool.followUp;
   if (tool.timeoutMs !== undefined) def.timeoutMs = tool.timeoutMs;
   return def;
 }
@@ -258,8 +289,43 @@ export function useAgentTool<S extends ToolSchema | undefined = undefined>(
   const key = JSON.stringify(def);
   useRegistration(store, key, () => ({
     names: [def.name],
-    register: (client, owner) => client.registerTool(owner, def, (args, context) => store.runHandler(() => latest.current(args, context))),
+    register: (client, owner) =>
+      client.registerTool(owner, def, (args, context) =>
+        store.runHandler(() => latest.current(args, agentContext(store, def.name, context))),
+      ),
   }));
+}
+
+/** A tool that asks the user (`useHumanInTheLoop`): what it is, and how its question looks in the chat. */
+export interface HumanInTheLoopTool<S extends ToolSchema | undefined = ToolSchema | undefined> {
+  /** Letters, digits, `_` and `-`; at most 64 characters. */
+  name: string;
+  /** What it asks, written for the model (e.g. "Ask the user which size they want"). */
+  description: string;
+  /** The arguments: a zod 4 schema or a JSON Schema object. Default: no arguments. */
+  schema?: S;
+  /** Handler timeout in milliseconds: how long the question waits for an answer (default 10 minutes). */
+  timeoutMs?: number;
+  /**
+   * The question in the chat: gets the call (`status`, `args`, …) and, while it waits, `respond`;
+   * the value given to `respond` is the tool's result. A message the user types instead answers
+   * it too (the text is the result).
+   */
+  render: (call: ToolCallView & { args: ArgsOf<S> }) => ReactNode;
+}
+
+/**
+ * Registers a tool whose handler asks the user, while the calling component is mounted: the call
+ * is drawn in the chat by `render`, which answers with `respond(value)`; that value is the
+ * result the model reads. The question is the user's decision, so the tool asks no approval
+ * (risk `none`); Stop or an unmount cancels it.
+ */
+export function useHumanInTheLoop<S extends ToolSchema | undefined = undefined>(tool: HumanInTheLoopTool<S>): void {
+  const { render, timeoutMs = 600_000, ...rest } = tool;
+  useAgentTool<S>(
+    { ...rest, timeoutMs, render: render as AgentTool<S>["render"] },
+    (args, context) => context.ask(args),
+  );
 }
 
 /** App state shared with the agent (`useAgentContext`). */
@@ -344,7 +410,7 @@ export function useAgentToolResolver(resolver: AgentToolResolver, hooks: Resolve
         defs.map((d) => (args: unknown, context: ToolContext) => {
           const tool = latest.current.resolver.tools.find((t) => t.name === d.name);
           if (!tool) throw new Error(`the tool ${d.name} is gone`);
-          return store.runHandler(() => tool.handler(args, context));
+          return store.runHandler(() => tool.handler(args, agentContext(store, resolverName(resolver.prefix, d.name), context)));
         }),
         {
           onBeforeAnyCall: (tool, args) => latest.current.hooks.onBeforeAnyCall?.(tool, args),

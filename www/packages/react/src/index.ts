@@ -13,6 +13,7 @@ export {
   useTetherEvents,
   useApprovalRequests,
   useToolCallRenderer,
+  useHumanInTheLoop,
   sameOriginUrl,
   OUTSIDE_PROVIDER,
 } from "./hooks.js";
@@ -21,14 +22,16 @@ export type {
   Tether,
   AgentTool,
   AgentToolHandler,
+  AgentToolContext,
+  HumanInTheLoopTool,
   AgentContext,
   AgentToolResolver,
   ResolverTool,
   ApprovalRequests,
 } from "./hooks.js";
-export { ApprovalDialog, ChatPanel, ToolInspector, RuntimeErrors, argsSummary, TOOL_CALL_STATUS_WORDS } from "./components.js";
+export { ApprovalDialog, ChatPanel, ToolInspector, RuntimeErrors, argsSummary, editedArgs, TOOL_CALL_STATUS_WORDS } from "./components.js";
 export { loadTether, wasmLoadError } from "./runtime.js";
-export { connectionWords, connectionError, SESSION_LOST } from "./store.js";
+export { connectionWords, connectionError, SESSION_LOST, canonicalJson, editedArgsReason } from "./store.js";
 export type { WasmSource } from "./runtime.js";
 export { toJsonSchema } from "./schema.js";
 export type { ToolSchema, JsonSchema, StandardSchemaLike, ArgsOf, NoArgs } from "./schema.js";

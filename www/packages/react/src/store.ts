@@ -67,18 +67,39 @@ export function connectionError(url: string, attempt: number, wasOpen: boolean):
 /** Draws a tool call in the chat (see `useAgentTool`'s `render` and `useToolCallRenderer`). */
 export type ToolCallRenderer = (call: ToolCallView) => ReactNode;
 
-/** Where a tool call shown in the chat stands. */
-export type ToolCallStatus = "approval" | "running" | "done" | "failed" | "refused" | "cancelled";
+/**
+ * Where a tool call shown in the chat stands: `streaming` while the model still writes it (its
+ * arguments so far in `partialArgs`), `approval` while it waits for the user, `running`, then how
+ * it ended.
+ */
+export type ToolCallStatus = "streaming" | "approval" | "running" | "done" | "failed" | "refused" | "cancelled";
 
 /** A tool call as the chat shows it (what a tool's `render` gets). */
 export interface ToolCallView {
   callId: string;
   tool: string;
-  /** The arguments the model gave (validated once the call runs). */
+  /** The arguments the model gave (validated once the call runs); while `streaming`, `partialArgs`. */
   args: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  /**
+   * The arguments as far as the model has written them, read from the incomplete JSON on the
+   * server (strings may be cut short, later fields missing); kept once the call runs. Absent when
+   * the model did not stream the call.
+   */
+  partialArgs?: any; // eslint-disable-line @typescript-eslint/no-explicit-any
   status: ToolCallStatus;
+  /** The handler's last progress message, while it runs. */
+  progress?: string;
   /** What the handler returned (`done`), or the message (`failed`, `refused`, `cancelled`). */
   result?: unknown;
+  /** The message, when the call did not succeed. */
+  error?: string;
+  /** What the handler asks the user (`context.ask(question)`), while it waits for the answer. */
+  question?: unknown;
+  /**
+   * Answers the call's question (`useHumanInTheLoop`, or a handler's `context.ask`): present while
+   * the call waits for the user. For `useHumanInTheLoop` the value is the tool's result.
+   */
+  respond?: (value: unknown) => void;
 }
 
 /** The status a finished call shows, from its result status. */
@@ -96,6 +117,28 @@ export function finishedStatus(resultStatus: string): ToolCallStatus {
       return "failed";
   }
 }
+
+/** A value in words: a string as it is, anything else as compact JSON (a failed call's message, an argument in the approval dialog). */
+export const asText = (value: unknown): string => (typeof value === "string" ? value : JSON.stringify(value));
+
+/** A run event of the kind `kind`, with its fields. */
+type RunEventOf = Extract<TetherEvent, { type: "run" }>["event"];
+
+/** JSON with its object keys sorted: equal for equal values. */
+export const canonicalJson = (value: unknown): string =>
+  JSON.stringify(value ?? null, (_, item: unknown) =>
+    item && typeof item === "object" && !Array.isArray(item)
+      ? Object.fromEntries(Object.keys(item).sort().map((key) => [key, (item as Record<string, unknown>)[key]]))
+      : item,
+  );
+
+/**
+ * The refusal that carries arguments the user changed in the approval dialog (the same words in
+ * tether-leptos): the model calls the tool again with them, that call is validated like any
+ * other, and it runs without asking again.
+ */
+export const editedArgsReason = (tool: string, args: unknown) =>
+  `the user changed the arguments before approving; call ${tool} again with exactly these arguments: ${JSON.stringify(args)}`;
 
 /** One line of the chat. */
 export interface ChatLine {
@@ -213,140 +256,159 @@ const initialState: TetherState = {
  */
 export class TetherStore {
   client: TetherClientLike | null = null;
-  private state: TetherState = initialState;
-  private readonly listeners = new Set<() => void>();
-  private readonly eventListeners = new Set<(event: TetherEvent) => void>();
-  private readonly dirty = new Set<Slot>();
-  private readonly slots = new Set<Slot>();
-  private readonly answers = new Map<string, (answer: ApprovalAnswer) => void>();
-  private queued: string[] = [];
+  #state: TetherState = initialState;
+  readonly #listeners = new Set<() => void>();
+  readonly #eventListeners = new Set<(event: TetherEvent) => void>();
+  readonly #dirty = new Set<Slot>();
+  readonly #slots = new Set<Slot>();
+  readonly #answers = new Map<string, (answer: ApprovalAnswer) => void>();
+  #queued: string[] = [];
+  /** Calls that reached the page and whose handler has not asked yet, oldest first (`ask`). */
+  #arrived: { callId: string; tool: string }[] = [];
+  /** The human-in-the-loop calls waiting for `respond`, by call id. */
+  readonly #asks = new Map<string, (value: unknown) => void>();
+  /** Calls the user approved with changed arguments, until the model makes them (this run only). */
+  #preApproved: { tool: string; args: string }[] = [];
   /** How each tool's calls look in the chat (`"*"`: the rest). */
-  private readonly renderers = new Map<string, ToolCallRenderer>();
-  private scheduled = false;
-  private mounted = 0;
-  private started = false;
-  private closed = false;
-  private subscription: number | undefined;
-  private wants = 0;
+  readonly #renderers = new Map<string, ToolCallRenderer>();
+  #scheduled = false;
+  #mounted = 0;
+  #started = false;
+  #closed = false;
+  #subscription: number | undefined;
+  #wants = 0;
+
+  readonly #create: ClientFactory;
+  readonly #options: ClientOptions | undefined;
+  readonly #commit: (update: () => void) => void;
 
   constructor(
     readonly url: string,
-    private readonly create: ClientFactory,
-    private readonly options?: ClientOptions,
-    private readonly commit: (update: () => void) => void = (update) => update(),
-  ) {}
+    create: ClientFactory,
+    options?: ClientOptions,
+    commit: (update: () => void) => void = (update) => update(),
+  ) {
+    this.#create = create;
+    this.#options = options;
+    this.#commit = commit;
+  }
 
   // ---- lifecycle: connect on the first mount, disconnect when the last unmount sticks ----
 
   attach(): void {
-    this.mounted++;
-    if (this.closed) {
+    this.#mounted++;
+    if (this.#closed) {
       // Shown again after a real unmount (e.g. a hidden <Activity>): a new client.
-      this.closed = false;
-      this.started = false;
+      this.#closed = false;
+      this.#started = false;
     }
-    if (this.started) return;
-    this.started = true;
+    if (this.#started) return;
+    this.#started = true;
     Promise.resolve()
-      .then(() => this.create(this.url, this.options))
+      .then(() => this.#create(this.url, this.#options))
       .then(
-        (client) => this.open(client),
+        (client) => this.#open(client),
         (error: unknown) => {
           const message = error instanceof Error ? error.message : String(error);
           console.error(message);
-          this.pushError({ kind: "connection", message });
+          this.#pushError({ kind: "connection", message });
         },
       );
   }
 
   detach(): void {
-    this.mounted--;
+    this.#mounted--;
     queueMicrotask(() => {
-      if (this.mounted === 0) this.close();
+      if (this.#mounted === 0) this.#close();
     });
   }
 
-  private open(client: TetherClientLike): void {
-    if (this.closed) return;
+  #open(client: TetherClientLike): void {
+    if (this.#closed) return;
     this.client = client;
-    this.subscription = client.subscribe((event) => this.onEvent(event));
-    client.onError((error) => this.pushError(error));
+    this.#subscription = client.subscribe((event) => this.#onEvent(event));
+    client.onError((error) => this.#pushError(error));
     client.onNotify((n: TetherNotification) =>
-      this.update({
-        messages: keep(this.state.messages, {
+      this.#update({
+        messages: keep(this.#state.messages, {
           key: `notify-${n.callId}`,
           role: "system",
           text: `Running ${n.tool} ${JSON.stringify(n.args)}`,
         }),
       }),
     );
-    client.setApprover(
-      (request) =>
-        new Promise<ApprovalAnswer>((resolve) => {
-          this.answers.set(request.callId, resolve);
-          this.update({
-            approvals: [...this.state.approvals, request],
-            messages: this.withCall(request.callId, { status: "approval" }),
+    client.setApprover((request) => {
+      // The call the user approved with changed arguments: it runs without asking again.
+      const approved = this.#preApproved.findIndex((p) => p.tool === request.tool && p.args === canonicalJson(request.args));
+      if (approved >= 0) {
+        this.#preApproved.splice(approved, 1);
+        return true;
+      }
+      return new Promise<ApprovalAnswer>((resolve) => {
+          this.#answers.set(request.callId, resolve);
+          this.#update({
+            approvals: [...this.#state.approvals, request],
+            messages: this.#withCall(request.callId, { status: "approval" }),
           });
-        }),
-    );
+        });
+    });
     // Tools wanted before the runtime was ready: registered before the first connection.
-    this.reconcile();
-    this.refreshTools();
+    this.#reconcile();
+    this.#refreshTools();
     client.connect();
-    for (const text of this.queued.splice(0)) client.sendMessage(text);
+    for (const text of this.#queued.splice(0)) client.sendMessage(text);
   }
 
-  private close(): void {
-    if (this.closed) return;
-    this.closed = true;
+  #close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
     const client = this.client;
     this.client = null;
     // A later client starts from nothing: every slot that still wants tools registers again.
-    for (const slot of this.slots) {
+    for (const slot of this.#slots) {
       slot.have = null;
       slot.owner = undefined;
-      if (slot.want) this.dirty.add(slot);
+      if (slot.want) this.#dirty.add(slot);
     }
     if (!client) return;
-    if (this.subscription !== undefined) client.unsubscribe(this.subscription);
+    if (this.#subscription !== undefined) client.unsubscribe(this.#subscription);
     client.disconnect();
-    for (const answer of this.answers.values()) answer("dismissed");
-    this.answers.clear();
+    for (const answer of this.#answers.values()) answer("dismissed");
+    this.#answers.clear();
   }
 
   // ---- state for useSyncExternalStore ----
 
-  getState = (): TetherState => this.state;
+  getState = (): TetherState => this.#state;
 
   subscribe = (listener: () => void): (() => void) => {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
   };
 
   /** Every runtime event, as it happens. */
   listen(listener: (event: TetherEvent) => void): () => void {
-    this.eventListeners.add(listener);
-    return () => this.eventListeners.delete(listener);
+    this.#eventListeners.add(listener);
+    return () => this.#eventListeners.delete(listener);
   }
 
-  private update(patch: Partial<TetherState>): void {
-    this.state = { ...this.state, ...patch };
-    for (const listener of [...this.listeners]) listener();
+  #update(patch: Partial<TetherState>): void {
+    this.#state = { ...this.#state, ...patch };
+    for (const listener of [...this.#listeners]) listener();
   }
 
-  private pushError(error: TetherError): void {
-    this.update({ errors: keep(this.state.errors, error) });
+  #pushError(error: TetherError): void {
+    this.#update({ errors: keep(this.#state.errors, error) });
   }
 
   /** The page's tools, read from the runtime (offline too). */
-  private refreshTools(): void {
+  #refreshTools(): void {
     const tools = this.client?.tools();
-    if (tools && JSON.stringify(tools) !== JSON.stringify(this.state.tools)) this.update({ tools });
+    if (tools && JSON.stringify(tools) !== JSON.stringify(this.#state.tools)) this.#update({ tools });
   }
 
-  private onEvent(event: TetherEvent): void {
-    const s = this.state;
+  #onEvent(event: TetherEvent): void {
+    const s = this.#state;
     switch (event.type) {
       case "connection": {
         const wasOpen = s.connection === "open";
@@ -361,24 +423,24 @@ export class TetherStore {
           // Messages written while offline have now left.
           patch.messages = s.messages.map((m) => (m.waiting ? { ...m, waiting: false } : m));
         }
-        this.update(patch);
+        this.#update(patch);
         break;
       }
       case "welcome": {
         if (s.sessionId === null || event.resumed || event.sessionId === s.sessionId) {
-          this.update({ sessionId: event.sessionId });
+          this.#update({ sessionId: event.sessionId });
           break;
         }
         // The server could not resume the session (it expired, or the server lost it): nothing
         // of the old one will ever answer. The run in progress ends in the chat, the approvals
         // waiting for the user close without running their handlers, and the chat says so.
         for (const request of s.approvals) {
-          const answer = this.answers.get(request.callId);
-          this.answers.delete(request.callId);
+          const answer = this.#answers.get(request.callId);
+          this.#answers.delete(request.callId);
           answer?.("dismissed");
         }
         const ended = s.messages.map((line) => (line.role === "agent" && !line.status ? { ...line, status: "failed" as const } : line));
-        this.update({
+        this.#update({
           sessionId: event.sessionId,
           approvals: [],
           running: false,
@@ -387,32 +449,46 @@ export class TetherStore {
         break;
       }
       case "contextSent":
-        this.update({ contextUpdates: s.contextUpdates + 1, tools: this.client?.tools() ?? s.tools });
+        this.#update({ contextUpdates: s.contextUpdates + 1, tools: this.client?.tools() ?? s.tools });
         break;
       case "toolRefused":
-        this.update({
+        this.#update({
           refused: [...s.refused.filter((r) => r.tool !== event.tool), { tool: event.tool, event: event.event, reason: event.reason }],
         });
-        this.refreshTools();
+        this.#refreshTools();
         break;
       case "callStarted": {
-        // The call takes its place in the chat after the words so far; the run's later words
-        // go in a line after it (`runLine`).
+        // The call takes its place in the chat after the words so far (or keeps the place it took
+        // while the model wrote it); the run's later words go in a line after it (`runLine`).
+        this.#arrived.push({ callId: event.callId, tool: event.tool });
+        const key = `call-${event.callId}`;
+        if (s.messages.some((line) => line.key === key)) {
+          this.#patchCall(event.callId, { args: event.args, status: "running" });
+          break;
+        }
         const call: ToolCallView = { callId: event.callId, tool: event.tool, args: event.args, status: "running" };
-        this.update({ messages: keep(s.messages, { key: `call-${event.callId}`, role: "tool", text: "", call }) });
+        this.#update({ messages: keep(s.messages, { key, role: "tool", text: "", call }) });
         break;
       }
+      case "run":
+        this.#onRunEvent(event.runId ?? null, event.event);
+        break;
       case "callFinished": {
         // A call that ended while its approval was open (Stop, a timeout): the dialog goes.
-        const open = this.answers.get(event.record.callId);
-        this.answers.delete(event.record.callId);
+        const { callId, status, content } = event.record;
+        const open = this.#answers.get(callId);
+        this.#answers.delete(callId);
         open?.("dismissed");
-        this.update({
+        this.#arrived = this.#arrived.filter((call) => call.callId !== callId);
+        this.#asks.delete(callId);
+        this.#update({
           calls: keep(s.calls, event.record),
-          approvals: s.approvals.filter((request) => request.callId !== event.record.callId),
-          messages: this.withCall(event.record.callId, {
-            status: finishedStatus(event.record.status),
-            result: event.record.content,
+          approvals: s.approvals.filter((request) => request.callId !== callId),
+          messages: this.#withCall(callId, {
+            status: finishedStatus(status),
+            result: content,
+            error: status === "ok" ? undefined : asText(content),
+            respond: undefined,
           }),
         });
         break;
@@ -425,7 +501,8 @@ export class TetherStore {
         const index = messages.findIndex((line) => line.key === key);
         if (index < 0) messages.push({ key, role: "agent", text: event.delta, status });
         else messages[index] = { ...messages[index]!, text: messages[index]!.text + event.delta, status };
-        this.update({ messages, running: event.done ? false : s.running });
+        if (event.done) this.#preApproved = [];
+        this.#update({ messages, running: event.done ? false : s.running });
         break;
       }
       case "history": {
@@ -438,14 +515,52 @@ export class TetherStore {
         }));
         const running = event.lines.some((line) => line.role === "agent" && !line.status);
         const rest = s.messages.filter((line) => !restored.some((r) => r.key === line.key));
-        this.update({ messages: [...restored, ...rest], running: running || s.running });
+        this.#update({ messages: [...restored, ...rest], running: running || s.running });
         break;
       }
       case "serverError":
-        if (event.code === "run_in_progress" || event.code === "run_failed") this.update({ running: false });
+        if (event.code === "run_in_progress" || event.code === "run_failed") this.#update({ running: false });
         break;
     }
-    for (const listener of [...this.eventListeners]) listener(event);
+    for (const listener of [...this.#eventListeners]) listener(event);
+  }
+
+  /** What the server tells of a run: calls as the model writes them, progress, calls refused before they left. */
+  #onRunEvent(runId: string | null, event: RunEventOf): void {
+    const s = this.#state;
+    const callId = typeof event.callId === "string" ? event.callId : undefined;
+    const line = callId ? s.messages.find((l) => l.key === `call-${callId}`) : undefined;
+    switch (event.kind) {
+      case "tool_call_delta": {
+        if (!callId || typeof event.tool !== "string") return;
+        if (!line) {
+          // The call takes its place in the chat as soon as the model starts writing it.
+          const call: ToolCallView = { callId, tool: event.tool, args: event.partialArgs, partialArgs: event.partialArgs, status: "streaming" };
+          this.#update({ messages: keep(s.messages, { key: `call-${callId}`, role: "tool", text: "", call }) });
+        } else if (line.call?.status === "streaming") {
+          this.#patchCall(callId, { args: event.partialArgs, partialArgs: event.partialArgs });
+        }
+        return;
+      }
+      case "tool_progress":
+        if (callId && typeof event.message === "string") this.#patchCall(callId, { progress: event.message });
+        return;
+      case "tool_execution_end":
+        // Refused on the server before it reached the page (a hook, the loop guard): it ends here.
+        if (callId && line?.call?.status === "streaming") {
+          const output = typeof event.output === "string" ? event.output : "";
+          this.#patchCall(callId, { status: finishedStatus(String(event.status)), result: output, error: output });
+        }
+        return;
+      case "run_end":
+        // A call the model began but never finished writing (or that was never made) leaves the chat.
+        if (runId) {
+          const prefix = `call-${runId}.`;
+          const messages = s.messages.filter((l) => !(l.key.startsWith(prefix) && l.call?.status === "streaming"));
+          if (messages.length !== s.messages.length) this.#update({ messages });
+        }
+        return;
+    }
   }
 
   // ---- actions ----
@@ -459,20 +574,23 @@ export class TetherStore {
   sendMessage(text: string): void {
     const trimmed = text.trim();
     if (!trimmed) return;
-    const waiting = this.state.connection !== "open";
-    const pending = this.state.approvals;
-    this.update({
-      messages: [...this.state.messages, { key: `user-${this.state.messages.length}`, role: "user", text: trimmed, waiting }],
+    const waiting = this.#state.connection !== "open";
+    const pending = this.#state.approvals;
+    const questions = [...this.#asks.keys()];
+    this.#update({
+      messages: [...this.#state.messages, { key: `user-${this.#state.messages.length}`, role: "user", text: trimmed, waiting }],
       running: true,
     });
-    if (pending.length > 0) {
+    if (pending.length > 0 || questions.length > 0) {
       for (const request of pending) {
         this.answerApproval(request.callId, { approved: false, reason: `the user wrote instead: ${trimmed}` });
       }
+      // A question waiting for the user is answered with what they wrote.
+      for (const callId of questions) this.respond(callId, trimmed);
       return;
     }
     if (this.client) this.client.sendMessage(trimmed);
-    else this.queued.push(trimmed);
+    else this.#queued.push(trimmed);
   }
 
   /** Stops the run in progress (the chat's Stop button): it ends as `aborted`, and the calls
@@ -481,33 +599,95 @@ export class TetherStore {
     this.client?.stop();
   }
 
+  /**
+   * Approves the request of `callId` with the arguments the user changed: unchanged, an ordinary
+   * approval; changed, the call is refused with the new arguments for the model
+   * ({@link editedArgsReason}), and the model's next call of the tool with exactly those runs
+   * without asking again (after the runtime validated it against the schema, as every call).
+   */
+  approveWithArgs(callId: string, args: unknown): void {
+    const request = this.#state.approvals.find((r) => r.callId === callId);
+    if (!request) return;
+    if (canonicalJson(args) === canonicalJson(request.args)) return this.answerApproval(callId, true);
+    this.#preApproved.push({ tool: request.tool, args: canonicalJson(args) });
+    this.answerApproval(callId, { approved: false, reason: editedArgsReason(request.tool, args) });
+  }
+
   /** Answers the approval request of `callId`. */
   answerApproval(callId: string, answer: ApprovalAnswer): void {
-    const resolve = this.answers.get(callId);
-    this.answers.delete(callId);
+    const resolve = this.#answers.get(callId);
+    this.#answers.delete(callId);
     const approved = answer === true || (typeof answer === "object" && answer !== null && answer.approved === true);
-    this.update({
-      approvals: this.state.approvals.filter((r) => r.callId !== callId),
-      messages: approved ? this.withCall(callId, { status: "running" }) : this.state.messages,
+    this.#update({
+      approvals: this.#state.approvals.filter((r) => r.callId !== callId),
+      messages: approved ? this.#withCall(callId, { status: "running" }) : this.#state.messages,
     });
     resolve?.(answer);
   }
 
+  /**
+   * A handler of `tool` starts: the id of its call, the oldest of `tool` that reached the page and
+   * whose handler has not started yet (the runtime starts a tool's handlers in the order its calls
+   * arrive, except calls that wait for an approval meanwhile: those ask no question).
+   */
+  claim(tool: string): string | undefined {
+    const at = this.#arrived.findIndex((call) => call.tool === tool);
+    return at < 0 ? undefined : this.#arrived.splice(at, 1)[0]!.callId;
+  }
+
+  /**
+   * The handler of call `callId` asks the user: the call's chat line gets `question` and
+   * `respond`, and this resolves with the value given to `respond` (or the text of a chat message
+   * sent meanwhile). Rejects when the call is cancelled (`signal`).
+   */
+  ask(callId: string | undefined, signal: AbortSignal, question?: unknown): Promise<unknown> {
+    // Without an id the call is not in the chat (e.g. run by the inspector), so nobody can answer.
+    if (callId === undefined || signal.aborted) return Promise.reject(new Error("the question was cancelled"));
+    return new Promise((resolve, reject) => {
+      this.#asks.set(callId, resolve);
+      this.#patchCall(callId, { question, respond: (value: unknown) => this.respond(callId, value) });
+      // A signal aborts once.
+      signal.addEventListener("abort", () => {
+        if (!this.#asks.delete(callId)) return;
+        this.#closeQuestion(callId);
+        reject(new Error("the question was cancelled"));
+      });
+    });
+  }
+
+  #closeQuestion(callId: string): void {
+    this.#patchCall(callId, { question: undefined, respond: undefined });
+  }
+
+  /** Answers the human-in-the-loop call `callId`: `value` is its result. Later answers are ignored. */
+  respond(callId: string, value: unknown): void {
+    const resolve = this.#asks.get(callId);
+    if (!resolve) return;
+    this.#asks.delete(callId);
+    this.#closeQuestion(callId);
+    resolve(value === undefined ? null : value);
+  }
+
+  /** Changes the chat line of call `callId` (if it is shown) by `patch`. */
+  #patchCall(callId: string, patch: Partial<ToolCallView>): void {
+    this.#update({ messages: this.#withCall(callId, patch) });
+  }
+
   /** The chat lines with the line of call `callId` (if it is shown) changed by `patch`. */
-  private withCall(callId: string, patch: Partial<ToolCallView>): ChatLine[] {
+  #withCall(callId: string, patch: Partial<ToolCallView>): ChatLine[] {
     const key = `call-${callId}`;
-    if (!this.state.messages.some((line) => line.key === key)) return this.state.messages;
-    return this.state.messages.map((line) => (line.key === key && line.call ? { ...line, call: { ...line.call, ...patch } } : line));
+    if (!this.#state.messages.some((line) => line.key === key)) return this.#state.messages;
+    return this.#state.messages.map((line) => (line.key === key && line.call ? { ...line, call: { ...line.call, ...patch } } : line));
   }
 
   /** How a tool's calls look in the chat: `render` for `tool` (`"*"`: every tool without its own). */
   setRenderer(tool: string, render: ToolCallRenderer | undefined): void {
-    if (render) this.renderers.set(tool, render);
+    if (render) this.#renderers.set(tool, render);
   }
 
   /** The renderer for `tool`'s calls, if any was given. */
   renderer(tool: string): ToolCallRenderer | undefined {
-    return this.renderers.get(tool) ?? this.renderers.get("*");
+    return this.#renderers.get(tool) ?? this.#renderers.get("*");
   }
 
   // ---- tools ----
@@ -520,7 +700,7 @@ export class TetherStore {
    */
   runHandler(handler: () => unknown): unknown {
     let result: unknown;
-    this.commit(() => {
+    this.#commit(() => {
       result = handler();
     });
     return result;
@@ -528,26 +708,26 @@ export class TetherStore {
 
   /** Records what `slot` wants; applied with every other change of this tick in one microtask. */
   want(slot: Slot, want: Want | null): void {
-    this.wants++;
+    this.#wants++;
     slot.want = want;
-    if (want) this.slots.add(slot);
-    else if (!slot.have) this.slots.delete(slot);
-    this.dirty.add(slot);
-    if (this.scheduled) return;
-    this.scheduled = true;
+    if (want) this.#slots.add(slot);
+    else if (!slot.have) this.#slots.delete(slot);
+    this.#dirty.add(slot);
+    if (this.#scheduled) return;
+    this.#scheduled = true;
     queueMicrotask(() => {
-      this.scheduled = false;
-      this.reconcile();
+      this.#scheduled = false;
+      this.#reconcile();
     });
   }
 
-  private reconcile(): void {
+  #reconcile(): void {
     const client = this.client;
-    if (!client || this.dirty.size === 0) return;
+    if (!client || this.#dirty.size === 0) return;
     // React runs effects children first; register in render order (the layout's tools before the
     // page's), as the components appear on the page.
-    const slots = [...this.dirty].sort((a, b) => a.seq - b.seq);
-    this.dirty.clear();
+    const slots = [...this.#dirty].sort((a, b) => a.seq - b.seq);
+    this.#dirty.clear();
     // Removals first: they free room under the cap.
     for (const slot of slots) {
       const { have, want } = slot;
@@ -555,7 +735,7 @@ export class TetherStore {
       if (!want) {
         client.unregisterOwner(slot.owner!);
         slot.have = null;
-        this.slots.delete(slot);
+        this.#slots.delete(slot);
       } else {
         for (const name of have.names) if (!want.names.includes(name)) client.unregisterTool(slot.owner!, name);
         // A context hook's owner holds its one entry: a new key replaces the old entry whole.
@@ -574,6 +754,6 @@ export class TetherStore {
         // A refusal (over the cap, invalid schema) is reported to onError and the inspector.
       }
     }
-    this.refreshTools();
+    this.#refreshTools();
   }
 }

@@ -5,6 +5,7 @@ import { z } from "zod";
 import {
   ApprovalDialog,
   ChatPanel,
+  editedArgs,
   OUTSIDE_PROVIDER,
   RuntimeErrors,
   SESSION_LOST,
@@ -15,6 +16,7 @@ import {
   useAgentTool,
   useAgentToolResolver,
   useApprovalRequests,
+  useHumanInTheLoop,
   useTetherEvents,
   useToolCallRenderer,
 } from "../src/index.js";
@@ -415,6 +417,56 @@ describe("events, approvals and the chat", () => {
     expect(screen.queryByTestId("approval-dialog")).toBeNull();
   });
 
+  it("ApprovalDialog: edited arguments refuse the call with them, and the model's call with exactly those runs unasked", async () => {
+    const { client } = setup(<ApprovalDialog />);
+    await settle();
+    const request = (callId: string, args: unknown) => ({ callId, tool: "cart_remove", description: "Remove.", risk: "high" as const, args });
+    let first: Promise<unknown> | undefined;
+    act(() => {
+      first = Promise.resolve(client.approver!(request("c1", { productId: "mug-red", quantity: 2 })));
+    });
+    fireEvent.click(screen.getByTestId("approval-edit"));
+    const inputs = screen.getAllByTestId("approval-arg-input");
+    expect(inputs.map((input) => input.getAttribute("data-field"))).toEqual(["productId", "quantity"]);
+    fireEvent.change(inputs[0]!, { target: { value: "mug-blue" } });
+    fireEvent.change(inputs[1]!, { target: { value: "1" } });
+    expect(screen.getByTestId("approval-approve").textContent).toBe("Approve with changes");
+    fireEvent.click(screen.getByTestId("approval-approve"));
+    await expect(first).resolves.toEqual({
+      approved: false,
+      reason: 'the user changed the arguments before approving; call cart_remove again with exactly these arguments: {"productId":"mug-blue","quantity":1}',
+    });
+    // Another call (other arguments) still asks; the one with the user's arguments does not.
+    let other: Promise<unknown> | undefined;
+    act(() => {
+      other = Promise.resolve(client.approver!(request("c2", { productId: "mug-red", quantity: 1 })));
+    });
+    expect(screen.getByTestId("approval-dialog")).toBeTruthy();
+    fireEvent.click(screen.getByTestId("approval-reject"));
+    await expect(other).resolves.toMatchObject({ approved: false });
+    let edited: unknown;
+    act(() => {
+      edited = client.approver!(request("c3", { quantity: 1, productId: "mug-blue" }));
+    });
+    expect(edited).toBe(true);
+    expect(screen.queryByTestId("approval-dialog")).toBeNull();
+    // Once only.
+    act(() => {
+      edited = client.approver!(request("c4", { quantity: 1, productId: "mug-blue" }));
+    });
+    expect(edited).toBeInstanceOf(Promise);
+  });
+
+  it("editedArgs keeps strings as typed and reads numbers and booleans", () => {
+    expect(editedArgs({ id: "7", n: 2, x: 0.5, flag: true, on: false }, { id: "8", n: "3", x: "2.5", flag: "nope", on: "true" })).toEqual({
+      id: "8",
+      n: 3,
+      x: 2.5,
+      flag: "nope",
+      on: true,
+    });
+  });
+
   it("ApprovalDialog refuses with the words the user typed as the reason", async () => {
     const { client } = setup(<ApprovalDialog />);
     await settle();
@@ -549,6 +601,172 @@ describe("events, approvals and the chat", () => {
       // The words after the calls: the run's last line, which carries its status.
       ["chat-message", "Removed.", "completed"],
     ]);
+  });
+
+  it("a call the model is still writing is in the chat with its arguments so far, then runs in the same place", async () => {
+    const seen: string[] = [];
+    function Tools() {
+      useToolCallRenderer("cart_add", (call) => {
+        seen.push(`${call.status} ${JSON.stringify(call.partialArgs)}`);
+        return <b data-testid="card">{`${call.status}: ${call.args.productId ?? "?"}`}</b>;
+      });
+      return null;
+    }
+    const { client } = setup(
+      <>
+        <Tools />
+        <ChatPanel />
+      </>,
+    );
+    await settle();
+    act(() => client.emit({ type: "connection", state: "open", attempt: 0 }));
+    const delta = (partialArgs: unknown) =>
+      act(() => client.emit({ type: "run", runId: "r1", event: { kind: "tool_call_delta", callId: "r1.1.0", tool: "cart_add", partialArgs } }));
+    delta({});
+    delta({ productId: "mug-r" });
+    expect(screen.getByTestId("card").textContent).toBe("streaming: mug-r");
+    expect(screen.getByTestId("chat-tool-call").getAttribute("data-call-status")).toBe("streaming");
+    act(() => client.emit({ type: "callStarted", callId: "r1.1.0", tool: "cart_add", args: { productId: "mug-red", quantity: 1 } }));
+    // The streamed arguments after the call started change nothing.
+    delta({ productId: "mug-x" });
+    act(() => client.emit({ type: "run", runId: "r1", event: { kind: "tool_progress", callId: "r1.1.0", message: "half way" } }));
+    act(() => client.emit({ type: "callFinished", record: { callId: "r1.1.0", tool: "cart_add", status: "ok", content: "added" } }));
+    expect(screen.getAllByTestId("chat-tool-call")).toHaveLength(1);
+    expect(screen.getByTestId("card").textContent).toBe("done: mug-red");
+    expect(seen[0]).toBe("streaming {}");
+    expect(seen).toContain('streaming {"productId":"mug-r"}');
+    expect(seen).not.toContain('streaming {"productId":"mug-x"}');
+  });
+
+  it("a streamed call refused on the server ends in the chat; one never made leaves it when the run ends", async () => {
+    const { client } = setup(<ChatPanel />);
+    await settle();
+    act(() => client.emit({ type: "connection", state: "open", attempt: 0 }));
+    const run = (event: { kind: string; [key: string]: unknown }) => act(() => client.emit({ type: "run", runId: "r2", event }));
+    run({ kind: "tool_call_delta", callId: "r2.1.0", tool: "cart_clear", partialArgs: {} });
+    run({ kind: "tool_call_delta", callId: "r2.1.1", tool: "cart_view", partialArgs: {} });
+    run({ kind: "tool_execution_end", callId: "r2.1.0", tool: "cart_clear", status: "denied", output: "Blocked by policy" });
+    expect(screen.getAllByTestId("chat-tool-call").map((li) => li.getAttribute("data-call-status"))).toEqual(["refused", "streaming"]);
+    run({ kind: "run_end", status: "completed", turns: 1 });
+    expect(screen.getAllByTestId("chat-tool-call").map((li) => li.getAttribute("data-call-status"))).toEqual(["refused"]);
+  });
+
+  it("useHumanInTheLoop: the question is drawn in the chat, and respond's value is the tool's result", async () => {
+    function AskSize() {
+      useHumanInTheLoop({
+        name: "ask_size",
+        description: "Ask the user which size.",
+        schema: z.object({ product: z.string() }),
+        render: (call) =>
+          call.respond ? (
+            <span>
+              {`Which size of ${call.args.product}?`}
+              <button data-testid="size-m" onClick={() => call.respond!("M")}>
+                M
+              </button>
+            </span>
+          ) : (
+            <span data-testid="answered">{`${call.status}: ${JSON.stringify(call.result ?? null)}`}</span>
+          ),
+      });
+      return null;
+    }
+    const { client } = setup(
+      <>
+        <AskSize />
+        <ChatPanel />
+      </>,
+    );
+    await settle();
+    expect(client.entries[0]!.def).toMatchObject({ name: "ask_size", timeoutMs: 600000 });
+    expect(client.entries[0]!.def.risk).toBeUndefined();
+    act(() => client.emit({ type: "connection", state: "open", attempt: 0 }));
+    act(() => client.emit({ type: "callStarted", callId: "q1", tool: "ask_size", args: { product: "T-shirt" } }));
+    let result: unknown;
+    await act(async () => {
+      void client.call("ask_size", { product: "T-shirt" }).then((r) => (result = r));
+    });
+    expect(screen.getByTestId("chat-tool-call").textContent).toBe("Which size of T-shirt?M");
+    // Waiting for the user: the chat takes a message (it would answer the question).
+    expect(screen.getByTestId("chat-send").hasAttribute("disabled")).toBe(false);
+    await act(async () => fireEvent.click(screen.getByTestId("size-m")));
+    expect(result).toBe("M");
+    act(() => client.emit({ type: "callFinished", record: { callId: "q1", tool: "ask_size", status: "ok", content: "M" } }));
+    expect(screen.getByTestId("answered").textContent).toBe('done: "M"');
+  });
+
+  it("a message typed while a question waits answers it with the text; nothing new is sent", async () => {
+    function AskSize() {
+      useHumanInTheLoop({ name: "ask_size", description: "Ask.", render: (call) => <span>{call.respond ? "asking" : call.status}</span> });
+      return null;
+    }
+    const { client } = setup(
+      <>
+        <AskSize />
+        <ChatPanel />
+      </>,
+    );
+    await settle();
+    act(() => client.emit({ type: "connection", state: "open", attempt: 0 }));
+    act(() => client.emit({ type: "callStarted", callId: "q2", tool: "ask_size", args: {} }));
+    let result: unknown;
+    await act(async () => {
+      void client.call("ask_size").then((r) => (result = r));
+    });
+    fireEvent.change(screen.getByTestId("chat-input"), { target: { value: "large please" } });
+    await act(async () => fireEvent.submit(screen.getByTestId("chat-input")));
+    expect(result).toBe("large please");
+    expect(client.sent).toEqual([]);
+  });
+
+  it("a handler asks the user with context.ask: the question is at its call in the chat, the answer goes on", async () => {
+    function Shirts() {
+      useAgentTool(
+        {
+          name: "cart_add",
+          description: "Add.",
+          render: (call) =>
+            call.respond ? (
+              <button data-testid="size" onClick={() => call.respond!("M")}>{`pick one of ${(call.question as { sizes: string[] }).sizes.join("/")}`}</button>
+            ) : (
+              <span data-testid="added">{String(call.result ?? call.status)}</span>
+            ),
+        },
+        async (_args, context) => {
+          const size = await context.ask({ sizes: ["S", "M", "L"] });
+          return `added a T-shirt in ${String(size)} (call ${context.callId})`;
+        },
+      );
+      return null;
+    }
+    const { client } = setup(
+      <>
+        <Shirts />
+        <ChatPanel />
+      </>,
+    );
+    await settle();
+    act(() => client.emit({ type: "connection", state: "open", attempt: 0 }));
+    act(() => client.emit({ type: "callStarted", callId: "c7", tool: "cart_add", args: {} }));
+    let result: unknown;
+    await act(async () => {
+      void client.call("cart_add").then((r) => (result = r));
+    });
+    expect(screen.getByTestId("size").textContent).toBe("pick one of S/M/L");
+    await act(async () => fireEvent.click(screen.getByTestId("size")));
+    expect(result).toBe("added a T-shirt in M (call c7)");
+    act(() => client.emit({ type: "callFinished", record: { callId: "c7", tool: "cart_add", status: "ok", content: result } }));
+    expect(screen.getByTestId("added").textContent).toBe("added a T-shirt in M (call c7)");
+  });
+
+  it("a followUp: false tool is registered with followUp false", async () => {
+    function Card() {
+      useAgentTool({ name: "product_card", description: "Show a card.", followUp: false }, () => ({ shown: true }));
+      return null;
+    }
+    const { client } = setup(<Card />);
+    await settle();
+    expect(client.entries[0]!.def).toMatchObject({ name: "product_card", followUp: false });
   });
 
   it("a run that starts its words again (reset) has one line for them, after its calls", async () => {

@@ -154,4 +154,17 @@ describe("on the real runtime", () => {
     await waitFor(() => expect(frames.find((f) => f.type === "TOOL_RESULT")).toMatchObject({ content: { label: "second" } }));
     expect(contextUpdates()).toHaveLength(1);
   });
+
+  it("a followUp: false tool is announced as such; other tools carry no followUp", async () => {
+    function Tools() {
+      useAgentTool({ name: "show_card", description: "Show a card.", followUp: false }, () => ({ shown: true }));
+      useAgentTool({ name: "plain", description: "Plain." }, () => null);
+      return null;
+    }
+    await mount(<Tools />);
+    const [update] = contextUpdates();
+    const tools = update!.tools as { name: string; followUp?: boolean }[];
+    expect(tools.find((t) => t.name === "show_card")).toMatchObject({ followUp: false });
+    expect(tools.find((t) => t.name === "plain")).not.toHaveProperty("followUp");
+  });
 });
