@@ -144,7 +144,7 @@ async function setUp(page, task) {
   }
 }
 
-/** Sends the task's request, answers approval dialogs, waits for the answer. */
+/** Sends the task's request, answers approval dialogs and the size question (`task.size`, default M), waits for the answer. */
 export async function runTask(page, frames, calls, task) {
   await setUp(page, task);
   const before = await pageState(page);
@@ -154,6 +154,7 @@ export async function runTask(page, frames, calls, task) {
   const started = Date.now();
   await say(page, task.say);
   const approvals = [];
+  const questions = [];
   let timedOut = false;
   for (;;) {
     const remaining = TASK_TIMEOUT_MS - (Date.now() - started);
@@ -163,13 +164,24 @@ export async function runTask(page, frames, calls, task) {
     }
     try {
       await page.waitForFunction(
-        ([selector, n]) => document.querySelectorAll(selector).length > n || document.querySelector('[data-testid="approval-dialog"]'),
+        ([selector, n]) =>
+          document.querySelectorAll(selector).length > n ||
+          document.querySelector('[data-testid="approval-dialog"]') ||
+          document.querySelector('[data-testid="size-question"]'),
         [DONE, count],
         { timeout: remaining },
       );
     } catch {
       timedOut = true;
       break;
+    }
+    const question = page.getByTestId("size-question");
+    if (await question.count()) {
+      // cart_add asks which size of the T-shirt: the user answers, as a person would.
+      questions.push(task.size ?? "M");
+      await page.locator(`[data-testid="size-choice"][data-size="${task.size ?? "M"}"]`).first().click();
+      await question.waitFor({ state: "detached" });
+      continue;
     }
     const dialog = page.getByTestId("approval-dialog");
     if (await dialog.count()) {
@@ -221,6 +233,7 @@ export async function runTask(page, frames, calls, task) {
     before,
     after,
     approvals,
+    sizeQuestions: questions,
     pageToolCalls: toolCalls.length,
     toolEnds: serverEnded,
     repeatedIdenticalCalls: repeated,

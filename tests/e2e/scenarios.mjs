@@ -97,7 +97,7 @@ export function defineScenarios({ app, dist }) {
 
   test(`${app}: a reload during an approval brings back the conversation and the dialog; the run then ends`, async () => {
     const { page, errors, close } = await open();
-    await ask(page, "add the black t-shirt to my cart");
+    await ask(page, "add the black t-shirt in size M to my cart");
     await say(page, "check out");
     await page.getByTestId("approval-dialog").waitFor();
     await page.reload();
@@ -105,7 +105,7 @@ export function defineScenarios({ app, dist }) {
     // user is asked again: the dialog is back (checkout is a tool of every page).
     await page.getByTestId("approval-dialog").waitFor();
     const lines = await page.getByTestId("chat-message").allInnerTexts();
-    assert.ok(lines.some((line) => line.includes("add the black t-shirt to my cart")), lines.join("\n"));
+    assert.ok(lines.some((line) => line.includes("add the black t-shirt in size M to my cart")), lines.join("\n"));
     assert.ok(lines.some((line) => line.includes("check out")), lines.join("\n"));
     const count = await answers(page);
     await page.getByTestId("approval-reject").click();
@@ -206,7 +206,7 @@ export function defineScenarios({ app, dist }) {
 
   test(`${app}: "check out" needs a critical approval and places the order`, async () => {
     const { page, close } = await open();
-    await ask(page, "add the black t-shirt to my cart");
+    await ask(page, "add the black t-shirt in size M to my cart");
     await ask(page, "show my cart");
     const count = await answers(page);
     await say(page, "check out");
@@ -337,5 +337,147 @@ export function defineScenarios({ app, dist }) {
     assert.equal(ends.size, 1, "the server applied the result once");
     await close();
     await proxy.stop();
+  });
+
+  test(`${app}: a T-shirt added without a size: the chat asks which size, and the answer (a click or a message) adds it`, async () => {
+    const { page, frames, errors, close } = await open();
+    let count = await answers(page);
+    await say(page, "add the black t-shirt to my cart");
+    // The question is drawn at the call's place in the chat, and the run waits for it.
+    await page.getByTestId("size-question").waitFor();
+    assert.match(await page.getByTestId("size-question").innerText(), /Which size of Black T-shirt\?/);
+    await page.screenshot({ path: artifactPath(app, "size-question.png") });
+    await page.locator('[data-testid="size-choice"][data-size="M"]').click();
+    let answer = await nextAnswer(page, count);
+    assert.equal(answer.status, "completed");
+    assert.match(answer.text, /Black T-shirt \(size M\)/);
+    await waitForText(page, "cart-badge", "1");
+
+    // A message typed while the question waits answers it: no new run, the words are the answer.
+    count = await answers(page);
+    const sentBefore = frames.filter((f) => f.dir === "sent" && f.frame.type === "USER_MESSAGE").length;
+    await say(page, "add the black t-shirt to my cart");
+    await page.getByTestId("size-question").waitFor();
+    await say(page, "large please");
+    answer = await nextAnswer(page, count);
+    assert.equal(answer.status, "completed");
+    assert.match(answer.text, /Black T-shirt \(size L\)/);
+    await waitForText(page, "cart-badge", "2");
+    const sent = frames.filter((f) => f.dir === "sent" && f.frame.type === "USER_MESSAGE").map((f) => f.frame.text);
+    assert.deepEqual(sent.slice(sentBefore), ["add the black t-shirt to my cart"], "the typed answer started no run");
+    assert.equal(await page.getByTestId("size-question").count(), 0, "no question is left open");
+    assert.deepEqual(errors, []);
+    await close();
+  });
+
+  test(`${app}: the size guide is a followUp: false tool: its table in the chat ends the run, with no answer after it`, async () => {
+    const { page, frames, errors, close } = await open("/product/tee-black");
+    const before = frames.length;
+    const answer = await ask(page, "show the size guide");
+    assert.equal(answer.status, "completed");
+    assert.equal(answer.text.trim(), "", "no model turn after the tool");
+    const guide = page.getByTestId("size-guide");
+    assert.match(await guide.innerText(), /M\s+52 cm/);
+    assert.equal(await page.locator('[data-testid="chat-tool-call"][data-tool="size_guide"][data-call-status="done"]').count(), 1);
+    await page.screenshot({ path: artifactPath(app, "follow-up-off.png") });
+    // The model was asked once: one turn, and the run ended after the tool's result.
+    const events = frames.slice(before).filter((f) => f.dir === "received" && f.frame.type === "EVENT").map((f) => f.frame.event);
+    assert.equal(events.filter((e) => e.kind === "turn_start").length, 1, JSON.stringify(events.map((e) => e.kind)));
+    assert.deepEqual(
+      events.filter((e) => e.kind === "tool_execution_end").map((e) => [e.tool, e.status]),
+      [["size_guide", "ok"]],
+    );
+    assert.deepEqual(errors, []);
+    await close();
+  });
+
+  test(`${app}: a call's arguments stream into the chat before it runs (a model that writes slowly)`, async () => {
+    const slow = await startServer(dist, "127.0.0.1:0", ["--model", "scripted", "--scripted-call-pace-ms", "150"]);
+    try {
+      const { page, frames, errors, close } = await open("/", slow.port);
+      // Every state the call's line goes through, as the page draws it.
+      await page.evaluate(() => {
+        window.callStates = [];
+        new MutationObserver(() => {
+          for (const li of document.querySelectorAll('[data-testid="chat-tool-call"]')) {
+            const state = `${li.dataset.callStatus}|${li.innerText.replace(/\s+/g, " ").trim()}`;
+            if (window.callStates.at(-1) !== state) window.callStates.push(state);
+          }
+        }).observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
+      });
+      const count = await answers(page);
+      await say(page, "add two red mugs to my cart");
+      await page.locator('[data-testid="chat-tool-call"][data-call-status="streaming"]').waitFor();
+      await page.screenshot({ path: artifactPath(app, "streaming-args.png") });
+      const answer = await nextAnswer(page, count);
+      assert.equal(answer.status, "completed");
+      await waitForText(page, "cart-badge", "2");
+      const states = await page.evaluate(() => window.callStates);
+      const firstRunning = states.findIndex((state) => !state.startsWith("streaming|"));
+      const streamed = states.slice(0, firstRunning);
+      // The product was read before the quantity was written, and both before the call ran.
+      assert.ok(streamed.includes("streaming|Add 1 × Red mug to the cart · being written"), states.join("\n"));
+      assert.ok(streamed.includes("streaming|Add 2 × Red mug to the cart · being written"), states.join("\n"));
+      assert.equal(states.at(-1), "done|Add 2 × Red mug to the cart · done");
+      // On the wire: observe-only deltas under the call's id, all before its TOOL_CALL.
+      const call = frames.find((f) => f.dir === "received" && f.frame.type === "TOOL_CALL");
+      const deltas = frames.filter((f) => f.dir === "received" && f.frame.type === "EVENT" && f.frame.event.kind === "tool_call_delta");
+      assert.ok(deltas.length >= 3, `${deltas.length} deltas`);
+      assert.ok(deltas.every((f) => f.at < call.at && f.frame.event.callId === call.frame.callId));
+      assert.deepEqual(deltas.at(-1).frame.event.partialArgs, call.frame.args);
+      assert.deepEqual(errors, []);
+      await close();
+    } finally {
+      slow.stop();
+    }
+  });
+
+  test(`${app}: a message typed while an approval waits refuses the call with those words; no new run starts`, async () => {
+    const { page, frames, close } = await open();
+    await ask(page, "add the red mug to my cart");
+    const count = await answers(page);
+    await say(page, "remove the mug");
+    await page.getByTestId("approval-dialog").waitFor();
+    const sentBefore = frames.filter((f) => f.dir === "sent" && f.frame.type === "USER_MESSAGE").length;
+    await page.getByTestId("chat-input").fill("no, keep it");
+    await page.getByTestId("chat-input").press("Enter");
+    const answer = await nextAnswer(page, count);
+    assert.equal(answer.status, "completed");
+    assert.match(answer.text, /denied|rejected/i);
+    assert.equal(await page.getByTestId("approval-dialog").count(), 0, "the dialog closed");
+    await waitForText(page, "cart-badge", "1");
+    const result = frames.find((f) => f.dir === "sent" && f.frame.type === "TOOL_RESULT" && f.frame.status === "denied");
+    assert.match(JSON.stringify(result.frame.content), /the user wrote instead: no, keep it/);
+    const sent = frames.filter((f) => f.dir === "sent" && f.frame.type === "USER_MESSAGE").length;
+    assert.equal(sent, sentBefore, "the typed words answered the dialog; no new run");
+    await close();
+  });
+
+  test(`${app}: arguments edited in the approval dialog: the model is told, calls again with them, and that call runs unasked`, async () => {
+    const { page, frames, errors, close } = await open();
+    await ask(page, "add the red mug to my cart");
+    await ask(page, "add the blue mug to my cart");
+    const count = await answers(page);
+    await say(page, "remove the red mug");
+    await page.getByTestId("approval-dialog").waitFor();
+    await page.getByTestId("approval-edit").click();
+    await page.locator('[data-testid="approval-arg-input"][data-field="productId"]').fill("mug-blue");
+    await page.screenshot({ path: artifactPath(app, "edit-args.png") });
+    await page.getByTestId("approval-approve").click();
+    const answer = await nextAnswer(page, count);
+    assert.equal(answer.status, "completed");
+    assert.match(answer.text, /removed Blue mug/);
+    assert.equal(await page.getByTestId("cart-badge").getAttribute("data-cart"), "mug-red=1");
+    // On the socket: the first call refused with the new arguments, the second made with them
+    // (validated by the runtime as any call) and approved without a dialog.
+    const calls = frames.filter((f) => f.dir === "received" && f.frame.type === "TOOL_CALL" && f.frame.name === "cart_remove");
+    assert.deepEqual(calls.map((f) => f.frame.args), [{ productId: "mug-red" }, { productId: "mug-blue" }]);
+    const results = calls.map((call) => frames.find((f) => f.dir === "sent" && f.frame.type === "TOOL_RESULT" && f.frame.callId === call.frame.callId).frame);
+    assert.equal(results[0].status, "denied");
+    assert.match(JSON.stringify(results[0].content), /call cart_remove again with exactly these arguments/);
+    assert.equal(results[1].status, "ok");
+    assert.equal(await page.getByTestId("approval-dialog").count(), 0);
+    assert.deepEqual(errors, []);
+    await close();
   });
 }

@@ -11,7 +11,7 @@ use tether_leptos::{
 };
 use wasm_bindgen::prelude::*;
 
-use shop::{Backend, PRODUCTS, Route, Shop, price, product, product_line};
+use shop::{Backend, PRODUCTS, Route, SIZE_GUIDE, Shop, price, product, product_line};
 
 /// The server's WebSocket endpoint on the same origin as the page.
 fn server_url() -> String {
@@ -59,6 +59,37 @@ fn quantity_schema() -> Value {
     json!({"type": "integer", "minimum": 1, "maximum": 10, "default": 1})
 }
 
+fn size_schema() -> Value {
+    json!({"type": "string", "enum": ["S", "M", "L"], "description": "For a product that comes in sizes (the T-shirt); left out, the user is asked."})
+}
+
+/// `cart_add`, on the home page (`ids`: every product) and on a product's page (`ids`: that
+/// one): a product that comes in sizes, added without one, makes the handler ask the user which
+/// (the question is drawn in the chat by [`cart_summary`]).
+fn use_cart_add(ids: &Value) {
+    let shop = expect_context::<Shop>();
+    let agent = use_agent();
+    use_agent_tool(
+        ToolDef::new("cart_add", "Add a product to the shopping cart.").parameters(json!({
+            "type": "object",
+            "properties": {"productId": {"type": "string", "enum": ids}, "quantity": quantity_schema(), "size": size_schema()},
+            "required": ["productId"],
+            "additionalProperties": false
+        })),
+        move |args| {
+            // Asked before the handler's first await (see `AgentContext::ask`).
+            let question = Shop::size_question(&args).map(|question| agent.ask("cart_add", question));
+            async move {
+                let answer = match question {
+                    Some(question) => Some(question.await?),
+                    None => None,
+                };
+                shop.add_from_args(&args, answer.as_ref())
+            }
+        },
+    );
+}
+
 /// What `navigate` and `open_cart` return: which page is open now, in words.
 fn page_opened(shop: &Shop, to: &str) -> String {
     match to.strip_prefix("product/").and_then(product) {
@@ -82,12 +113,36 @@ fn product_card(call: &ToolCallView) -> impl IntoView + use<> {
     }
 }
 
-/// The cart tools in the chat: what they do to the cart, in a line.
+/// The cart tools in the chat: what they do to the cart, in a line; while `cart_add` asks which
+/// size, the sizes to choose from.
 fn cart_summary(call: &ToolCallView) -> impl IntoView + use<> {
+    if let (Some(question), Some(answer)) = (&call.question, call.respond) {
+        let product = question["product"].as_str().unwrap_or("it").to_string();
+        let sizes: Vec<String> =
+            question["sizes"].as_array().into_iter().flatten().filter_map(Value::as_str).map(String::from).collect();
+        return view! {
+            <div class="tool-card cart-summary" data-testid="size-question">
+                {format!("Which size of {product}? ")}
+                {sizes
+                    .into_iter()
+                    .map(|size| {
+                        let (chosen, label) = (size.clone(), size.clone());
+                        view! {
+                            <button data-testid="size-choice" data-size=size on:click=move |_| answer.respond(json!(chosen))>
+                                {label}
+                            </button>
+                        }
+                    })
+                    .collect_view()}
+            </div>
+        }
+        .into_any();
+    }
     let name = call.args["productId"].as_str().and_then(product).map(|p| p.name).unwrap_or("");
     let quantity = call.args["quantity"].as_u64().unwrap_or(1);
+    let size = call.args["size"].as_str().map(|size| format!(" (size {size})")).unwrap_or_default();
     let what = match call.tool.as_str() {
-        "cart_add" => format!("Add {quantity} × {name} to the cart"),
+        "cart_add" => format!("Add {quantity} × {name}{size} to the cart"),
         "cart_remove" => format!("Remove {name} from the cart"),
         "cart_clear" => "Empty the cart".to_string(),
         _ => "Look at the cart".to_string(),
@@ -96,6 +151,21 @@ fn cart_summary(call: &ToolCallView) -> impl IntoView + use<> {
         <div class="tool-card cart-summary" data-testid="cart-summary">
             {what}
             <small>" · " {call.status.words()}</small>
+        </div>
+    }
+    .into_any()
+}
+
+/// `size_guide` in the chat: the table is the answer (the tool is `followUp: false`).
+fn size_guide_card(call: &ToolCallView) -> impl IntoView + use<> {
+    view! {
+        <div class="tool-card size-guide" data-testid="size-guide">
+            <strong>"Size guide"</strong>
+            <small>" · " {call.status.words()}</small>
+            <table>
+                <tr><th>"Size"</th><th>"Chest width"</th></tr>
+                {SIZE_GUIDE.iter().map(|(size, chest)| view! { <tr><td>{*size}</td><td>{*chest}</td></tr> }).collect_view()}
+            </table>
         </div>
     }
 }
@@ -136,6 +206,7 @@ fn Layout() -> impl IntoView {
     for tool in ["cart_add", "cart_remove", "cart_view", "cart_clear"] {
         use_tool_call_renderer(tool, |call| cart_summary(&call));
     }
+    use_tool_call_renderer("size_guide", |call| size_guide_card(&call));
     let errors = use_agent().state.errors;
     view! {
         <header>
@@ -189,15 +260,7 @@ fn ProductGrid() -> impl IntoView {
             Ok(json!(format!("opened the page of {}: {}. {}", found.name, price(found.price), found.description)))
         },
     );
-    use_agent_tool(
-        ToolDef::new("cart_add", "Add a product to the shopping cart.").parameters(json!({
-            "type": "object",
-            "properties": {"productId": {"type": "string", "enum": ids_enum()}, "quantity": quantity_schema()},
-            "required": ["productId"],
-            "additionalProperties": false
-        })),
-        move |args| async move { shop.add_from_args(&args) },
-    );
+    use_cart_add(&ids_enum());
     use_agent_context("The products in the shop", || {
         json!(PRODUCTS.iter().map(product_line).collect::<Vec<_>>().join("\n"))
     });
@@ -240,15 +303,21 @@ fn ProductPage(id: String) -> impl IntoView {
             Ok(json!(format!("{} ({}): {}. {}", found.name, found.id, price(found.price), found.description)))
         },
     );
-    use_agent_tool(
-        ToolDef::new("cart_add", "Add a product to the shopping cart.").parameters(json!({
-            "type": "object",
-            "properties": {"productId": {"type": "string", "enum": [product_id]}, "quantity": quantity_schema()},
-            "required": ["productId"],
-            "additionalProperties": false
-        })),
-        move |args| async move { shop.add_from_args(&args) },
-    );
+    use_cart_add(&json!([product_id]));
+    if !found.sizes.is_empty() {
+        // The table in the chat is the answer: no model turn after it.
+        use_agent_tool(
+            ToolDef::new(
+                "size_guide",
+                "Show the size guide of this product in the chat: the chest width of each size.",
+            )
+            .follow_up(false),
+            |_| async {
+                let sizes: Vec<String> = SIZE_GUIDE.iter().map(|(size, chest)| format!("{size}: {chest}")).collect();
+                Ok(json!(format!("chest width by size: {}", sizes.join(", "))))
+            },
+        );
+    }
     use_agent_context("The product on this page", move || json!(product_line(&found)));
     view! {
         <article class="card" data-testid="product-page" data-product=product_id>

@@ -13,18 +13,30 @@ pub(crate) struct Product {
     /// In cents.
     pub(crate) price: u32,
     pub(crate) description: &'static str,
+    /// The sizes it comes in (none: one size).
+    pub(crate) sizes: &'static [&'static str],
 }
+
+/// The T-shirt's sizes and their chest widths (the size guide).
+pub(crate) const SIZE_GUIDE: [(&str, &str); 3] = [("S", "48 cm"), ("M", "52 cm"), ("L", "56 cm")];
 
 /// The catalogue (`docs/storefront.md`).
 pub(crate) const PRODUCTS: [Product; 4] = [
-    Product { id: "mug-red", name: "Red mug", price: 1200, description: "A red ceramic mug, 350 ml." },
-    Product { id: "mug-blue", name: "Blue mug", price: 1200, description: "A blue ceramic mug, 350 ml." },
-    Product { id: "tee-black", name: "Black T-shirt", price: 2000, description: "A black cotton T-shirt." },
+    Product { id: "mug-red", name: "Red mug", price: 1200, description: "A red ceramic mug, 350 ml.", sizes: &[] },
+    Product { id: "mug-blue", name: "Blue mug", price: 1200, description: "A blue ceramic mug, 350 ml.", sizes: &[] },
+    Product {
+        id: "tee-black",
+        name: "Black T-shirt",
+        price: 2000,
+        description: "A black cotton T-shirt.",
+        sizes: &["S", "M", "L"],
+    },
     Product {
         id: "poster-space",
         name: "Space poster",
         price: 1500,
         description: "A poster of the Milky Way, 50 × 70 cm.",
+        sizes: &[],
     },
 ];
 
@@ -41,10 +53,29 @@ pub(crate) fn product_line(p: &Product) -> String {
     format!("{} ({}): {}. {}", p.name, p.id, price(p.price), p.description)
 }
 
+/// The size that `answer` (a size, or words such as "large please") names among `sizes`.
+pub(crate) fn size_named(answer: &str, sizes: &[&'static str]) -> Option<&'static str> {
+    let answer = answer.trim().to_uppercase();
+    if let Some(size) = sizes.iter().find(|s| **s == answer) {
+        return Some(size);
+    }
+    answer.split(|c: char| !c.is_alphanumeric()).find_map(|word| {
+        let word = match word {
+            "SMALL" => "S",
+            "MEDIUM" => "M",
+            "LARGE" => "L",
+            other => other,
+        };
+        sizes.iter().find(|s| **s == word).copied()
+    })
+}
+
 /// One line of the cart.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct CartLine {
     pub(crate) product_id: &'static str,
+    /// The size, for a product that comes in sizes (none when added from the page's button).
+    pub(crate) size: Option<&'static str>,
     pub(crate) quantity: u32,
 }
 
@@ -206,22 +237,47 @@ impl Shop {
     }
 
     pub(crate) fn add(&self, id: &str, quantity: u32) {
+        self.add_sized(id, None, quantity);
+    }
+
+    fn add_sized(&self, id: &str, size: Option<&'static str>, quantity: u32) {
         let Some(found) = product(id) else { return };
-        self.cart.update(|lines| match lines.iter_mut().find(|l| l.product_id == found.id) {
+        self.cart.update(|lines| match lines.iter_mut().find(|l| l.product_id == found.id && l.size == size) {
             Some(line) => line.quantity += quantity,
-            None => lines.push(CartLine { product_id: found.id, quantity }),
+            None => lines.push(CartLine { product_id: found.id, size, quantity }),
         });
     }
 
-    /// The `cart_add` handler: the arguments are validated (and `quantity` defaulted) already.
-    /// The result says what happened in a short sentence, which small models read best.
-    pub(crate) fn add_from_args(&self, args: &Value) -> Result<Value, String> {
+    /// What `cart_add` asks the user before adding a product that comes in sizes without one
+    /// (`{"product": …, "sizes": […]}`), if anything.
+    pub(crate) fn size_question(args: &Value) -> Option<Value> {
+        let found = args["productId"].as_str().and_then(product)?;
+        let unsized_ = !found.sizes.is_empty() && args["size"].as_str().is_none();
+        unsized_.then(|| json!({"product": found.name, "sizes": found.sizes}))
+    }
+
+    /// The `cart_add` handler: the arguments are validated (and `quantity` defaulted) already;
+    /// `answer` is the user's answer to [`Shop::size_question`]. The result says what happened
+    /// in a short sentence, which small models read best.
+    pub(crate) fn add_from_args(&self, args: &Value, answer: Option<&Value>) -> Result<Value, String> {
         self.cart_add_runs.update(|runs| *runs += 1);
         let id = args["productId"].as_str().unwrap_or_default();
         let quantity = args["quantity"].as_u64().unwrap_or(1) as u32;
         let Some(found) = product(id) else { return Err(format!("no product {id:?}")) };
-        self.add(id, quantity);
-        Ok(json!(format!("added {quantity} × {}; cart: {}", found.name, self.cart_summary())))
+        // A size for a product of one size is left out.
+        let said = args["size"].as_str().or_else(|| answer.and_then(Value::as_str));
+        let size = match (found.sizes.is_empty(), said) {
+            (true, _) => None,
+            (false, Some(said)) => Some(size_named(said, found.sizes).ok_or_else(|| {
+                format!("{said:?} is not a size of the {}: it comes in {}", found.name, found.sizes.join(", "))
+            })?),
+            (false, None) => {
+                return Err(format!("the {} comes in sizes {}: say which", found.name, found.sizes.join(", ")));
+            }
+        };
+        self.add_sized(id, size, quantity);
+        let what = size.map_or(found.name.to_string(), |size| format!("{} (size {size})", found.name));
+        Ok(json!(format!("added {quantity} × {what}; cart: {}", self.cart_summary())))
     }
 
     /// The cart in words: `3 items (2 × Red mug, 1 × Black T-shirt)`, or `empty`.
@@ -233,16 +289,30 @@ impl Shop {
         let lines: Vec<String> = self.cart.with_untracked(|lines| {
             lines
                 .iter()
-                .map(|l| format!("{} × {}", l.quantity, product(l.product_id).map_or("?", |p| p.name)))
+                .map(|l| {
+                    let name = product(l.product_id).map_or("?", |p| p.name);
+                    match l.size {
+                        Some(size) => format!("{} × {name} ({size})", l.quantity),
+                        None => format!("{} × {name}", l.quantity),
+                    }
+                })
                 .collect()
         });
         format!("{count} {} ({})", if count == 1 { "item" } else { "items" }, lines.join(", "))
     }
 
-    /// What `data-cart` on the cart badge says: `mug-red=2 tee-black=1` (checked by the benchmark).
+    /// What `data-cart` on the cart badge says: `mug-red=2 tee-black=1`, each product once
+    /// whatever its sizes (checked by the benchmark).
     pub(crate) fn cart_attribute(&self) -> String {
         self.cart.with(|lines| {
-            lines.iter().map(|l| format!("{}={}", l.product_id, l.quantity)).collect::<Vec<_>>().join(" ")
+            let mut counts: Vec<(&str, u32)> = Vec::new();
+            for line in lines {
+                match counts.iter_mut().find(|(id, _)| *id == line.product_id) {
+                    Some((_, n)) => *n += line.quantity,
+                    None => counts.push((line.product_id, line.quantity)),
+                }
+            }
+            counts.iter().map(|(id, n)| format!("{id}={n}")).collect::<Vec<_>>().join(" ")
         })
     }
 

@@ -11,11 +11,13 @@ import {
   useAgentContext,
   useAgentTool,
   useToolCallRenderer,
+  type AgentToolContext,
   type ToolCallView,
 } from "@tether/react";
 import {
   PRODUCT_IDS,
   PRODUCTS,
+  SIZE_GUIDE,
   ShopProvider,
   addToCart,
   cartAttribute,
@@ -28,6 +30,7 @@ import {
   price,
   product,
   productLine,
+  sizeNamed,
   total,
   useShop,
 } from "./shop.js";
@@ -41,7 +44,11 @@ const PAGES = ["home", "cart", ...PRODUCTS.map((p) => `product/${p.id}`)] as [st
 const navigateSchema = z.object({ to: z.enum(PAGES) });
 const quantity = z.number().int().min(1).max(10).default(1);
 const gridViewSchema = z.object({ productId: z.enum(PRODUCT_IDS) });
-const gridAddSchema = z.object({ productId: z.enum(PRODUCT_IDS), quantity });
+const size = z
+  .enum(["S", "M", "L"])
+  .optional()
+  .describe("For a product that comes in sizes (the T-shirt); left out, the user is asked.");
+const gridAddSchema = z.object({ productId: z.enum(PRODUCT_IDS), quantity, size });
 const NO_ARGS = { type: "object" };
 
 export function App() {
@@ -65,13 +72,34 @@ function ProductCard(call: ToolCallView) {
   );
 }
 
-/** The cart tools in the chat: what they do to the cart, in a line. */
+/** What `cart_add` asks before adding a product that comes in sizes without one. */
+interface SizeQuestion {
+  product: string;
+  sizes: string[];
+}
+
+/** The cart tools in the chat: what they do to the cart, in a line; while `cart_add` asks which size, the sizes to choose from. */
 function CartSummary(call: ToolCallView) {
+  const question = call.question as SizeQuestion | undefined;
+  if (question && call.respond) {
+    const respond = call.respond;
+    return (
+      <div className="tool-card cart-summary" data-testid="size-question">
+        {`Which size of ${question.product}? `}
+        {question.sizes.map((choice) => (
+          <button key={choice} data-testid="size-choice" data-size={choice} onClick={() => respond(choice)}>
+            {choice}
+          </button>
+        ))}
+      </div>
+    );
+  }
   const name = product(String(call.args?.productId ?? ""))?.name ?? "";
   const quantity = Number(call.args?.quantity ?? 1);
+  const sized = call.args?.size ? ` (size ${String(call.args.size)})` : "";
   const what =
     call.tool === "cart_add"
-      ? `Add ${quantity} × ${name} to the cart`
+      ? `Add ${quantity} × ${name}${sized} to the cart`
       : call.tool === "cart_remove"
         ? `Remove ${name} from the cart`
         : call.tool === "cart_clear"
@@ -85,6 +113,57 @@ function CartSummary(call: ToolCallView) {
   );
 }
 
+/** `size_guide` in the chat: the table is the answer (the tool is `followUp: false`). */
+function SizeGuide(call: ToolCallView) {
+  return (
+    <div className="tool-card size-guide" data-testid="size-guide">
+      <strong>Size guide</strong>
+      <small> · {TOOL_CALL_STATUS_WORDS[call.status]}</small>
+      <table>
+        <tbody>
+          <tr>
+            <th>Size</th>
+            <th>Chest width</th>
+          </tr>
+          {SIZE_GUIDE.map(([name, chest]) => (
+            <tr key={name}>
+              <td>{name}</td>
+              <td>{chest}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+/**
+ * `cart_add`'s handler: a product that comes in sizes, added without one, makes it ask the user
+ * which (the question is drawn in the chat by `CartSummary`).
+ */
+function useCartAdd(schema: Parameters<typeof useAgentTool>[0]["schema"]) {
+  const shop = useShop();
+  useAgentTool(
+    { name: "cart_add", description: "Add a product to the shopping cart.", schema },
+    async (args: { productId: string; quantity: number; size?: string }, context: AgentToolContext) => {
+      shop.countCartAdd();
+      const found = product(args.productId);
+      if (!found) throw new Error(`no product "${args.productId}"`);
+      let chosen: string | undefined;
+      if (found.sizes.length > 0) {
+        // A size for a product of one size is left out.
+        const said = args.size ?? String(await context.ask({ product: found.name, sizes: found.sizes }));
+        chosen = sizeNamed(said, found.sizes);
+        if (!chosen) throw new Error(`"${said}" is not a size of the ${found.name}: it comes in ${found.sizes.join(", ")}`);
+      }
+      const cart = addToCart(shop.currentCart(), found.id, args.quantity, chosen);
+      shop.setCart(cart);
+      const what = chosen ? `${found.name} (size ${chosen})` : found.name;
+      return `added ${args.quantity} × ${what}; cart: ${cartSummary(cart)}`;
+    },
+  );
+}
+
 function Layout() {
   const shop = useShop();
   // How the agent's calls look in the chat.
@@ -93,6 +172,7 @@ function Layout() {
   useToolCallRenderer("cart_remove", CartSummary);
   useToolCallRenderer("cart_view", CartSummary);
   useToolCallRenderer("cart_clear", CartSummary);
+  useToolCallRenderer("size_guide", SizeGuide);
   useAgentTool(
     { name: "navigate", description: "Go to a page of the shop: home, cart, or a product page.", schema: navigateSchema, global: true },
     ({ to }) => {
@@ -169,12 +249,7 @@ function ProductGrid() {
       return `opened the page of ${found.name}: ${price(found.price)}. ${found.description}`;
     },
   );
-  useAgentTool({ name: "cart_add", description: "Add a product to the shopping cart.", schema: gridAddSchema }, ({ productId, quantity }) => {
-    shop.countCartAdd();
-    const cart = addToCart(shop.cart, productId, quantity);
-    shop.setCart(cart);
-    return `added ${quantity} × ${product(productId)?.name ?? productId}; cart: ${cartSummary(cart)}`;
-  });
+  useCartAdd(gridAddSchema);
   useAgentContext({ description: "The products in the shop", value: PRODUCTS.map(productLine).join("\n") });
   return (
     <>
@@ -197,7 +272,6 @@ function ProductGrid() {
 }
 
 function ProductPage({ id }: { id: string }) {
-  const shop = useShop();
   const found = product(id);
   // Plain JSON Schema works as well as zod: the enum holds only this product.
   const only = { type: "string", enum: [id] };
@@ -209,28 +283,35 @@ function ProductPage({ id }: { id: string }) {
     },
     () => (found ? `${found.name} (${found.id}): ${price(found.price)}. ${found.description}` : null),
   );
+  useCartAdd({
+    type: "object",
+    properties: {
+      productId: only,
+      quantity: { type: "integer", minimum: 1, maximum: 10, default: 1 },
+      size: { type: "string", enum: ["S", "M", "L"], description: "For a product that comes in sizes (the T-shirt); left out, the user is asked." },
+    },
+    required: ["productId"],
+    additionalProperties: false,
+  });
+  return <ProductDetails found={found} />;
+}
+
+/** The size guide of a product that comes in sizes: the table in the chat is the answer. */
+function SizeGuideTool() {
   useAgentTool(
-    {
-      name: "cart_add",
-      description: "Add a product to the shopping cart.",
-      schema: {
-        type: "object",
-        properties: { productId: only, quantity: { type: "integer", minimum: 1, maximum: 10, default: 1 } },
-        required: ["productId"],
-        additionalProperties: false,
-      },
-    },
-    (args: { productId: string; quantity: number }) => {
-      shop.countCartAdd();
-      const cart = addToCart(shop.cart, args.productId, args.quantity);
-      shop.setCart(cart);
-      return `added ${args.quantity} × ${product(args.productId)?.name ?? args.productId}; cart: ${cartSummary(cart)}`;
-    },
+    { name: "size_guide", description: "Show the size guide of this product in the chat: the chest width of each size.", followUp: false },
+    () => `chest width by size: ${SIZE_GUIDE.map(([name, chest]) => `${name}: ${chest}`).join(", ")}`,
   );
+  return null;
+}
+
+function ProductDetails({ found }: { found: ReturnType<typeof product> }) {
+  const shop = useShop();
   useAgentContext({ description: "The product on this page", value: found ? productLine(found) : "no such product" });
   if (!found) return <p>No such product.</p>;
   return (
     <article className="card" data-testid="product-page" data-product={found.id}>
+      {found.sizes.length > 0 ? <SizeGuideTool /> : null}
       <h1>{found.name}</h1>
       <p>{found.description}</p>
       <p className="price">{price(found.price)}</p>

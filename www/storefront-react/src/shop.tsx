@@ -1,5 +1,5 @@
 // The shop's state: products, the cart, the route, and the orders placed (docs/storefront.md).
-import { createContext, useCallback, useContext, useEffect, useMemo, useState, type MouseEvent, type ReactNode } from "react";
+import { createContext, useCallback, useContext, useEffect, useMemo, useRef, useState, type MouseEvent, type ReactNode } from "react";
 
 export interface Product {
   id: string;
@@ -7,14 +7,34 @@ export interface Product {
   /** In cents. */
   price: number;
   description: string;
+  /** The sizes it comes in (none: one size). */
+  sizes: string[];
 }
 
 export const PRODUCTS: Product[] = [
-  { id: "mug-red", name: "Red mug", price: 1200, description: "A red ceramic mug, 350 ml." },
-  { id: "mug-blue", name: "Blue mug", price: 1200, description: "A blue ceramic mug, 350 ml." },
-  { id: "tee-black", name: "Black T-shirt", price: 2000, description: "A black cotton T-shirt." },
-  { id: "poster-space", name: "Space poster", price: 1500, description: "A poster of the Milky Way, 50 × 70 cm." },
+  { id: "mug-red", name: "Red mug", price: 1200, description: "A red ceramic mug, 350 ml.", sizes: [] },
+  { id: "mug-blue", name: "Blue mug", price: 1200, description: "A blue ceramic mug, 350 ml.", sizes: [] },
+  { id: "tee-black", name: "Black T-shirt", price: 2000, description: "A black cotton T-shirt.", sizes: ["S", "M", "L"] },
+  { id: "poster-space", name: "Space poster", price: 1500, description: "A poster of the Milky Way, 50 × 70 cm.", sizes: [] },
 ];
+
+/** The T-shirt's sizes and their chest widths (the size guide). */
+export const SIZE_GUIDE: [string, string][] = [
+  ["S", "48 cm"],
+  ["M", "52 cm"],
+  ["L", "56 cm"],
+];
+
+/** The size that `answer` (a size, or words such as "large please") names among `sizes`. */
+export function sizeNamed(answer: string, sizes: string[]): string | undefined {
+  const upper = answer.trim().toUpperCase();
+  if (sizes.includes(upper)) return upper;
+  const words: Record<string, string> = { SMALL: "S", MEDIUM: "M", LARGE: "L" };
+  return upper
+    .split(/[^A-Z0-9]+/)
+    .map((word) => words[word] ?? word)
+    .find((word) => sizes.includes(word));
+}
 
 export const PRODUCT_IDS = PRODUCTS.map((p) => p.id) as [string, ...string[]];
 
@@ -24,6 +44,8 @@ export const price = (cents: number) => `$${Math.floor(cents / 100)}.${String(ce
 
 export interface CartLine {
   productId: string;
+  /** The size, for a product that comes in sizes (none when added from the page's button). */
+  size?: string;
   quantity: number;
 }
 
@@ -48,10 +70,11 @@ export function parseRoute(path: string): Route {
 export const itemCount = (cart: CartLine[]) => cart.reduce((n, l) => n + l.quantity, 0);
 export const total = (cart: CartLine[]) => cart.reduce((sum, l) => sum + (product(l.productId)?.price ?? 0) * l.quantity, 0);
 
-export function addToCart(cart: CartLine[], id: string, quantity: number): CartLine[] {
-  return cart.some((l) => l.productId === id)
-    ? cart.map((l) => (l.productId === id ? { ...l, quantity: l.quantity + quantity } : l))
-    : [...cart, { productId: id, quantity }];
+export function addToCart(cart: CartLine[], id: string, quantity: number, size?: string): CartLine[] {
+  const same = (l: CartLine) => l.productId === id && l.size === size;
+  return cart.some(same)
+    ? cart.map((l) => (same(l) ? { ...l, quantity: l.quantity + quantity } : l))
+    : [...cart, size === undefined ? { productId: id, quantity } : { productId: id, size, quantity }];
 }
 
 /**
@@ -61,7 +84,7 @@ export function addToCart(cart: CartLine[], id: string, quantity: number): CartL
 export function cartSummary(cart: CartLine[]): string {
   const count = itemCount(cart);
   if (count === 0) return "empty";
-  const lines = cart.map((l) => `${l.quantity} × ${product(l.productId)?.name ?? "?"}`);
+  const lines = cart.map((l) => `${l.quantity} × ${product(l.productId)?.name ?? "?"}${l.size ? ` (${l.size})` : ""}`);
   return `${count} ${count === 1 ? "item" : "items"} (${lines.join(", ")})`;
 }
 
@@ -95,8 +118,12 @@ export function pageContext(route: Route): string {
   }
 }
 
-/** What `data-cart` on the cart badge says: `mug-red=2 tee-black=1` (checked by the benchmark). */
-export const cartAttribute = (cart: CartLine[]) => cart.map((l) => `${l.productId}=${l.quantity}`).join(" ");
+/** What `data-cart` on the cart badge says: `mug-red=2 tee-black=1`, each product once whatever its sizes (checked by the benchmark). */
+export function cartAttribute(cart: CartLine[]): string {
+  const counts = new Map<string, number>();
+  for (const line of cart) counts.set(line.productId, (counts.get(line.productId) ?? 0) + line.quantity);
+  return [...counts].map(([id, n]) => `${id}=${n}`).join(" ");
+}
 
 /** What `navigate` and `open_cart` return: which page is open now, in words. */
 export function pageOpened(cart: CartLine[], to: string): string {
@@ -122,6 +149,8 @@ export interface Shop {
   navigate(path: string): void;
   link(path: string): (event: MouseEvent) => void;
   setCart(cart: CartLine[]): void;
+  /** The cart now (after an `await` in a handler, `cart` is the one of the render it started in). */
+  currentCart(): CartLine[];
   placeOrder(): string;
   backend: Backend;
   /**
@@ -143,7 +172,12 @@ export function useShop(): Shop {
 
 export function ShopProvider({ children }: { children: ReactNode }) {
   const [route, setRoute] = useState<Route>(() => parseRoute(location.pathname));
-  const [cart, setCart] = useState<CartLine[]>([]);
+  const [cart, setCartState] = useState<CartLine[]>([]);
+  const cartNow = useRef(cart);
+  const setCart = useCallback((next: CartLine[]) => {
+    cartNow.current = next;
+    setCartState(next);
+  }, []);
   const [orders, setOrders] = useState(1000);
   const [lastOrder, setLastOrder] = useState<string | null>(null);
   const [cartAddRuns, setCartAddRuns] = useState(0);
@@ -193,6 +227,7 @@ export function ShopProvider({ children }: { children: ReactNode }) {
       navigate,
       link,
       setCart,
+      currentCart: () => cartNow.current,
       placeOrder() {
         const order = `T-${orders + 1}`;
         setOrders(orders + 1);
@@ -204,7 +239,7 @@ export function ShopProvider({ children }: { children: ReactNode }) {
       backend,
       waitForBackend,
     }),
-    [route, cart, lastOrder, cartAddRuns, orders, navigate, link, backend, waitForBackend],
+    [route, cart, lastOrder, cartAddRuns, orders, navigate, link, setCart, backend, waitForBackend],
   );
   return <ShopContext.Provider value={shop}>{children}</ShopContext.Provider>;
 }
