@@ -201,6 +201,20 @@ pub struct ChatLine {
     pub call: Option<ToolCallView>,
 }
 
+impl ChatLine {
+    /// The line of a tool call, keyed `call-<call id>`.
+    fn tool(call: ToolCallView) -> ChatLine {
+        ChatLine {
+            key: format!("call-{}", call.call_id),
+            role: ChatRole::Tool,
+            text: String::new(),
+            status: None,
+            waiting: false,
+            call: Some(call),
+        }
+    }
+}
+
 /// A refused tool, as the inspector shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RefusedView {
@@ -594,18 +608,7 @@ fn apply_event(context: &AgentContext, url: &str, event: &ClientEvent) {
                 call.status = ToolCallStatus::Running;
                 return;
             }
-            let call = ToolCallView::new(call_id, tool, args.clone(), ToolCallStatus::Running);
-            push_kept(
-                lines,
-                ChatLine {
-                    key: format!("call-{call_id}"),
-                    role: ChatRole::Tool,
-                    text: String::new(),
-                    status: None,
-                    waiting: false,
-                    call: Some(call),
-                },
-            );
+            push_kept(lines, ChatLine::tool(ToolCallView::new(call_id, tool, args.clone(), ToolCallStatus::Running)));
         }),
         ClientEvent::CallFinished { record } => {
             state.calls.update(|calls| push_kept(calls, record.clone()));
@@ -712,17 +715,7 @@ pub fn on_run_event(lines: &mut Vec<ChatLine>, run_id: Option<&str>, event: &Val
                 None => {
                     let mut call = ToolCallView::new(call_id, tool, partial.clone(), ToolCallStatus::Streaming);
                     call.partial_args = Some(partial.clone());
-                    push_kept(
-                        lines,
-                        ChatLine {
-                            key: format!("call-{call_id}"),
-                            role: ChatRole::Tool,
-                            text: String::new(),
-                            status: None,
-                            waiting: false,
-                            call: Some(call),
-                        },
-                    );
+                    push_kept(lines, ChatLine::tool(call));
                 }
                 Some(at) if streaming => {
                     if let Some(call) = lines[at].call.as_mut() {
