@@ -547,6 +547,13 @@ fn handle(app: &Arc<App>, session: &Arc<Session>, frame: ClientFrame) {
                 Applied::Unknown => {
                     tracing::debug!(session = session.id(), call = call_id, "result for an unknown call");
                 }
+                Applied::Deferred => {
+                    tracing::debug!(
+                        session = session.id(),
+                        call = call_id,
+                        "result left for the server the session moves to"
+                    );
+                }
             }
         }
         ClientFrame::ToolProgress(progress) => {

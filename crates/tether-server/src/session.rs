@@ -103,6 +103,11 @@ struct State {
     messages: Vec<String>,
     /// Handed to another server (a shared store): this one no longer serves it.
     moved: bool,
+    /// Being handed to another server ([`Session::hand_off`]): a `TOOL_RESULT` is not applied
+    /// here (its write might reach the store after the other server read it), nor acknowledged,
+    /// so the client sends it again where the session goes. `deferred` says one was.
+    leaving: bool,
+    deferred: bool,
     /// Ended ([`Session::close_if_expired`]): its calls are no longer waited for, and no connection may
     /// attach to it any more (a client that comes back reads it back from the store, or starts
     /// afresh).
@@ -205,6 +210,9 @@ pub(crate) enum Applied {
     Late,
     /// Not a call of this session: refused.
     Unknown,
+    /// The session is moving to another server: neither applied nor acknowledged here (the
+    /// client sends it again there).
+    Deferred,
 }
 
 /// How many ended runs' `USER_MESSAGE` ids a session remembers ([`Session::first_reading`]):
@@ -307,6 +315,8 @@ fn empty_state(machine: ServerSession, config: &ServerConfig) -> State {
         run_counter: 0,
         messages: Vec::new(),
         moved: false,
+        leaving: false,
+        deferred: false,
         closed: false,
     }
 }
@@ -584,8 +594,19 @@ impl Session {
     /// run suspended (the caller goes on with it), since the other server would read it back
     /// without what the store missed.
     pub(crate) async fn hand_off(&self) -> bool {
+        self.lock().leaving = true;
         self.suspend_run();
         if !self.flushed().await && !self.moved() {
+            let deferred = {
+                let mut state = self.lock();
+                state.leaving = false;
+                std::mem::take(&mut state.deferred)
+            };
+            if deferred {
+                // A result was left unacknowledged meanwhile: the client sends it again once it
+                // has reconnected.
+                self.close_connection(crate::connection::CLOSE_RESTART, "reconnect to go on");
+            }
             return false;
         }
         self.close_connection(crate::connection::CLOSE_RESTART, "this session moved to another server; reconnect");
@@ -843,6 +864,10 @@ impl Session {
     /// refuses it (`ERROR unknown_call`, naming the frame).
     pub(crate) fn apply_result(&self, result: ToolResult) -> Applied {
         let mut state = self.lock();
+        if state.leaving || state.moved {
+            state.deferred = true;
+            return Applied::Deferred;
+        }
         let applied = match state.machine.result(result) {
             ResultOutcome::Applied(result) => {
                 let content = match result.content {
@@ -1108,12 +1133,12 @@ impl Sessions {
 impl SessionIndex {
     fn forget_address(&mut self, session: &Session) {
         let index = self;
-        if let Some(ip) = session.peer_ip {
-            if let Some(count) = index.per_ip.get_mut(&ip) {
-                *count = count.saturating_sub(1);
-                if *count == 0 {
-                    index.per_ip.remove(&ip);
-                }
+        if let Some(ip) = session.peer_ip
+            && let Some(count) = index.per_ip.get_mut(&ip)
+        {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                index.per_ip.remove(&ip);
             }
         }
     }
