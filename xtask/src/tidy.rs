@@ -9,7 +9,7 @@ use std::process::Command;
 use crate::cmd::repo_root;
 
 /// The workspace's layered crates and the crates each may depend on (normal and build
-/// dependencies): protocol ← core ← {web ← leptos, agent ← hooks ← server}.
+/// dependencies): protocol ← core ← {web ← leptos, agent ← hooks ← server, mcp ← server}.
 const LAYERS: &[(&str, &[&str])] = &[
     ("tether-protocol", &[]),
     ("tether-core", &["tether-protocol"]),
@@ -17,7 +17,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("tether-leptos", &["tether-web", "tether-core", "tether-protocol"]),
     ("tether-agent", &["tether-core", "tether-protocol"]),
     ("tether-hooks", &["tether-agent", "tether-core", "tether-protocol"]),
-    ("tether-server", &["tether-hooks", "tether-agent", "tether-core", "tether-protocol"]),
+    ("tether-mcp", &["tether-core", "tether-protocol"]),
+    ("tether-server", &["tether-hooks", "tether-mcp", "tether-agent", "tether-core", "tether-protocol"]),
 ];
 
 /// External crates a layer must never depend on directly (IO runtimes, servers, the browser).
@@ -27,6 +28,8 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("tether-web", &["tokio", "axum", "reqwest"]),
     ("tether-agent", &["axum", "tower-http", "clap", "web-sys", "wasm-bindgen"]),
     ("tether-hooks", &["axum", "tower-http", "clap", "web-sys", "wasm-bindgen"]),
+    // MCP is a client here: no HTTP server, no CLI, nothing of the agent loop.
+    ("tether-mcp", &["axum", "tower-http", "clap", "web-sys", "wasm-bindgen"]),
 ];
 
 /// What the agent-loop example must not pull in (it needs the loop, not a server).

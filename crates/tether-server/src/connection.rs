@@ -518,7 +518,7 @@ fn handle(app: &Arc<App>, session: &Arc<Session>, frame: ClientFrame) {
             let collisions: Vec<String> = update
                 .tools
                 .iter()
-                .filter(|t| app.server_tools.iter().any(|s| s.spec.name == t.name))
+                .filter(|t| app.server_tools.iter().any(|s| s.spec.name == t.name) || app.mcp.find(&t.name).is_some())
                 .map(|t| t.name.clone())
                 .collect();
             match session.apply_context(update) {

@@ -154,6 +154,19 @@ struct ServeArgs {
     /// are added to those of --risk-floor.
     #[arg(long)]
     policy: Option<PathBuf>,
+    /// An MCP server whose tools the model may call, run on this server: `NAME=COMMAND ARGS…`
+    /// (a process speaking MCP over stdio, restarted when it exits) or `NAME=https://…`
+    /// (streamable HTTP). Its tools are named `NAME__tool`; may be given several times. See
+    /// docs/mcp.md.
+    #[arg(long = "mcp", value_name = "NAME=COMMAND|URL")]
+    mcp: Vec<tether_mcp::McpServerSpec>,
+    /// Most MCP tools offered at once, over all --mcp servers (apart from the page's tools and
+    /// --max-active-tools).
+    #[arg(long, default_value_t = tether_mcp::DEFAULT_MAX_MCP_TOOLS)]
+    max_mcp_tools: usize,
+    /// Longest wait for one MCP tool call, in seconds; the call is then cancelled at its server.
+    #[arg(long, default_value_t = 60)]
+    mcp_timeout_seconds: u64,
 }
 
 fn parse_tool_mode(name: &str) -> Result<ToolMode, String> {
@@ -272,6 +285,27 @@ async fn serve(args: ServeArgs) -> Result<()> {
             bail!("--static {}: no index.html there", dir.display());
         }
         server = server.with_static_dir(dir);
+    }
+    if !args.mcp.is_empty() {
+        let options = tether_mcp::McpOptions {
+            call_timeout: Duration::from_secs(args.mcp_timeout_seconds.max(1)),
+            ..tether_mcp::McpOptions::default()
+        };
+        let mcp = tether_mcp::McpTools::start(args.mcp.clone(), options, args.max_mcp_tools)?;
+        // The first sessions should see the tools: wait for the servers a little (those not up
+        // by then go on being retried, and their tools appear when they are).
+        for name in mcp.ready(options.connect_timeout).await {
+            tracing::warn!(server = name, "MCP server not running yet; retrying in the background (see /healthz)");
+        }
+        for server in mcp.servers() {
+            tracing::info!(
+                server = server.name(),
+                tools = server.tools().len(),
+                "MCP server attached: {}",
+                server.spec()
+            );
+        }
+        server = server.with_mcp(mcp);
     }
     let store = store_spec(args.store.as_deref())?;
     let store = store.open().await.with_context(|| format!("--store {}", describe_spec(&store)))?;

@@ -22,12 +22,15 @@ use crate::session::{Session, Sessions};
 use crate::store::SessionStore;
 use crate::tools::ServerTool;
 use tether_agent::AgentLoop;
+use tether_mcp::McpTools;
 
 /// Shared state of a running server.
 pub(crate) struct App {
     pub(crate) config: Arc<ServerConfig>,
     pub(crate) agent: AgentLoop,
     pub(crate) server_tools: Vec<ServerTool>,
+    /// The attached MCP servers, whose tools every session's runs see (none without `--mcp`).
+    pub(crate) mcp: Arc<McpTools>,
     pub(crate) sessions: Sessions,
     pub(crate) connection_counter: AtomicU64,
     pub(crate) stats: Stats,
@@ -103,13 +106,14 @@ impl std::fmt::Debug for TetherServer {
 impl TetherServer {
     /// A server running `agent` with `config`.
     pub fn new(config: ServerConfig, agent: AgentLoop) -> Self {
-        TetherServer::build(config, agent, Vec::new(), None, None)
+        TetherServer::build(config, agent, Vec::new(), Arc::default(), None, None)
     }
 
     fn build(
         config: ServerConfig,
         agent: AgentLoop,
         server_tools: Vec<ServerTool>,
+        mcp: Arc<McpTools>,
         static_dir: Option<PathBuf>,
         store: Option<Arc<dyn SessionStore>>,
     ) -> Self {
@@ -117,6 +121,7 @@ impl TetherServer {
             config: Arc::new(config),
             agent,
             server_tools,
+            mcp,
             sessions: Sessions::default(),
             connection_counter: AtomicU64::new(0),
             stats: Stats::default(),
@@ -143,6 +148,7 @@ impl TetherServer {
             (*app.config).clone(),
             app.agent,
             app.server_tools,
+            app.mcp,
             self.static_dir,
             durable.then_some(store),
         )
@@ -156,7 +162,25 @@ impl TetherServer {
         let mut tools = app.server_tools;
         tools.retain(|t| t.spec.name != tool.spec.name);
         tools.push(tool);
-        TetherServer::build((*app.config).clone(), app.agent, tools, self.static_dir, app.store)
+        TetherServer::build((*app.config).clone(), app.agent, tools, app.mcp, self.static_dir, app.store)
+    }
+
+    /// Offers the tools of these MCP servers to every session's runs, beside the page's tools
+    /// (see `docs/mcp.md`): named `SERVER__tool`, validated against their schemas, under the
+    /// operator's risk floor and the hooks like any tool, and run on their servers. The server
+    /// stops them when it is dropped.
+    #[must_use]
+    pub fn with_mcp(self, mcp: McpTools) -> Self {
+        let app =
+            Arc::try_unwrap(self.app).unwrap_or_else(|_| panic!("with_mcp is called before the server is shared"));
+        TetherServer::build(
+            (*app.config).clone(),
+            app.agent,
+            app.server_tools,
+            Arc::new(mcp),
+            self.static_dir,
+            app.store,
+        )
     }
 
     /// Serves the files of `dir` at `/` (unknown paths get `index.html`, for client-side routing).
@@ -292,5 +316,19 @@ async fn healthz(State(app): State<Arc<App>>) -> Json<Value> {
         "instance": app.instance,
         "protocolVersion": PROTOCOL_VERSION,
         "stats": app.stats.json(),
+        "mcp": app.mcp.servers().iter().map(|server| {
+            let status = server.status();
+            let reason = match &status {
+                tether_mcp::McpStatus::Down { reason, .. } => Some(reason.clone()),
+                _ => None,
+            };
+            serde_json::json!({
+                "name": server.name(),
+                "status": status.as_str(),
+                "reason": reason,
+                "tools": server.tools().len(),
+                "starts": server.starts(),
+            })
+        }).collect::<Vec<_>>(),
     }))
 }

@@ -1,18 +1,21 @@
-//! The tools a run sees: server-side [`ServerTool`]s, then the client's tools of the session
-//! (a server tool wins a name collision). A client tool's call becomes a `TOOL_CALL` to the
-//! browser and waits for its result; the operator's `blocked` floor refuses a call before that.
+//! The tools a run sees: server-side [`ServerTool`]s, then the attached MCP servers' tools, then
+//! the client's tools of the session (the earlier wins a name collision). A client tool's call
+//! becomes a `TOOL_CALL` to the browser and waits for its result; a server-side or MCP tool runs
+//! here. The operator's `blocked` floor refuses a call before either; a floor of `high` or more
+//! refuses a server-side or MCP call too, since nobody is asked to approve one.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use serde_json::Value;
 use tether_core::validate::{CompiledSchema, FullSchema, FullValidator, Validator, format_validation_errors};
-use tether_protocol::{ContextEntry, ErrorCode, ResultStatus, Risk, ToolCall, ToolSpec};
+use tether_protocol::{ContextEntry, ErrorCode, ResultStatus, Risk, RunEvent, ToolCall, ToolProgressEvent, ToolSpec};
 
 use crate::ServerError;
 use crate::server::App;
 use crate::session::Session;
 use tether_agent::{BoxFuture, RunCheckpoint, ToolHost, ToolOutput};
+use tether_mcp::{McpError, McpTool};
 
 /// What a server-side tool's handler returns.
 pub type ServerToolResult = Result<Value, String>;
@@ -58,12 +61,45 @@ impl SessionTools {
     fn server_tool(&self, name: &str) -> Option<&ServerTool> {
         self.app.server_tools.iter().find(|tool| tool.spec.name == name)
     }
+
+    /// An MCP tool of this name, unless a server tool has the name.
+    fn mcp_tool(&self, name: &str) -> Option<McpTool> {
+        if self.server_tool(name).is_some() { None } else { self.app.mcp.find(name) }
+    }
+
+    /// A tool that runs on the server has nobody to approve it: a floor that asks for approval
+    /// refuses it.
+    fn no_approval_step(&self, name: &str) -> Result<(), ToolOutput> {
+        let floor = self.app.config.risk_floor(name);
+        if floor < Risk::High {
+            return Ok(());
+        }
+        tracing::info!(session = self.session.id(), tool = name, "call refused: its floor asks for an approval");
+        Err(ToolOutput::new(
+            ResultStatus::Denied,
+            format!(
+                "\"{name}\" runs on the server, where nobody is asked to approve a call, and the server's policy \
+                 requires approval for it (risk floor {}): it was not run.",
+                floor.as_str()
+            ),
+        ))
+    }
 }
 
 impl ToolHost for SessionTools {
     fn tools(&self) -> Vec<ToolSpec> {
         let mut tools: Vec<ToolSpec> = self.app.server_tools.iter().map(|t| t.spec.clone()).collect();
-        tools.extend(self.session.client_tools().into_iter().filter(|t| self.server_tool(&t.name).is_none()));
+        for tool in self.app.mcp.tools() {
+            if !tools.iter().any(|t| t.name == tool.spec.name) {
+                tools.push(tool.spec);
+            }
+        }
+        let taken = tools.len();
+        for tool in self.session.client_tools() {
+            if !tools[..taken].iter().any(|t| t.name == tool.name) {
+                tools.push(tool);
+            }
+        }
         tools
     }
 
@@ -89,6 +125,7 @@ impl ToolHost for SessionTools {
             ));
         }
         if let Some(tool) = self.server_tool(name) {
+            self.no_approval_step(name)?;
             let errors = tool.schema.errors(args);
             return if errors.is_empty() {
                 Ok(())
@@ -96,9 +133,18 @@ impl ToolHost for SessionTools {
                 Err(ToolOutput::new(ResultStatus::InvalidArgs, format_validation_errors(name, &errors)))
             };
         }
-        self.session
-            .check_client_call(name, args)
-            .unwrap_or_else(|| Err(ToolOutput::new(ResultStatus::UnknownTool, format!("Unknown tool \"{name}\"."))))
+        if let Some(tool) = self.mcp_tool(name) {
+            self.no_approval_step(name)?;
+            return tool.check(args).map_err(|message| ToolOutput::new(ResultStatus::InvalidArgs, message));
+        }
+        if let Some(checked) = self.session.check_client_call(name, args) {
+            return checked;
+        }
+        // A tool of an MCP server that is down (or that no longer offers it) says so.
+        match self.app.mcp.unavailable(name) {
+            Some(error @ McpError::NotRunning { .. }) => Err(ToolOutput::new(ResultStatus::Error, error.to_string())),
+            _ => Err(ToolOutput::new(ResultStatus::UnknownTool, format!("Unknown tool \"{name}\"."))),
+        }
     }
 
     fn provider_refused(&self, name: &str, reason: &str) {
@@ -128,7 +174,7 @@ impl ToolHost for SessionTools {
         args: Value,
         reason: &'a str,
     ) -> BoxFuture<'a, ToolOutput> {
-        if self.server_tool(name).is_some() {
+        if self.server_tool(name).is_some() || self.mcp_tool(name).is_some() {
             tracing::info!(session = self.session.id(), tool = name, %reason, "a hook asked for approval of a server tool");
             return Box::pin(async move {
                 ToolOutput::new(
@@ -178,6 +224,21 @@ impl SessionTools {
                 ),
                 Ok(Err(message)) => ToolOutput::new(ResultStatus::Error, message),
                 Err(_) => ToolOutput::new(ResultStatus::Error, format!("server tool \"{name}\" failed unexpectedly")),
+            };
+        }
+        if let Some(tool) = self.mcp_tool(name) {
+            // Not spawned: a stopped run drops this future, which cancels the call at its server.
+            // Its progress notifications reach the chat as the page's own progress does.
+            let progress = |message: String| {
+                let event = ToolProgressEvent { call_id: call_id.to_string(), message };
+                self.session.send_event(None, RunEvent::ToolProgress(event));
+            };
+            return match self.app.mcp.call_with_progress(&tool, args, progress).await {
+                Ok(text) => ToolOutput::new(ResultStatus::Ok, text),
+                Err(error) => {
+                    tracing::info!(session = self.session.id(), tool = name, %error, "MCP call failed");
+                    ToolOutput::new(ResultStatus::Error, error.to_string())
+                }
             };
         }
         let frame = ToolCall {

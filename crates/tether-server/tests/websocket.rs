@@ -425,10 +425,10 @@ async fn frames_lost_with_a_dying_socket_are_replayed_after_the_last_one_process
             panic!("the TOOL_CALL was answered; it must not come again: {c:?}");
         }
         seqs.push(frame.seq().expect("numbered"));
-        if let ServerFrame::AgentMessage(m) = &frame {
-            if m.done {
-                break (m.delta.clone(), m.status);
-            }
+        if let ServerFrame::AgentMessage(m) = &frame
+            && m.done
+        {
+            break (m.delta.clone(), m.status);
         }
     };
     assert_eq!(status, Some(RunStatus::Completed), "{text}");

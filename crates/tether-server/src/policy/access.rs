@@ -30,10 +30,10 @@ fn is_loopback_host(host: &str) -> bool {
 pub(crate) fn origin_allowed(allowed: &[String], origin: &str, host: Option<&str>) -> bool {
     let origin = origin.trim().trim_end_matches('/');
     let authority = origin.split_once("://").map(|(_, rest)| rest);
-    if let (Some(authority), Some(host)) = (authority, host) {
-        if authority.eq_ignore_ascii_case(host.trim()) {
-            return true;
-        }
+    if let (Some(authority), Some(host)) = (authority, host)
+        && authority.eq_ignore_ascii_case(host.trim())
+    {
+        return true;
     }
     allowed.iter().any(|entry| match entry.as_str() {
         "*" => true,

@@ -69,13 +69,13 @@ impl SqliteStore {
             problem,
             message,
         };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if !dir.is_dir() {
-                return Err(fail(
-                    StoreProblem::Unavailable,
-                    format!("the directory {} does not exist; create it or choose another path", dir.display()),
-                ));
-            }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+            && !dir.is_dir()
+        {
+            return Err(fail(
+                StoreProblem::Unavailable,
+                format!("the directory {} does not exist; create it or choose another path", dir.display()),
+            ));
         }
         let connection = Connection::open(path).map_err(|e| classify(path, &e))?;
         let setup = || -> rusqlite::Result<()> {
