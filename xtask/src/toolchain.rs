@@ -215,6 +215,31 @@ fn install_npm_packages() -> Result<()> {
     run(in_repo("npm").args(["ci", "--no-audit", "--no-fund"]))
 }
 
+/// The official MCP Python SDK, pinned: the MCP client of `crates/tether-server/tests/expose.rs`.
+pub(crate) const PYTHON_MCP: &str = "mcp==2.3.0";
+
+/// A virtual environment of its own with [`PYTHON_MCP`], at `target/python-mcp` (from PyPI once;
+/// a stamp file says what it holds).
+fn install_python_mcp() -> Result<()> {
+    let venv = repo_root().join("target/python-mcp");
+    let stamp = venv.join("tether-installed");
+    if std::fs::read_to_string(&stamp).is_ok_and(|held| held.trim() == PYTHON_MCP) {
+        return Ok(());
+    }
+    step(format!("the MCP Python SDK ({PYTHON_MCP}) in target/python-mcp"));
+    let _ = std::fs::remove_dir_all(&venv);
+    let make = || run(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+    if make().is_err() {
+        // Debian's python3 makes environments only with python3-venv.
+        let _ = std::fs::remove_dir_all(&venv);
+        apt_install(&["python3-venv"])?;
+        make()?;
+    }
+    run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", "--disable-pip-version-check", PYTHON_MCP]))?;
+    std::fs::write(&stamp, PYTHON_MCP)?;
+    Ok(())
+}
+
 /// What a task needs installed.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Needs {
@@ -250,6 +275,7 @@ pub(crate) fn setup(needs: Needs) -> Result<WasmToolchain> {
     // the Redis store's tests start redis-server instances of their own (never the machine's 6379).
     apt_install(&["jq", "python3", "redis-server"])?;
     install_npm_packages()?;
+    install_python_mcp()?;
     eprintln!("[xtask] wasm toolchain: {toolchain:?}");
     Ok(toolchain)
 }

@@ -79,6 +79,10 @@ pub struct ServerConfig {
     /// silent for longer (killed, cut off) loses its sessions to the servers their clients
     /// reconnect to. Default 5 s.
     pub instance_lease: Duration,
+    /// Whether a page may offer its tools to an MCP client it paired with, at `/mcp`
+    /// (`--expose-mcp`; docs/mcp.md). Default `false`: `/mcp` does not exist, and a page's
+    /// pairing entry is refused.
+    pub expose_mcp: bool,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -101,6 +105,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("session_ttl", &self.session_ttl)
             .field("outbox_limit", &self.outbox_limit)
             .field("instance_lease", &self.instance_lease)
+            .field("expose_mcp", &self.expose_mcp)
             .finish()
     }
 }
@@ -123,6 +128,7 @@ impl Default for ServerConfig {
             reconnect_grace: Duration::from_secs(30),
             session_ttl: crate::store::DEFAULT_SESSION_TTL,
             outbox_limit: 1024,
+            expose_mcp: false,
             instance_lease: Duration::from_secs(5),
         }
     }

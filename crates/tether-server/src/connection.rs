@@ -262,6 +262,7 @@ async fn serve_connection(socket: WebSocket, app: &Arc<App>, peer_ip: Option<IpA
                     if session.close_if_expired() {
                         tracing::info!(session = session.id(), "client did not come back; session closed");
                         app.sessions.remove(&session);
+                        app.exposed.unpair(session.id());
                         return;
                     }
                     continue;
@@ -320,12 +321,14 @@ async fn find_session_now(app: &Arc<App>, resume: &Resume, peer_ip: Option<IpAdd
         if session.is_closed() {
             // Its grace period ran out: what it was is read back from the store, if kept.
             app.sessions.remove(&session);
+            app.exposed.unpair(session.id());
         } else {
             // Another server claimed it meanwhile: it is read back from the store below.
             tracing::info!(session = session.id(), "session claimed by another server; reading it back");
             // (It lost its claim: whatever it holds, the store refuses from it.)
             let _ = session.hand_off().await;
             app.sessions.remove(&session);
+            app.exposed.unpair(session.id());
         }
     }
     let Some(store) = &app.store else { return Found::Missing };
@@ -501,6 +504,7 @@ async fn handshake(
             "the session ended while resuming; reconnect"
         );
         app.sessions.remove(&session);
+        app.exposed.unpair(session.id());
         let _ = tx.send(Outbound::Close(CLOSE_RESTART, "the session ended while resuming; connect again".into()));
         return None;
     }
@@ -513,8 +517,19 @@ async fn handshake(
 fn handle(app: &Arc<App>, session: &Arc<Session>, frame: ClientFrame) {
     match frame {
         ClientFrame::Hello(_) => unreachable!("handled by the connection loop"),
-        ClientFrame::ContextUpdate(update) => {
+        ClientFrame::ContextUpdate(mut update) => {
             let frame_id = update.id.clone();
+            // A pairing entry is the server's, never the model's: taken out before anything else.
+            if app.config.expose_mcp {
+                if let Err(message) = app.exposed.take_pairing(session.id(), &mut update.context) {
+                    session.send_error(ErrorCode::Unauthorized, message, Some(frame_id.clone()));
+                }
+            } else if let Some(at) = update.context.iter().position(|e| e.key == crate::expose::PAIRING_KEY) {
+                update.context.remove(at);
+                let message = "this server does not offer page tools to MCP clients (tether serve --expose-mcp); \
+                               the pairing entry was ignored";
+                session.send_error(ErrorCode::Unauthorized, message.to_string(), Some(frame_id.clone()));
+            }
             let collisions: Vec<String> = update
                 .tools
                 .iter()
@@ -523,6 +538,7 @@ fn handle(app: &Arc<App>, session: &Arc<Session>, frame: ClientFrame) {
                 .collect();
             match session.apply_context(update) {
                 Ok(_) => {
+                    app.exposed.tools_changed(session.id());
                     for tool in collisions {
                         session.send_event(None, RunEvent::ToolCollision(ToolCollisionEvent { tool }));
                     }

@@ -9,6 +9,7 @@
 mod config;
 mod connection;
 mod error;
+mod expose;
 mod handoff;
 mod persist;
 mod policy;
@@ -23,6 +24,7 @@ pub use config::{
     DEFAULT_MAX_SCHEMA_DEPTH, DEFAULT_MAX_SESSIONS_PER_IP, ServerConfig,
 };
 pub use error::{ServerError, StoreProblem};
+pub use expose::PAIRING_KEY;
 pub use policy::{RiskFloor, glob_matches};
 pub use server::TetherServer;
 pub use session::Session;

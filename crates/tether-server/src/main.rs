@@ -167,6 +167,11 @@ struct ServeArgs {
     /// Longest wait for one MCP tool call, in seconds; the call is then cancelled at its server.
     #[arg(long, default_value_t = 60)]
     mcp_timeout_seconds: u64,
+    /// Let a page offer its tools to an MCP client the user paired in that page: the client
+    /// reaches them at /mcp (streamable HTTP) with the code the page shows, every call running
+    /// in the page (its approvals included). Off by default. See docs/mcp.md.
+    #[arg(long)]
+    expose_mcp: bool,
 }
 
 fn parse_tool_mode(name: &str) -> Result<ToolMode, String> {
@@ -207,6 +212,7 @@ fn server_config(args: &ServeArgs) -> Result<ServerConfig> {
         session_ttl: Duration::from_secs(args.session_ttl_seconds.max(1)),
         instance_lease: Duration::from_millis(args.lease_ms.max(100)),
         risk_floors: args.risk_floors.clone(),
+        expose_mcp: args.expose_mcp,
         ..ServerConfig::default()
     };
     if !args.allow_origins.is_empty() {

@@ -32,6 +32,8 @@ pub(crate) struct App {
     /// The attached MCP servers, whose tools every session's runs see (none without `--mcp`).
     pub(crate) mcp: Arc<McpTools>,
     pub(crate) sessions: Sessions,
+    /// Sessions whose page paired an MCP client (`--expose-mcp`).
+    pub(crate) exposed: crate::expose::Exposed,
     pub(crate) connection_counter: AtomicU64,
     pub(crate) stats: Stats,
     /// Where sessions are kept between processes; `None`: memory only (`--store memory`).
@@ -123,6 +125,7 @@ impl TetherServer {
             server_tools,
             mcp,
             sessions: Sessions::default(),
+            exposed: crate::expose::Exposed::default(),
             connection_counter: AtomicU64::new(0),
             stats: Stats::default(),
             store,
@@ -196,6 +199,11 @@ impl TetherServer {
     pub fn router(&self) -> Router {
         let mut router =
             Router::new().route("/ws", get(websocket)).route("/healthz", get(healthz)).with_state(self.app.clone());
+        if self.app.config.expose_mcp {
+            let pairing = axum::middleware::from_fn_with_state(self.app.clone(), crate::expose::require_pairing);
+            let mcp = Router::new().route_service("/mcp", crate::expose::service(self.app.clone())).layer(pairing);
+            router = router.merge(mcp);
+        }
         if let Some(dir) = &self.static_dir {
             let index = tower_http::services::ServeFile::new(dir.join("index.html"));
             router = router.fallback_service(tower_http::services::ServeDir::new(dir).fallback(index));
