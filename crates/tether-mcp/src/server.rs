@@ -275,15 +275,11 @@ impl McpServer {
             on_progress(progress_text(&update));
         }
         drop(progress);
-        match answer {
-            Ok(_) => cancel.peer = None,
-            // Sent before the timeout is reported, so the server knows before anything else.
-            Err(_) => cancel.now().await,
-        }
         let Ok(answer) = answer else {
+            // Sent before the timeout is reported, so the server knows before anything else.
+            cancel.now().await;
             tracing::warn!(server, tool = remote, ?timeout, "an MCP call timed out; it was cancelled at the server");
             let probe = shared.clone();
-            let peer = peer.clone();
             tokio::spawn(async move {
                 let wait = PROBE_TIMEOUT.min(timeout);
                 if !matches!(tokio::time::timeout(wait, peer.list_all_tools()).await, Ok(Ok(_))) {
@@ -293,6 +289,7 @@ impl McpServer {
             });
             return Err(McpError::Timeout { server, tool: remote.to_string(), timeout });
         };
+        cancel.peer = None;
         let result = match answer.map_err(|error| call_error(describe(error)))? {
             ServerResult::CallToolResult(result) => result,
             other => {

@@ -79,8 +79,21 @@ impl McpTools {
     }
 
     /// The tool of this Tether name among those offered now.
+    /// (The same tools as [`McpTools::tools`], searched in place: only the match is cloned.)
     pub fn find(&self, name: &str) -> Option<McpTool> {
-        self.tools().into_iter().find(|tool| tool.spec.name == name)
+        let mut offered = 0;
+        for server in &self.servers {
+            for tool in server.tools().iter() {
+                if offered == self.max_tools {
+                    return None;
+                }
+                if tool.spec.name == name {
+                    return Some(tool.clone());
+                }
+                offered += 1;
+            }
+        }
+        None
     }
 
     /// Why `name` is not offered when it names a tool of an attached server (`SERVER__tool`):

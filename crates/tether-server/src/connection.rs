@@ -261,8 +261,7 @@ async fn serve_connection(socket: WebSocket, app: &Arc<App>, peer_ip: Option<IpA
                     // In one step with a resuming client's attach: one of the two wins.
                     if session.close_if_expired() {
                         tracing::info!(session = session.id(), "client did not come back; session closed");
-                        app.sessions.remove(&session);
-                        app.exposed.unpair(session.id());
+                        app.remove_session(&session);
                         return;
                     }
                     continue;
@@ -320,15 +319,13 @@ async fn find_session_now(app: &Arc<App>, resume: &Resume, peer_ip: Option<IpAdd
         }
         if session.is_closed() {
             // Its grace period ran out: what it was is read back from the store, if kept.
-            app.sessions.remove(&session);
-            app.exposed.unpair(session.id());
+            app.remove_session(&session);
         } else {
             // Another server claimed it meanwhile: it is read back from the store below.
             tracing::info!(session = session.id(), "session claimed by another server; reading it back");
             // (It lost its claim: whatever it holds, the store refuses from it.)
             let _ = session.hand_off().await;
-            app.sessions.remove(&session);
-            app.exposed.unpair(session.id());
+            app.remove_session(&session);
         }
     }
     let Some(store) = &app.store else { return Found::Missing };
@@ -503,8 +500,7 @@ async fn handshake(
             connection = connection_id,
             "the session ended while resuming; reconnect"
         );
-        app.sessions.remove(&session);
-        app.exposed.unpair(session.id());
+        app.remove_session(&session);
         let _ = tx.send(Outbound::Close(CLOSE_RESTART, "the session ended while resuming; connect again".into()));
         return None;
     }
@@ -520,22 +516,11 @@ fn handle(app: &Arc<App>, session: &Arc<Session>, frame: ClientFrame) {
         ClientFrame::ContextUpdate(mut update) => {
             let frame_id = update.id.clone();
             // A pairing entry is the server's, never the model's: taken out before anything else.
-            if app.config.expose_mcp {
-                if let Err(message) = app.exposed.take_pairing(session.id(), &mut update.context) {
-                    session.send_error(ErrorCode::Unauthorized, message, Some(frame_id.clone()));
-                }
-            } else if let Some(at) = update.context.iter().position(|e| e.key == crate::expose::PAIRING_KEY) {
-                update.context.remove(at);
-                let message = "this server does not offer page tools to MCP clients (tether serve --expose-mcp); \
-                               the pairing entry was ignored";
-                session.send_error(ErrorCode::Unauthorized, message.to_string(), Some(frame_id.clone()));
+            if let Err(message) = app.exposed.take_pairing(app.config.expose_mcp, session.id(), &mut update.context) {
+                session.send_error(ErrorCode::Unauthorized, message, Some(frame_id.clone()));
             }
-            let collisions: Vec<String> = update
-                .tools
-                .iter()
-                .filter(|t| app.server_tools.iter().any(|s| s.spec.name == t.name) || app.mcp.find(&t.name).is_some())
-                .map(|t| t.name.clone())
-                .collect();
+            let collisions: Vec<String> =
+                update.tools.iter().filter(|t| app.runs_here(&t.name)).map(|t| t.name.clone()).collect();
             match session.apply_context(update) {
                 Ok(_) => {
                     app.exposed.tools_changed(session.id());

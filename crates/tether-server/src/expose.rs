@@ -65,10 +65,24 @@ struct Pairing {
 
 impl Exposed {
     /// Takes the pairing entry out of a `CONTEXT_UPDATE`'s context and pairs, re-pairs or
-    /// unpairs the session by it. `Err`: the entry is malformed (the update is applied without
-    /// it, and the session is not paired).
-    pub(crate) fn take_pairing(&self, session: &str, context: &mut Vec<ContextEntry>) -> Result<(), String> {
+    /// unpairs the session by it (when `enabled`: `--expose-mcp`). `Err`: the entry is
+    /// malformed, or pairing is not enabled here (the update is applied without it, and the
+    /// session is not paired).
+    pub(crate) fn take_pairing(
+        &self,
+        enabled: bool,
+        session: &str,
+        context: &mut Vec<ContextEntry>,
+    ) -> Result<(), String> {
         let entry = context.iter().position(|e| e.key == PAIRING_KEY).map(|at| context.remove(at));
+        if !enabled {
+            return match entry {
+                None => Ok(()),
+                Some(_) => Err("this server does not offer page tools to MCP clients (tether serve --expose-mcp); \
+                                the pairing entry was ignored"
+                    .to_string()),
+            };
+        }
         let code = match entry {
             None => None,
             Some(entry) => match entry.value.get("code").and_then(Value::as_str) {
@@ -189,11 +203,15 @@ fn not_paired() -> ErrorData {
 }
 
 impl PageTools {
+    /// The session id the HTTP request behind `extensions` is paired with, and its end.
+    fn paired(&self, extensions: &rmcp::model::Extensions) -> Option<(String, CancellationToken)> {
+        let parts = extensions.get::<axum::http::request::Parts>()?;
+        bearer(&parts.headers).and_then(|code| self.app.exposed.session_for(code))
+    }
+
     /// The paired session of the HTTP request behind `extensions`.
     fn session(&self, extensions: &rmcp::model::Extensions) -> Result<(Arc<Session>, CancellationToken), ErrorData> {
-        let parts = extensions.get::<axum::http::request::Parts>().ok_or_else(not_paired)?;
-        let (id, ended) =
-            bearer(&parts.headers).and_then(|code| self.app.exposed.session_for(code)).ok_or_else(not_paired)?;
+        let (id, ended) = self.paired(extensions).ok_or_else(not_paired)?;
         let session = self.app.sessions.get(&id).ok_or_else(not_paired)?;
         Ok((session, ended))
     }
@@ -201,9 +219,7 @@ impl PageTools {
     /// The page's own tools (a name a server-side or MCP tool has is not the page's to offer).
     fn page_tools(&self, session: &Session) -> Vec<tether_protocol::ToolSpec> {
         let mut tools = session.client_tools();
-        tools.retain(|t| {
-            !self.app.server_tools.iter().any(|s| s.spec.name == t.name) && self.app.mcp.find(&t.name).is_none()
-        });
+        tools.retain(|t| !self.app.runs_here(&t.name));
         tools
     }
 }
@@ -278,10 +294,9 @@ impl ServerHandler for PageTools {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         // A client before 2026-07-28: its MCP session's peer hears of tool changes.
-        let Some(parts) = context.extensions.get::<axum::http::request::Parts>() else { return };
-        let Some((id, _)) = bearer(&parts.headers).and_then(|code| self.app.exposed.session_for(code)) else { return };
+        let Some((id, _)) = self.paired(&context.extensions) else { return };
         if let Some(pairing) = self.app.exposed.pairings.lock().expect("pairings lock").get_mut(&id) {
-            pairing.peers.push(context.peer.clone());
+            pairing.peers.push(context.peer);
         }
     }
 

@@ -65,8 +65,7 @@ async fn let_go(app: Arc<App>, store: Arc<dyn SessionStore>, id: String) {
                 crate::run::resume_run(&app, &session);
                 return;
             }
-            app.sessions.remove(&session);
-            app.exposed.unpair(session.id());
+            app.remove_session(&session);
             Stats::count(&app.stats.sessions_handed_off);
             tracing::info!(session = id, instance = app.instance, "session handed to another server");
             session.claim().unwrap_or_default().to_string()

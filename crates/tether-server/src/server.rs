@@ -274,6 +274,19 @@ async fn expire_sessions(store: Arc<dyn SessionStore>) {
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl App {
+    /// Forgets a session this server no longer serves (ended, moved, read back anew), and its
+    /// MCP pairing with it.
+    pub(crate) fn remove_session(&self, session: &Arc<Session>) {
+        self.sessions.remove(session);
+        self.exposed.unpair(session.id());
+    }
+
+    /// Whether a tool of this server has the name (a `ServerTool` or an MCP tool): it wins over
+    /// a page tool of that name.
+    pub(crate) fn runs_here(&self, name: &str) -> bool {
+        self.server_tools.iter().any(|tool| tool.spec.name == name) || self.mcp.find(name).is_some()
+    }
+
     /// A draining shutdown (SIGTERM, Ctrl-C): no new sessions; with a durable store, the runs in
     /// progress stop where they are (their last checkpoint is stored, and the server that reads
     /// the session back goes on with them), everything queued is stored, and each client is told
