@@ -57,6 +57,20 @@ async fn started_times(server: &McpServer, n: u32) {
         .unwrap();
 }
 
+/// Waits until the server has failed `failures` times in a row, and says why it is down.
+async fn down_after(server: &McpServer, failures: u32) -> String {
+    let mut changes = server.subscribe();
+    let down = |s: &tether_mcp::McpSnapshot| matches!(s.status, McpStatus::Down { failures: n, .. } if n >= failures);
+    let status = tokio::time::timeout(READY, changes.wait_for(down))
+        .await
+        .unwrap_or_else(|_| panic!("not down {failures} times: {:?}", server.status()))
+        .unwrap()
+        .status
+        .clone();
+    let McpStatus::Down { reason, .. } = status else { unreachable!() };
+    reason
+}
+
 #[tokio::test]
 async fn the_everything_server_over_stdio_offers_its_tools_and_runs_them() {
     let spec = McpServerSpec::command("everything", "node", &[&reference("server-everything"), "stdio"]).unwrap();
@@ -192,15 +206,7 @@ async fn a_server_that_fails_to_start_is_retried_with_backoff() {
         *program = "env".into();
     }
     let server = McpServer::start(spec.clone(), quick());
-    let mut changes = server.subscribe();
-    let down =
-        tokio::time::timeout(READY, changes.wait_for(|s| matches!(s.status, McpStatus::Down { failures: 1.., .. })))
-            .await
-            .unwrap()
-            .unwrap()
-            .status
-            .clone();
-    let McpStatus::Down { reason, .. } = down else { unreachable!() };
+    let reason = down_after(&server, 1).await;
     assert!(reason.contains("fails on purpose"), "the child's stderr explains: {reason}");
     assert!(server.ready(READY).await, "{:?}", server.status());
     assert_eq!(std::fs::read_to_string(&state).unwrap(), "3", "two failed starts, then one that runs");
@@ -208,15 +214,8 @@ async fn a_server_that_fails_to_start_is_retried_with_backoff() {
     std::fs::remove_file(&state).unwrap();
 
     let missing = McpServer::start(McpServerSpec::command("gone", "/nonexistent/mcp-server", &[]).unwrap(), quick());
-    let mut changes = missing.subscribe();
-    let status =
-        tokio::time::timeout(READY, changes.wait_for(|s| matches!(s.status, McpStatus::Down { failures: 2.., .. })))
-            .await
-            .unwrap()
-            .unwrap()
-            .status
-            .clone();
-    assert!(matches!(&status, McpStatus::Down { reason, .. } if reason.contains("cannot start")), "{status:?}");
+    let reason = down_after(&missing, 2).await;
+    assert!(reason.contains("cannot start"), "{reason}");
 }
 
 #[tokio::test]
