@@ -10,7 +10,6 @@
 //! views it reports are in `events.rs`.
 
 use std::cell::{RefCell, RefMut};
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -104,8 +103,8 @@ struct ToolEntry {
 /// A call in flight, as the edge sees it.
 #[derive(Default)]
 struct CallState {
-    /// Set for [`Client::invoke_local`]: the outcome goes here, not to the server.
-    local: Option<futures_channel::oneshot::Sender<Outcome>>,
+    /// Where its outcome goes.
+    to: Destination,
     abort: Option<AbortHandle>,
     url_before: Option<String>,
     revision_before: u64,
@@ -113,6 +112,18 @@ struct CallState {
     /// Its handler ran, so it holds `CONTEXT_UPDATE`s back until its result leaves (and a
     /// reload before then makes it `interrupted`).
     held: bool,
+}
+
+/// Where a call's outcome goes.
+#[derive(Default)]
+enum Destination {
+    /// To the server, as a `TOOL_RESULT` (a call the server made).
+    #[default]
+    Server,
+    /// To [`Client::invoke_local`]'s future.
+    Future(futures_channel::oneshot::Sender<Outcome>),
+    /// To subscribers, as a [`ClientEvent::CallFinished`] ([`Client::start_local`]).
+    Event,
 }
 
 struct Inner {
@@ -139,7 +150,6 @@ struct Inner {
     on_error: Option<ErrorCallback>,
     listeners: Vec<(u32, Listener)>,
     next_listener: u32,
-    recent: VecDeque<CallRecord>,
     running: bool,
 }
 
@@ -157,9 +167,6 @@ impl std::fmt::Debug for Client {
         f.debug_struct("Client").field("url", &self.0.config.url).finish_non_exhaustive()
     }
 }
-
-/// How many finished calls the client remembers for dev tools.
-const RECENT_CALLS_KEPT: usize = 20;
 
 fn current_page() -> Option<PageInfo> {
     let window = web_sys::window()?;
@@ -207,7 +214,6 @@ impl Client {
             on_error: None,
             listeners: Vec::new(),
             next_listener: 0,
-            recent: VecDeque::new(),
             running: false,
         };
         let client = Client(Rc::new(Shared { config, inner: RefCell::new(inner) }));
@@ -466,11 +472,6 @@ impl Client {
         self.0.inner.borrow().registry.refused().to_vec()
     }
 
-    /// The most recent finished calls, newest last.
-    pub fn recent_calls(&self) -> Vec<CallRecord> {
-        self.0.inner.borrow().recent.iter().cloned().collect()
-    }
-
     /// Runs a tool here, without the server: the same lookup, validation, defaults, risk policy
     /// (approval included) and handler as a `TOOL_CALL`. For dev tools and tests; the outcome
     /// is not sent anywhere.
@@ -479,7 +480,7 @@ impl Client {
         let call_id = format!("local-{}", self.inner().session.next_id());
         let request =
             CallRequest { call_id: call_id.clone(), tool: tool.to_string(), args, server_risk: Default::default() };
-        self.start_call_with(request, Some(sender));
+        self.start_call_with(request, Destination::Future(sender));
         let tool = tool.to_string();
         Box::pin(async move {
             receiver.await.unwrap_or(Outcome {
@@ -489,6 +490,17 @@ impl Client {
                 content: Value::String("the call was dropped".into()),
             })
         })
+    }
+
+    /// Starts a call here without the server, as [`Client::invoke_local`] does, under `call_id`
+    /// (which the caller makes unique: a call id that is running already starts nothing). Its
+    /// outcome is reported to subscribers as a [`ClientEvent::CallFinished`] with that id and is
+    /// never sent to the server. The entry for callers outside Rust, such as a WebMCP agent in
+    /// the page: the same lookup, validation, defaults, risk policy (approval included) and
+    /// handler as a `TOOL_CALL`.
+    pub fn start_local(&self, call_id: String, tool: &str, args: Value) {
+        let request = CallRequest { call_id, tool: tool.to_string(), args, server_risk: Default::default() };
+        self.start_call_with(request, Destination::Event);
     }
 
     /// Checks arguments against a registered tool's schema: every problem, empty when valid.
@@ -770,10 +782,10 @@ impl Client {
     }
 
     fn start_call(&self, request: CallRequest) {
-        self.start_call_with(request, None);
+        self.start_call_with(request, Destination::Server);
     }
 
-    fn start_call_with(&self, request: CallRequest, local: Option<futures_channel::oneshot::Sender<Outcome>>) {
+    fn start_call_with(&self, request: CallRequest, to: Destination) {
         let call_id = request.call_id.clone();
         let step = {
             let mut inner = self.inner();
@@ -793,7 +805,7 @@ impl Client {
                 // Running already (a repeated TOOL_CALL): its result follows when it ends.
                 return;
             }
-            inner.calls.insert(call_id, CallState { local, ..CallState::default() });
+            inner.calls.insert(call_id, CallState { to, ..CallState::default() });
             step
         };
         if let Some(step) = step {
@@ -874,7 +886,8 @@ impl Client {
             let mut inner = self.inner();
             let handler = inner.registry.get(tool).map(|t| t.handler().handler.clone());
             let (revision, changes) = (inner.registry.revision(), inner.changes);
-            let held = handler.is_some() && inner.calls.get(&call_id).is_some_and(|c| c.local.is_none());
+            let held =
+                handler.is_some() && inner.calls.get(&call_id).is_some_and(|c| matches!(c.to, Destination::Server));
             if let Some(state) = inner.calls.get_mut(&call_id) {
                 state.url_before = current_url();
                 state.revision_before = revision;
@@ -954,16 +967,23 @@ impl Client {
     }
 
     fn finish(&self, outcome: Outcome) {
-        let state = {
+        let mut state = {
             let mut inner = self.inner();
             inner.calls.remove(&outcome.call_id).unwrap_or_default()
         };
         if let Some(abort) = &state.abort {
             abort.abort();
         }
-        if let Some(local) = state.local {
-            let _ = local.send(outcome);
-            return;
+        match std::mem::take(&mut state.to) {
+            Destination::Server => {}
+            Destination::Future(sender) => {
+                let _ = sender.send(outcome);
+                return;
+            }
+            Destination::Event => {
+                self.record(&outcome, None);
+                return;
+            }
         }
         let client = self.clone();
         spawn_local(async move {
@@ -1027,13 +1047,6 @@ impl Client {
             content: outcome.content.clone(),
             settle_ms,
         };
-        {
-            let mut inner = self.inner();
-            if inner.recent.len() == RECENT_CALLS_KEPT {
-                inner.recent.pop_front();
-            }
-            inner.recent.push_back(record.clone());
-        }
         self.emit(&ClientEvent::CallFinished { record });
     }
 

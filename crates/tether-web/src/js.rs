@@ -118,9 +118,6 @@ extern "C" {
     /// `ToolSpec[]`.
     #[wasm_bindgen(typescript_type = "ToolSpec[]")]
     pub type JsToolSpecs;
-    /// `CallRecord[]`.
-    #[wasm_bindgen(typescript_type = "CallRecord[]")]
-    pub type JsCallRecords;
 }
 
 // Values cross the boundary as JavaScript objects, converted by walking them (`crate::json`);
@@ -519,15 +516,6 @@ impl TetherClient {
         to_js(&Value::Array(refused))
     }
 
-    /// The most recent finished calls. Feature `dev-api` (subscribers get each as a
-    /// `callFinished` event).
-    #[cfg(feature = "dev-api")]
-    #[wasm_bindgen(js_name = recentCalls)]
-    pub fn recent_calls(&self) -> JsCallRecords {
-        let calls: Vec<Value> = self.client.recent_calls().iter().map(crate::CallRecord::to_value).collect();
-        to_js(&Value::Array(calls)).unchecked_into()
-    }
-
     /// Runs a tool here without the server (dev tools, benchmarks): lookup, validation,
     /// defaults, risk policy and handler, as for a call from the model. Feature `dev-api`.
     #[cfg(feature = "dev-api")]
@@ -543,6 +531,18 @@ impl TetherClient {
                 .value("content", outcome.content)
                 .build(),
         ))
+    }
+
+    /// Starts a call of a registered tool here, without the server (a WebMCP agent's call),
+    /// under `callId`, which the caller makes unique (one that is running already starts
+    /// nothing): lookup, validation, defaults, risk policy (the approver is asked) and handler,
+    /// as for a call from the model. The outcome comes to subscribers as the `callFinished`
+    /// event with that id (possibly before this returns) and is not sent to the server. Throws
+    /// only for arguments that are not JSON values.
+    #[wasm_bindgen(js_name = callLocal)]
+    pub fn call_local(&self, call_id: String, name: &str, args: &JsValue) -> Result<(), JsError> {
+        self.client.start_local(call_id, name, from_js(args, "arguments")?);
+        Ok(())
     }
 
     /// Checks arguments against a registered tool's schema; returns every problem (empty when

@@ -43,7 +43,7 @@ pub fn install_float_printer() {
     });
 }
 pub use tether_core::{
-    ApprovalDecision, ApprovalRequest, CoreError, OwnerId, RefusedTool, ResultStatus, Risk, ToolDef, ToolSpec,
+    ApprovalDecision, ApprovalRequest, CoreError, Outcome, OwnerId, RefusedTool, ResultStatus, Risk, ToolDef, ToolSpec,
 };
 pub use tether_protocol::{ErrorCode, HistoryLine, HistoryRole, RunEvent, RunStatus};
 

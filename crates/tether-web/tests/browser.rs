@@ -227,11 +227,14 @@ async fn tool_cancel_aborts_the_handler_and_sends_no_result() {
     register_slow(&h.client, owner, &dropped);
     ok_tool(&h.client, owner, "ping");
     next_tick().await;
-    let answer = h.ask("call-and-cancel slow {}").await;
-    assert_eq!(answer["cancelledResults"], 0);
-    assert!(dropped.get(), "the handler's future was dropped");
-    let record = h.client.recent_calls().into_iter().find(|r| r.tool == "slow").unwrap();
+    h.client.send_message("call-and-cancel slow {}");
+    let finished = h.wait_for(|e| matches!(e, ClientEvent::CallFinished { record } if record.tool == "slow")).await;
+    let ClientEvent::CallFinished { record } = finished else { unreachable!() };
     assert_eq!(record.status, ResultStatus::Cancelled);
+    let answer = h.wait_for(|e| matches!(e, ClientEvent::AgentMessage { done: true, .. })).await;
+    let ClientEvent::AgentMessage { delta, .. } = answer else { unreachable!() };
+    assert_eq!(serde_json::from_str::<Value>(&delta).unwrap()["cancelledResults"], 0);
+    assert!(dropped.get(), "the handler's future was dropped");
 }
 
 #[wasm_bindgen_test]
