@@ -5,7 +5,7 @@
 import { spawn } from "node:child_process";
 import { createServer, connect } from "node:net";
 import { mkdirSync } from "node:fs";
-import { resolve } from "node:path";
+import { dirname, resolve } from "node:path";
 import { chromium } from "playwright-core";
 
 export const ROOT = resolve(import.meta.dirname, "../..");
@@ -234,4 +234,76 @@ export async function waitForMatch(page, testid, pattern) {
     [testid, pattern.source, pattern.flags],
   );
   return matched.jsonValue();
+}
+
+/**
+ * Runs the MCP Inspector's CLI mode (npm `@modelcontextprotocol/inspector-cli`, the CLI of
+ * `npx @modelcontextprotocol/inspector --cli`) against `endpoint` with `code` as the bearer
+ * token; resolves with its exit status, stdout and stderr.
+ */
+export function inspectorCli(endpoint, code, args) {
+  const cli = resolve(ROOT, "node_modules/@modelcontextprotocol/inspector-cli/build/index.js");
+  const child = spawn(process.execPath, [cli, endpoint, "--transport", "http", "--header", `Authorization: Bearer ${code}`, ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    // It looks for its own package.json as `../package.json` from the working directory (and
+    // imports it from its module's folder), so it runs from its build folder.
+    cwd: dirname(cli),
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk) => (stdout += chunk));
+  child.stderr.on("data", (chunk) => (stderr += chunk));
+  return new Promise((done) => child.once("close", (status) => done({ status, stdout, stderr })));
+}
+
+/**
+ * An MCP client made with the official Python SDK (tests/e2e/mcp_driver.py, run by the venv
+ * `cargo xtask setup` makes in target/python-mcp), connected to `endpoint` with `code`.
+ * `send(command)` writes one command and resolves with its answer; `next(predicate)` resolves
+ * with the first line printed (already, or from now on) that matches and is not yet taken.
+ */
+export function pythonMcpClient(endpoint, code) {
+  const python = resolve(ROOT, "target/python-mcp/bin/python");
+  const child = spawn(python, [resolve(ROOT, "tests/e2e/mcp_driver.py"), endpoint, code], { stdio: ["pipe", "pipe", "pipe"] });
+  const lines = [];
+  const waiters = [];
+  let stderr = "";
+  let pending = "";
+  let exited = null;
+  const settle = () => {
+    for (const waiter of [...waiters]) {
+      const index = lines.findIndex(waiter.predicate);
+      if (index >= 0) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.resolve(lines.splice(index, 1)[0]);
+      } else if (exited !== null) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.reject(new Error(`the Python MCP client exited (${exited}): ${stderr}`));
+      }
+    }
+  };
+  child.stdout.on("data", (chunk) => {
+    pending += chunk;
+    const complete = pending.split("\n");
+    pending = complete.pop();
+    for (const line of complete.filter(Boolean)) lines.push(JSON.parse(line));
+    settle();
+  });
+  child.stderr.on("data", (chunk) => (stderr += chunk));
+  child.once("exit", (status) => ((exited = status), settle()));
+  const next = (predicate) => new Promise((resolve, reject) => {
+    waiters.push({ predicate: (line) => line.error !== undefined || predicate(line), resolve: (line) => {
+      if (line.error !== undefined) reject(new Error(`the Python MCP client failed: ${line.error}\n${stderr}`));
+      else resolve(line);
+    }, reject });
+    settle();
+  });
+  return {
+    next,
+    send(command) {
+      child.stdin.write(`${JSON.stringify(command)}\n`);
+      return next((line) => line.event === undefined && line.ready === undefined);
+    },
+    stop: () => new Promise((done) => (exited !== null ? done() : (child.once("exit", done), child.stdin.end()))),
+  };
 }

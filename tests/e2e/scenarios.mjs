@@ -5,15 +5,19 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import {
   startServer, startProxy, launchBrowser, recordFrames, artifactPath, say, ask, answers, nextAnswer, waitForText,
-  freePort,
+  freePort, inspectorCli, pythonMcpClient, ROOT,
 } from "./harness.mjs";
+import { resolve } from "node:path";
+
+/** The WebMCP polyfill from npm (`@mcp-b/global`), as the script tag a page would load. */
+const WEBMCP_POLYFILL = resolve(ROOT, "node_modules/@mcp-b/global/dist/index.iife.js");
 
 export function defineScenarios({ app, dist }) {
   let server;
   let browser;
 
   before(async () => {
-    server = await startServer(dist);
+    server = await startServer(dist, "127.0.0.1:0", ["--model", "scripted", "--expose-mcp"]);
     browser = await launchBrowser();
   });
 
@@ -22,8 +26,9 @@ export function defineScenarios({ app, dist }) {
     server?.stop();
   });
 
-  async function open(path = "/", port = server.port) {
+  async function open(path = "/", port = server.port, { initScript } = {}) {
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    if (initScript) await context.addInitScript({ path: initScript });
     const page = await context.newPage();
     const frames = recordFrames(page);
     const errors = [];
@@ -477,6 +482,135 @@ export function defineScenarios({ app, dist }) {
     assert.match(JSON.stringify(results[0].content), /call cart_remove again with exactly these arguments/);
     assert.equal(results[1].status, "ok");
     assert.equal(await page.getByTestId("approval-dialog").count(), 0);
+    assert.deepEqual(errors, []);
+    await close();
+  });
+
+  test(`${app}: an MCP client the user paired calls the page's tools through the page (Python SDK, MCP Inspector CLI)`, async () => {
+    const { page, frames, errors, close } = await open();
+    const endpoint = `http://127.0.0.1:${server.port}/mcp`;
+    const refused = await inspectorCli(endpoint, "never-paired-code-0123456789", ["--method", "tools/list"]);
+    assert.notEqual(refused.status, 0, "nothing is shared before the user pairs");
+
+    await page.getByTestId("mcp-pair").click();
+    const code = (await page.getByTestId("mcp-code").textContent()).trim();
+    assert.match(code, /^[0-9a-z]{26}$/);
+    assert.equal((await page.getByTestId("mcp-endpoint").textContent()).trim(), endpoint);
+    // The server reads a socket's frames in order: once this answer is in, the CONTEXT_UPDATE
+    // with the pairing that went before it has been applied.
+    await ask(page, "hello");
+
+    const python = pythonMcpClient(endpoint, code);
+    await python.next((line) => line.ready);
+    const listed = (await python.send({ op: "list" })).tools;
+    const announced = frames.filter((f) => f.dir === "sent" && f.frame.type === "CONTEXT_UPDATE").at(-1).frame.tools;
+    assert.deepEqual(listed.map((t) => t.name).sort(), announced.map((t) => t.name).sort(), "exactly the page's tools");
+    assert.ok(!listed.some((t) => t.name === "cart_remove"), "the cart is empty");
+
+    // The Inspector's CLI adds the mug; the page runs the call, and the list changes for the
+    // Python client (the mini cart registers cart_remove).
+    const added = await inspectorCli(endpoint, code, ["--method", "tools/call", "--tool-name", "cart_add", "--tool-arg", "productId=mug-red"]);
+    assert.equal(added.status, 0, added.stderr);
+    assert.match(JSON.parse(added.stdout).content[0].text, /added 1 × Red mug/);
+    await waitForText(page, "cart-badge", "1");
+    await python.next((line) => line.event === "tools/list_changed");
+    const remove = (await python.send({ op: "list" })).tools.find((t) => t.name === "cart_remove");
+    assert.deepEqual(remove, { name: "cart_remove", readOnly: false, destructive: true, risk: "high" });
+    const viaInspector = JSON.parse((await inspectorCli(endpoint, code, ["--method", "tools/list"])).stdout).tools;
+    assert.ok(viaInspector.some((t) => t.name === "cart_remove"));
+
+    // Invalid arguments: refused by the page's validation, no approval asked, nothing run.
+    const runs = await page.getByTestId("cart-add-runs").textContent();
+    const invalid = await python.send({ op: "call", tool: "cart_add", args: { productId: "mug-red", quantity: 99 } });
+    assert.equal(invalid.isError, true);
+    assert.match(invalid.text, /Validation args "cart_add"/);
+    assert.equal(await page.getByTestId("cart-add-runs").textContent(), runs);
+
+    // A high-risk call waits for the user in the page's dialog; the client gets the result.
+    const removing = python.send({ op: "call", tool: "cart_remove", args: { productId: "mug-red" } });
+    await page.getByTestId("approval-dialog").waitFor();
+    assert.equal((await page.getByTestId("approval-risk").textContent()).trim(), "high");
+    await page.getByTestId("approval-approve").click();
+    const removed = await removing;
+    assert.equal(removed.isError, false);
+    assert.match(removed.text, /removed Red mug/);
+    await waitForText(page, "cart-badge", "0");
+    // Exactly once: one TOOL_RESULT for the one call.
+    const call = frames.find((f) => f.dir === "received" && f.frame.type === "TOOL_CALL" && f.frame.name === "cart_remove");
+    assert.equal(frames.filter((f) => f.dir === "sent" && f.frame.type === "TOOL_RESULT" && f.frame.callId === call.frame.callId).length, 1);
+
+    // Stop sharing ends it.
+    await page.getByTestId("mcp-unpair").click();
+    await ask(page, "hello");
+    const after = await inspectorCli(endpoint, code, ["--method", "tools/list"]);
+    assert.notEqual(after.status, 0, "unpaired: refused");
+    assert.ok(!frames.some((f) => f.dir === "received" && JSON.stringify(f.frame).includes(code)), "the code never comes back");
+    await python.stop();
+    assert.deepEqual(errors, []);
+    await close();
+  });
+
+  test(`${app}: with WebMCP (the @mcp-b/global polyfill) the browser's agent gets the live tools, run by the page's executor`, async () => {
+    const { page, frames, errors, close } = await open("/", server.port, { initScript: WEBMCP_POLYFILL });
+    const webmcp = {
+      names: () => page.evaluate(() => navigator.modelContextTesting.listTools().map((t) => t.name).sort()),
+      tools: () => page.evaluate(async () => (await document.modelContext.getTools()).map((t) => ({ name: t.name, annotations: t.annotations }))),
+      // Resolves with the agent's result, parsed.
+      call: (tool, args) => page.evaluate(async ([name, json]) => {
+        const answer = await navigator.modelContextTesting.executeTool(name, json);
+        return typeof answer === "string" ? JSON.parse(answer) : answer;
+      }, [tool, JSON.stringify(args)]),
+      waitFor: (name, present) => page.waitForFunction(([tool, wanted]) =>
+        navigator.modelContextTesting.listTools().some((t) => t.name === tool) === wanted, [name, present]),
+    };
+    const announcing = (tool) => (f) => f.dir === "sent" && f.frame.type === "CONTEXT_UPDATE" && f.frame.tools.some((t) => t.name === tool);
+    const announced = (await frames.waitFor(announcing("cart_add"))).frame.tools;
+    await webmcp.waitFor("cart_add", true);
+    assert.deepEqual(await webmcp.names(), announced.map((t) => t.name).sort(), "the same tools as the model sees");
+    const hints = Object.fromEntries((await webmcp.tools()).map((t) => [t.name, t.annotations ?? {}]));
+    assert.equal(hints.product_view.readOnlyHint, true, "risk none: read-only");
+    assert.equal(hints.cart_clear.readOnlyHint, false, "risk high: not read-only");
+
+    const callsBefore = frames.filter((f) => f.frame.type === "TOOL_CALL" || f.frame.type === "TOOL_RESULT").length;
+    const added = await webmcp.call("cart_add", { productId: "mug-red" });
+    assert.ok(!added.isError, JSON.stringify(added));
+    assert.match(added.content[0].text, /added 1 × Red mug/);
+    await waitForText(page, "cart-badge", "1");
+    // The list follows the page: the mini cart's cart_remove comes with a non-empty cart.
+    await webmcp.waitFor("cart_remove", true);
+
+    // Invalid arguments: the page's validation answers, no approval is asked, nothing runs.
+    const runs = await page.getByTestId("cart-add-runs").textContent();
+    const invalid = await webmcp.call("cart_add", { productId: "mug-red", quantity: 99 });
+    assert.equal(invalid.isError, true);
+    assert.match(invalid.content[0].text, /Validation args "cart_add"/);
+    assert.equal(await page.getByTestId("cart-add-runs").textContent(), runs);
+    assert.equal(await page.getByTestId("approval-dialog").count(), 0);
+
+    // High risk: the page's dialog asks; a refusal reaches the agent, an approval runs it.
+    let removing = webmcp.call("cart_remove", { productId: "mug-red" });
+    await page.getByTestId("approval-dialog").waitFor();
+    await page.getByTestId("approval-reject").click();
+    const rejected = await removing;
+    assert.equal(rejected.isError, true);
+    assert.match(rejected.content[0].text, /rejected/i);
+    await waitForText(page, "cart-badge", "1");
+    removing = webmcp.call("cart_remove", { productId: "mug-red" });
+    await page.getByTestId("approval-dialog").waitFor();
+    await page.getByTestId("approval-approve").click();
+    const removed = await removing;
+    assert.ok(!removed.isError, JSON.stringify(removed));
+    assert.match(removed.content[0].text, /removed Red mug/);
+    await waitForText(page, "cart-badge", "0");
+    await webmcp.waitFor("cart_remove", false);
+
+    // The calls ran here: none of them went to the server or came from it.
+    assert.equal(frames.filter((f) => f.frame.type === "TOOL_CALL" || f.frame.type === "TOOL_RESULT").length, callsBefore);
+    // Another page, other tools: the grid's product_view goes, the cart page's cart_view comes.
+    await webmcp.call("open_cart", {});
+    await webmcp.waitFor("cart_view", true);
+    const cartPage = (await frames.waitFor(announcing("cart_view"))).frame.tools;
+    assert.deepEqual(await webmcp.names(), cartPage.map((t) => t.name).sort());
     assert.deepEqual(errors, []);
     await close();
   });

@@ -175,14 +175,14 @@ pub(crate) fn demo(args: &[String]) -> Result<()> {
         return run(Command::new(repo_root().join("target/debug/tether"))
             .args(["serve", "--model", &model.url])
             .args(LOCAL_MODEL_ARGS)
-            .args(["--addr", addr, "--instructions"])
+            .args(["--addr", addr, "--expose-mcp", "--instructions"])
             .arg(repo_root().join("examples/storefront-leptos/instructions.md"))
             .arg("--static")
             .arg(&dist));
     }
     step("serving the Leptos storefront with the built-in model (Ctrl-C stops); open the URL below");
     run(Command::new(repo_root().join("target/debug/tether"))
-        .args(["serve", "--model", "scripted", "--addr", addr, "--instructions"])
+        .args(["serve", "--model", "scripted", "--addr", addr, "--expose-mcp", "--instructions"])
         .arg(repo_root().join("examples/storefront-leptos/instructions.md"))
         .arg("--static")
         .arg(&dist))

@@ -469,3 +469,103 @@ pub fn RuntimeErrors() -> impl IntoView {
         </ul>
     }
 }
+
+/// The context key `tether serve --expose-mcp` reads a pairing from (docs/mcp.md); the server
+/// takes the entry out before the context is stored or shown to the model.
+pub const MCP_PAIRING_KEY: &str = "tether-mcp-pairing";
+
+const PAIRING_ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
+
+/// The pairing code for 16 bytes: their 128 bits, 5 at a time, as 26 characters of
+/// `0-9 a-z` without `i l o u` (the encoding `@tether/react/mcp`'s `pairingCode` uses).
+pub fn pairing_code_from(bytes: [u8; 16]) -> String {
+    let mut code = String::with_capacity(26);
+    let (mut held, mut bits) = (0u32, 0u32);
+    for byte in bytes {
+        held = (held << 8) | u32::from(byte);
+        bits += 8;
+        while bits >= 5 {
+            bits -= 5;
+            code.push(char::from(PAIRING_ALPHABET[((held >> bits) & 31) as usize]));
+        }
+        held &= (1 << bits) - 1;
+    }
+    code.push(char::from(PAIRING_ALPHABET[((held << (5 - bits)) & 31) as usize]));
+    code
+}
+
+/// A new pairing code: 128 random bits from the browser's `crypto.getRandomValues`. `None`
+/// where the page has no `crypto` (never a weaker code).
+pub fn pairing_code() -> Option<String> {
+    let mut bytes = [0u8; 16];
+    web_sys::window()?.crypto().ok()?.get_random_values_with_u8_array(&mut bytes).ok()?;
+    Some(pairing_code_from(bytes))
+}
+
+/// While mounted, the MCP client that presents `code` as its bearer token may use this page's
+/// tools through `tether serve --expose-mcp`. [`McpPairing`] is the button that mounts it.
+#[component]
+pub fn McpPairingEntry(
+    /// The code the MCP client presents (at least 16 characters; [`pairing_code`] makes one).
+    #[prop(into)]
+    code: String,
+) -> impl IntoView {
+    crate::use_agent_context_keyed(
+        MCP_PAIRING_KEY,
+        "MCP pairing (read by the server, never shown to the model)",
+        move || serde_json::json!({ "code": code }),
+    );
+}
+
+/// `/mcp` on this page's origin.
+fn default_mcp_endpoint() -> String {
+    let location = web_sys::window().map(|window| window.location());
+    match location.and_then(|l| Some((l.protocol().ok()?, l.host().ok()?))) {
+        Some((protocol, host)) if !host.is_empty() => format!("{protocol}//{host}/mcp"),
+        _ => "/mcp".into(),
+    }
+}
+
+/// A button that lets an MCP client use this page's tools (the same as `@tether/react/mcp`'s
+/// `<McpPairing/>`): it makes a pairing code, shows it with the endpoint to enter in the client,
+/// and a button that ends the pairing. Off until the user clicks; a reload or unmount ends it.
+/// Calls that need approval are asked in this page's [`ApprovalDialog`].
+#[component]
+pub fn McpPairing(
+    /// The URL the MCP client connects to (default: `/mcp` on this page's origin).
+    #[prop(optional, into)]
+    endpoint: Option<String>,
+) -> impl IntoView {
+    let code = RwSignal::new(None::<String>);
+    let failed = RwSignal::new(false);
+    let endpoint = endpoint.unwrap_or_else(default_mcp_endpoint);
+    move || match code.get() {
+        None => view! {
+            <button type="button" class="tether-mcp-pair" data-testid="mcp-pair"
+                on:click=move |_| match pairing_code() {
+                    Some(new) => code.set(Some(new)),
+                    None => failed.set(true),
+                }>
+                "Let an MCP client use this page"
+            </button>
+            <Show when=move || failed.get()>
+                <p role="alert">"This browser gives no secure random numbers: pairing is not possible."</p>
+            </Show>
+        }
+        .into_any(),
+        Some(current) => view! {
+            <div class="tether-mcp-pairing" role="region" aria-label="MCP pairing" data-testid="mcp-pairing">
+                <McpPairingEntry code=current.clone()/>
+                <p>
+                    "An MCP client may now use this page's tools. Give it the URL "
+                    <code data-testid="mcp-endpoint">{endpoint.clone()}</code>
+                    " and the header "
+                    <code>"Authorization: Bearer " <span data-testid="mcp-code">{current}</span></code>
+                    ". Calls that need your approval are asked here."
+                </p>
+                <button type="button" data-testid="mcp-unpair" on:click=move |_| code.set(None)>"Stop sharing"</button>
+            </div>
+        }
+        .into_any(),
+    }
+}

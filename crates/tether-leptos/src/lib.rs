@@ -6,13 +6,16 @@
 //! is a closure: it reads signals when it runs, so it always sees the current state without
 //! re-registering. [`ApprovalDialog`], [`ChatPanel`], [`ToolInspector`] and [`RuntimeErrors`]
 //! are ready-made UI over the same context, styled by the provider (`styles=false` leaves the
-//! styling to you). Every hook fails loudly when called outside the provider: the message is
+//! styling to you). [`McpPairing`] lets the user pair an MCP client with the page (`tether serve
+//! --expose-mcp`), and [`use_webmcp`] offers the page's tools to the browser's own agents
+//! (WebMCP). Every hook fails loudly when called outside the provider: the message is
 //! logged to the console first, so it is there even in builds that abort without one.
 //!
 //! Features: `csr` (default) turns on `leptos/csr`; an app that hydrates instead turns off the
 //! default features and turns on `hydrate`.
 
 pub mod components;
+pub mod webmcp;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -27,8 +30,11 @@ use tether_web::{
     LocalFuture, Notification, OwnerId, ResolverHooks, ResultStatus, RunStatus,
 };
 
-pub use components::{ApprovalDialog, ChatPanel, RuntimeErrors, ToolInspector};
+pub use components::{
+    ApprovalDialog, ChatPanel, MCP_PAIRING_KEY, McpPairing, McpPairingEntry, RuntimeErrors, ToolInspector,
+};
 pub use tether_web::{ConnectionState, Risk, ToolDef, ToolSpec};
+pub use webmcp::use_webmcp;
 /// The versions of these crates that tether-leptos uses: `#[derive(JsonSchema)]` for
 /// [`use_agent_tool_typed`] needs schemars **1.x** (schemars 0.8's `JsonSchema` is another trait).
 pub use {schemars, serde, serde_json};

@@ -195,3 +195,32 @@ fn the_refusal_with_edited_arguments_says_what_the_react_package_says() {
         "www/packages/react/src/store.ts words the refusal otherwise"
     );
 }
+
+#[test]
+fn pairing_codes_are_written_as_the_react_package_writes_them() {
+    use tether_leptos::components::pairing_code_from;
+    // The same bytes give the same 26 characters as `@tether/react/mcp`'s `pairingCode`
+    // (test/mcp.test.tsx checks these two vectors there).
+    assert_eq!(pairing_code_from([0xff; 16]), "zzzzzzzzzzzzzzzzzzzzzzzzzw");
+    assert_eq!(pairing_code_from(std::array::from_fn(|i| (i * 17) as u8)), "008j4ct4ank7f24snaxwsqfezw");
+    assert_eq!(pairing_code_from([0; 16]), "0".repeat(26));
+}
+
+#[test]
+fn webmcp_hints_and_results_are_the_react_packages() {
+    use tether_leptos::Risk;
+    use tether_leptos::webmcp::{webmcp_annotations, webmcp_result};
+    use tether_web::ResultStatus;
+    // The same as `@tether/react/webmcp` (test/webmcp.test.tsx checks these there).
+    assert_eq!(webmcp_annotations(Risk::None), json!({ "readOnlyHint": true }));
+    assert_eq!(webmcp_annotations(Risk::Low), json!({ "readOnlyHint": false }));
+    assert_eq!(webmcp_annotations(Risk::Critical), json!({ "readOnlyHint": false, "destructiveHint": true }));
+    assert_eq!(
+        webmcp_result(ResultStatus::Ok, &json!("done")),
+        json!({ "content": [{ "type": "text", "text": "done" }] })
+    );
+    assert_eq!(
+        webmcp_result(ResultStatus::InvalidArgs, &json!({ "n": 1 })),
+        json!({ "content": [{ "type": "text", "text": "{\"n\":1}" }], "isError": true })
+    );
+}

@@ -6,8 +6,8 @@ mod shop;
 use leptos::prelude::*;
 use serde_json::{Value, json};
 use tether_leptos::{
-    AgentProvider, ApprovalDialog, ChatPanel, Risk, ToolCallView, ToolDef, ToolInspector, use_agent, use_agent_context,
-    use_agent_tool, use_agent_tool_reactive, use_tool_call_renderer,
+    AgentProvider, ApprovalDialog, ChatPanel, McpPairing, Risk, ToolCallView, ToolDef, ToolInspector, use_agent,
+    use_agent_context, use_agent_tool, use_agent_tool_reactive, use_tool_call_renderer, use_webmcp,
 };
 use wasm_bindgen::prelude::*;
 
@@ -198,6 +198,8 @@ fn Layout() -> impl IntoView {
             Ok(json!(page_opened(&shop, "cart")))
         },
     );
+    // The browser's own agents (WebMCP) get the same tools, when the browser has a model context.
+    use_webmcp();
     // What the agent reads without calling a tool: where the user is and what is in the cart.
     use_agent_context("The page the user is on", move || shop.page_context());
     use_agent_context("The shopping cart", move || shop.cart_context());
@@ -235,6 +237,9 @@ fn Layout() -> impl IntoView {
                     </ul>
                 </section>
                 <ToolInspector/>
+                <section class="mcp" aria-label="MCP clients">
+                    <McpPairing/>
+                </section>
             </aside>
         </div>
         <ApprovalDialog/>

@@ -14,6 +14,8 @@ import {
   type AgentToolContext,
   type ToolCallView,
 } from "@tether/react";
+import { McpPairing } from "@tether/react/mcp";
+import { useWebMcp } from "@tether/react/webmcp";
 import {
   PRODUCT_IDS,
   PRODUCTS,
@@ -187,6 +189,8 @@ function Layout() {
       return pageOpened(shop.cart, "cart");
     },
   );
+  // The browser's own agents (WebMCP) get the same tools, when the browser has a model context.
+  useWebMcp();
   // What the agent reads without calling a tool: where the user is and what is in the cart.
   useAgentContext({ description: "The page the user is on", value: pageContext(shop.route) });
   useAgentContext({ description: "The shopping cart", value: cartContext(shop.cart) });
@@ -231,6 +235,9 @@ function Layout() {
             <RuntimeErrors />
           </section>
           <ToolInspector />
+          <section className="mcp" aria-label="MCP clients">
+            <McpPairing />
+          </section>
         </aside>
       </div>
       <ApprovalDialog />

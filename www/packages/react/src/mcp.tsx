@@ -57,19 +57,23 @@ export function McpPairing({ endpoint }: McpPairingProps) {
   const [code, setCode] = useState<string | null>(null);
   if (code === null) {
     return (
-      <button type="button" className="tether-mcp-pair" onClick={() => setCode(pairingCode())}>
+      <button type="button" className="tether-mcp-pair" data-testid="mcp-pair" onClick={() => setCode(pairingCode())}>
         Let an MCP client use this page
       </button>
     );
   }
   return (
-    <div className="tether-mcp-pairing" role="region" aria-label="MCP pairing">
+    <div className="tether-mcp-pairing" role="region" aria-label="MCP pairing" data-testid="mcp-pairing">
       <McpPairingEntry code={code} />
       <p>
-        An MCP client may now use this page&apos;s tools. Give it the URL <code>{endpoint ?? defaultEndpoint()}</code>{" "}
-        and the header <code>Authorization: Bearer {code}</code>. Calls that need your approval are asked here.
+        An MCP client may now use this page&apos;s tools. Give it the URL{" "}
+        <code data-testid="mcp-endpoint">{endpoint ?? defaultEndpoint()}</code> and the header{" "}
+        <code>
+          Authorization: Bearer <span data-testid="mcp-code">{code}</span>
+        </code>
+        . Calls that need your approval are asked here.
       </p>
-      <button type="button" onClick={() => setCode(null)}>
+      <button type="button" data-testid="mcp-unpair" onClick={() => setCode(null)}>
         Stop sharing
       </button>
     </div>

@@ -30,6 +30,7 @@ export type TetherClientLike = Pick<
   | "sendMessage"
   | "stop"
   | "tools"
+  | "callLocal"
 >;
 
 /** What the chat says when the server could not resume the conversation (the same in tether-leptos). */

@@ -3,6 +3,7 @@
 // are flushed in a microtask as one CONTEXT_UPDATE (none when the list is unchanged).
 import type {
   Approver,
+  CallRecord,
   ResolverHooks,
   TetherError,
   TetherEvent,
@@ -118,6 +119,11 @@ export class FakeClient implements TetherClientLike {
   stop() {
     this.stops += 1;
   }
+  /** Local calls started (`callLocal`): the test finishes them with `finishLocal`. */
+  localCalls: { callId: string; tool: string; args: unknown }[] = [];
+  callLocal(callId: string, tool: string, args: unknown) {
+    this.localCalls.push({ callId, tool, args });
+  }
   tools(): ToolSpec[] {
     return this.entries.map((e) => ({
       name: e.def.name,
@@ -132,6 +138,11 @@ export class FakeClient implements TetherClientLike {
 
   emit(event: TetherEvent) {
     for (const listener of this.listeners.values()) listener(event);
+  }
+  /** Finishes a local call as the runtime does: a `callFinished` event with its id. */
+  finishLocal(callId: string, status: CallRecord["status"], content: unknown) {
+    const call = this.localCalls.find((c) => c.callId === callId)!;
+    this.emit({ type: "callFinished", record: { callId, tool: call.tool, status, content } as CallRecord });
   }
   names() {
     return this.entries.map((e) => e.def.name);

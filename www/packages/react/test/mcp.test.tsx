@@ -33,6 +33,21 @@ describe("McpPairing", () => {
     expect(client.contextValues.at(-1)!.some((e) => e.key === MCP_PAIRING_KEY)).toBe(false);
   });
 
+  it("writes the bytes as tether-leptos writes them (crates/tether-leptos/tests/native.rs)", () => {
+    const vectors: [Uint8Array, string][] = [
+      [new Uint8Array(16).fill(255), "zzzzzzzzzzzzzzzzzzzzzzzzzw"],
+      [Uint8Array.from({ length: 16 }, (_, i) => i * 17), "008j4ct4ank7f24snaxwsqfezw"],
+    ];
+    for (const [bytes, expected] of vectors) {
+      const spy = vi.spyOn(crypto, "getRandomValues").mockImplementation((array) => {
+        (array as Uint8Array).set(bytes);
+        return array;
+      });
+      expect(pairingCode()).toBe(expected);
+      spy.mockRestore();
+    }
+  });
+
   it("makes codes of 128 random bits that differ", () => {
     const codes = new Set(Array.from({ length: 200 }, pairingCode));
     expect(codes.size).toBe(200);

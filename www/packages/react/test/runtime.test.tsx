@@ -8,6 +8,7 @@ import { act, cleanup, render, screen, waitFor } from "@testing-library/react";
 import { WebSocketServer, type WebSocket as PeerSocket } from "ws";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { loadTether, TetherProvider, ToolInspector, useAgentTool } from "../src/index.js";
+import { useWebMcp, type WebMcpTool } from "../src/webmcp.js";
 
 interface Frame {
   type: string;
@@ -81,6 +82,39 @@ describe("on the real runtime", () => {
     expect(loadTether(new Uint8Array())).toBe(first);
     const Client = await first;
     expect(typeof Client.prototype.registerTool).toBe("function");
+  });
+
+  it("WebMCP: an agent's call is validated and run by the runtime, and nothing of it reaches the server", async () => {
+    const registered = new Map<string, WebMcpTool>();
+    (document as { modelContext?: unknown }).modelContext = {
+      registerTool(tool: WebMcpTool, options?: { signal?: AbortSignal }) {
+        registered.set(tool.name, tool);
+        options?.signal?.addEventListener("abort", () => registered.delete(tool.name));
+      },
+    };
+    const runs: unknown[] = [];
+    function Tools() {
+      useWebMcp();
+      useAgentTool(
+        { name: "double", description: "Double n.", schema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } },
+        (args) => (runs.push(args), { doubled: (args as { n: number }).n * 2 }),
+      );
+      return null;
+    }
+    try {
+      await mount(<Tools />);
+      await waitFor(() => expect(registered.has("double")).toBe(true));
+      const invalid = await act(() => registered.get("double")!.execute({ n: "two" }));
+      expect(invalid.isError).toBe(true);
+      expect(invalid.content[0]!.text).toMatch(/^Validation args "double": /);
+      expect(runs).toEqual([]);
+      const ok = await act(() => registered.get("double")!.execute({ n: 2 }));
+      expect(ok).toEqual({ content: [{ type: "text", text: '{"doubled":4}' }] });
+      expect(runs).toEqual([{ n: 2 }]);
+      expect(frames.filter((f) => f.type === "TOOL_RESULT")).toEqual([]);
+    } finally {
+      delete (document as { modelContext?: unknown }).modelContext;
+    }
   });
 
   it("StrictMode: one registration, one CONTEXT_UPDATE", async () => {
