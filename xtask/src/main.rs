@@ -23,7 +23,8 @@ cargo xtask <task>
   setup            install what tests and the demo need (idempotent; apt, cargo, npm)
   test             everything CI runs: setup, lints, native, wasm and browser tests, size budget
   demo             build the Leptos storefront and serve it with the built-in model
-                   (`--local-model`: with a real small model on this machine, installed on first use)
+                   (`--local-model`: with a real small model on this machine, installed on first use;
+                   `--webmcp`: the page loads the WebMCP polyfill @mcp-b/global first)
   react-package    build the browser runtime and pack @tether/react: target/npm/tether-react-0.1.0.tgz
   leptos-app DIR   build a Leptos crate of your own for the browser into DIR/dist (--serve: and
                    serve it with `tether serve`; --help for the rest)

@@ -165,6 +165,9 @@ pub(crate) fn build_storefront(toolchain: WasmToolchain) -> Result<(std::path::P
 pub(crate) fn demo(args: &[String]) -> Result<()> {
     let toolchain = toolchain::setup(Needs::default())?;
     let (dist, _) = build_storefront(toolchain)?;
+    if args.iter().any(|a| a == "--webmcp") {
+        install_webmcp_polyfill(&dist)?;
+    }
     step("building the server");
     run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether"]))?;
     let addr =
@@ -186,6 +189,28 @@ pub(crate) fn demo(args: &[String]) -> Result<()> {
         .arg(repo_root().join("examples/storefront-leptos/instructions.md"))
         .arg("--static")
         .arg(&dist))
+}
+
+/// `cargo xtask demo --webmcp`: the storefront loads the WebMCP polyfill from npm
+/// (`@mcp-b/global`, a root devDependency) before the app, so that the page has a
+/// `document.modelContext` in any browser and the storefront's `use_webmcp()` registers its tools
+/// there (and MCP-B's browser extension can reach them).
+fn install_webmcp_polyfill(dist: &Path) -> Result<()> {
+    let polyfill = repo_root().join("node_modules/@mcp-b/global/dist/index.iife.js");
+    anyhow::ensure!(polyfill.is_file(), "{} is missing: run `cargo xtask setup`", polyfill.display());
+    std::fs::copy(&polyfill, dist.join("webmcp-polyfill.js"))?;
+    let index = dist.join("index.html");
+    let html = std::fs::read_to_string(&index)?;
+    std::fs::write(&index, with_head_script(&html, "/webmcp-polyfill.js")?)?;
+    step("the storefront loads the WebMCP polyfill (@mcp-b/global) before the app");
+    Ok(())
+}
+
+/// `html` with a classic `<script src>` at the end of its head: it runs before the page's module
+/// scripts, which are deferred.
+fn with_head_script(html: &str, src: &str) -> Result<String> {
+    let at = html.find("</head>").context("the page has no </head>")?;
+    Ok(format!("{}  <script src=\"{src}\"></script>\n{}", &html[..at], &html[at..]))
 }
 
 /// How `tether serve` talks to the local model in the demo and the task benchmark.
@@ -429,4 +454,21 @@ pub(crate) fn e2e(args: &[String]) -> Result<()> {
     step("building the server");
     run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether"]))?;
     walkthroughs_end_to_end(&runtime, &storefront, args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_head_script;
+
+    #[test]
+    fn the_webmcp_polyfill_goes_in_the_head_before_the_app() {
+        let html =
+            std::fs::read_to_string(crate::cmd::repo_root().join("examples/storefront-leptos/static/index.html"))
+                .unwrap();
+        let patched = with_head_script(&html, "/webmcp-polyfill.js").unwrap();
+        let script = patched.find(r#"<script src="/webmcp-polyfill.js"></script>"#).expect("the tag");
+        assert!(script < patched.find("</head>").unwrap());
+        assert!(script < patched.find(r#"<script type="module">"#).unwrap(), "before the app");
+        assert!(with_head_script("<p>no head</p>", "/x.js").is_err());
+    }
 }
