@@ -172,20 +172,22 @@ pub(crate) fn demo(args: &[String]) -> Result<()> {
     run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether"]))?;
     let addr =
         args.iter().position(|a| a == "--addr").and_then(|i| args.get(i + 1)).map_or("127.0.0.1:8787", String::as_str);
-    if args.iter().any(|a| a == "--local-model") {
-        let model = crate::local_model::start()?;
-        step("serving the Leptos storefront with the local model (Ctrl-C stops); open the URL below");
-        return run(Command::new(repo_root().join("target/debug/tether"))
-            .args(["serve", "--model", &model.url])
-            .args(LOCAL_MODEL_ARGS)
-            .args(["--addr", addr, "--expose-mcp", "--instructions"])
-            .arg(repo_root().join("examples/storefront-leptos/instructions.md"))
-            .arg("--static")
-            .arg(&dist));
+    // The local model's server runs while `local` lives, so until `tether serve` ends.
+    let local = if args.iter().any(|a| a == "--local-model") { Some(crate::local_model::start()?) } else { None };
+    let mut tether = Command::new(repo_root().join("target/debug/tether"));
+    tether.arg("serve");
+    match &local {
+        Some(model) => {
+            step("serving the Leptos storefront with the local model (Ctrl-C stops); open the URL below");
+            tether.args(["--model", &model.url]).args(LOCAL_MODEL_ARGS);
+        }
+        None => {
+            step("serving the Leptos storefront with the built-in model (Ctrl-C stops); open the URL below");
+            tether.args(["--model", "scripted"]);
+        }
     }
-    step("serving the Leptos storefront with the built-in model (Ctrl-C stops); open the URL below");
-    run(Command::new(repo_root().join("target/debug/tether"))
-        .args(["serve", "--model", "scripted", "--addr", addr, "--expose-mcp", "--instructions"])
+    run(tether
+        .args(["--addr", addr, "--expose-mcp", "--instructions"])
         .arg(repo_root().join("examples/storefront-leptos/instructions.md"))
         .arg("--static")
         .arg(&dist))

@@ -11,7 +11,7 @@ use tether_web::{ApprovalDecision, Risk};
 
 use tether_web::ConnectionState;
 
-use crate::{ChatRole, ToolCallView, agent_for, connection_words};
+use crate::{ChatRole, ToolCallView, agent_for, as_text, connection_words};
 
 /// `tether-risk tether-risk-<risk>`: each level has its own class.
 fn risk_class(risk: Risk) -> String {
@@ -22,13 +22,9 @@ fn risk_class(risk: Risk) -> String {
 /// value (a string as it is, anything else as compact JSON); anything else as one JSON line
 /// under an empty name.
 pub fn args_summary(args: &Value) -> Vec<(String, String)> {
-    let text = |value: &Value| match value {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    };
     match args {
-        Value::Object(fields) => fields.iter().map(|(name, value)| (name.clone(), text(value))).collect(),
-        other => vec![(String::new(), text(other))],
+        Value::Object(fields) => fields.iter().map(|(name, value)| (name.clone(), as_text(value))).collect(),
+        other => vec![(String::new(), as_text(other))],
     }
 }
 

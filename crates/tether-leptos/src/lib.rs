@@ -625,10 +625,7 @@ fn apply_event(context: &AgentContext, url: &str, event: &ClientEvent) {
                 Some(record.content.clone()),
             );
             if record.status != ResultStatus::Ok {
-                let error = match &record.content {
-                    Value::String(text) => text.clone(),
-                    other => other.to_string(),
-                };
+                let error = as_text(&record.content);
                 context.update_call(&record.call_id, |call| call.error = Some(error));
             }
         }
@@ -1038,6 +1035,15 @@ pub fn use_agent_context_keyed(key: &str, description: impl Into<String>, value:
     on_cleanup(move || {
         context.with_client(|client| client.unregister_owner(owner));
     });
+}
+
+/// A value as a line of text: a string as it is, anything else as compact JSON (`asText` in
+/// `@tether/react`).
+pub(crate) fn as_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// A context key made from a description: lowercase letters and digits, `_` between words, at

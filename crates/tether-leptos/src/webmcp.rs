@@ -9,11 +9,12 @@ use std::collections::HashMap;
 use js_sys::{Function, Object, Promise, Reflect};
 use leptos::prelude::*;
 use serde_json::{Value, json};
+use tether_web::json::{from_js, to_js};
 use tether_web::{Outcome, ResultStatus, Risk, ToolSpec};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
-use crate::{AgentContext, agent_for};
+use crate::{AgentContext, agent_for, as_text};
 
 /// The WebMCP hints for a Tether risk: `none` is read-only, `high` and `critical` destructive
 /// (`destructiveHint` is MCP's, which MCP-B passes on). Hints for the agent only: the approval is
@@ -29,11 +30,7 @@ pub fn webmcp_annotations(risk: Risk) -> Value {
 /// A finished call as the agent reads it (an MCP `CallToolResult`): the content as text (a
 /// string as it is, anything else as JSON), and `isError` unless it succeeded.
 pub fn webmcp_result(status: ResultStatus, content: &Value) -> Value {
-    let text = match content {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    };
-    let mut result = json!({ "content": [{ "type": "text", "text": text }] });
+    let mut result = json!({ "content": [{ "type": "text", "text": as_text(content) }] });
     if status != ResultStatus::Ok {
         result["isError"] = Value::Bool(true);
     }
@@ -52,19 +49,13 @@ fn model_context() -> Option<Object> {
     })
 }
 
-fn to_js(value: &Value) -> JsValue {
-    js_sys::JSON::parse(&value.to_string()).unwrap_or(JsValue::NULL)
-}
-
-fn from_js(value: &JsValue) -> Value {
-    if value.is_undefined() || value.is_null() {
+/// An agent's input as the call's arguments: none is `{}`; what is not JSON is `null` (which
+/// the tool's schema then refuses).
+fn arguments(input: &JsValue) -> Value {
+    if input.is_undefined() || input.is_null() {
         return json!({});
     }
-    js_sys::JSON::stringify(value)
-        .ok()
-        .and_then(|text| text.as_string())
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or(Value::Null)
+    from_js(input).unwrap_or(Value::Null)
 }
 
 /// One registered tool: what it was registered as, the signal that unregisters it, and its
@@ -138,7 +129,7 @@ impl Bridge {
         let Ok(controller) = web_sys::AbortController::new() else { return };
         let name = tool.name.clone();
         let execute = Closure::<dyn Fn(JsValue) -> Promise>::new(move |input: JsValue| {
-            let (name, args) = (name.clone(), from_js(&input));
+            let (name, args) = (name.clone(), arguments(&input));
             bridge.try_update_value(|b| *b.in_flight.entry(name.clone()).or_default() += 1);
             let call = agent.with_client(|client| client.invoke_local(&name, args));
             wasm_bindgen_futures::future_to_promise(async move {

@@ -12,7 +12,7 @@ use wasm_bindgen::{JsCast, JsValue};
 const MAX_DEPTH: u32 = 256;
 
 /// Converts a JSON value to a JavaScript value (objects, arrays, strings, numbers, booleans, null).
-pub(crate) fn to_js(value: &Value) -> JsValue {
+pub fn to_js(value: &Value) -> JsValue {
     match value {
         Value::Null => JsValue::NULL,
         Value::Bool(flag) => JsValue::from_bool(*flag),
@@ -34,7 +34,7 @@ pub(crate) fn to_js(value: &Value) -> JsValue {
 /// (dates become strings), `undefined`, functions and symbols are left out of objects and
 /// become `null` in arrays, and non-finite numbers become `null`. A `BigInt`, a value nested
 /// deeper than 256 levels (or a cycle) and an `undefined` top level are refused.
-pub(crate) fn from_js(value: &JsValue) -> Result<Value, String> {
+pub fn from_js(value: &JsValue) -> Result<Value, String> {
     match convert(value, 0)? {
         Some(value) => Ok(value),
         None => Err("the value is undefined or a function, not JSON".into()),

@@ -15,7 +15,7 @@ mod client;
 mod events;
 #[cfg(feature = "js-api")]
 mod js;
-mod json;
+pub mod json;
 mod regex;
 mod time;
 mod transport;

@@ -90,6 +90,11 @@ impl Harness {
     /// Sends a command to the peer and returns its JSON answer.
     async fn ask(&mut self, command: &str) -> Value {
         self.client.send_message(command);
+        self.answer().await
+    }
+
+    /// The peer's next JSON answer (the events before it are passed over).
+    async fn answer(&mut self) -> Value {
         let answer = self.wait_for(|e| matches!(e, ClientEvent::AgentMessage { done: true, .. })).await;
         let ClientEvent::AgentMessage { delta, .. } = answer else { unreachable!() };
         serde_json::from_str(&delta).expect("the peer answers JSON")
@@ -231,9 +236,7 @@ async fn tool_cancel_aborts_the_handler_and_sends_no_result() {
     let finished = h.wait_for(|e| matches!(e, ClientEvent::CallFinished { record } if record.tool == "slow")).await;
     let ClientEvent::CallFinished { record } = finished else { unreachable!() };
     assert_eq!(record.status, ResultStatus::Cancelled);
-    let answer = h.wait_for(|e| matches!(e, ClientEvent::AgentMessage { done: true, .. })).await;
-    let ClientEvent::AgentMessage { delta, .. } = answer else { unreachable!() };
-    assert_eq!(serde_json::from_str::<Value>(&delta).unwrap()["cancelledResults"], 0);
+    assert_eq!(h.answer().await["cancelledResults"], 0);
     assert!(dropped.get(), "the handler's future was dropped");
 }
 

@@ -7,6 +7,7 @@
 import { useEffect, useRef } from "react";
 import type { CallRecord, Risk, TetherEvent, ToolSpec } from "../wasm/tether_web.js";
 import { useTether, useTetherEvents, useTetherState } from "./hooks.js";
+import { asText } from "./store.js";
 
 /** A tool as WebMCP's `registerTool` takes it. */
 export interface WebMcpTool {
@@ -55,7 +56,7 @@ export function webMcpAnnotations(risk: Risk): WebMcpAnnotations {
 
 /** A finished call as the agent reads it: the content as text, `isError` unless it succeeded. */
 export function webMcpResult(record: Pick<CallRecord, "status" | "content">): WebMcpResult {
-  const text = typeof record.content === "string" ? record.content : JSON.stringify(record.content ?? null);
+  const text = asText(record.content);
   return record.status === "ok" ? { content: [{ type: "text", text }] } : { content: [{ type: "text", text }], isError: true };
 }
 
