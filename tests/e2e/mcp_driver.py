@@ -1,4 +1,5 @@
-"""An MCP client made with the official Python SDK (`mcp` from PyPI), driven by tests/e2e/mcp.test.mjs.
+"""An MCP client made with the official Python SDK (`mcp` from PyPI), driven by tests/e2e/scenarios.mjs
+and crates/tether-server/tests/expose.rs.
 
 `python mcp_driver.py URL CODE` connects to URL (streamable HTTP) with `Authorization: Bearer CODE`,
 then answers one JSON command per line on stdin with one JSON line on stdout:

@@ -204,7 +204,7 @@ fn python_sdk() -> std::path::PathBuf {
 
 #[tokio::test]
 async fn the_official_python_sdk_client_calls_a_paired_pages_tool() {
-    use tokio::io::AsyncBufReadExt;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let server = exposing(DirectModel::default()).await;
     let mut page = server.client().await;
     page.hello(None).await;
@@ -212,21 +212,31 @@ async fn the_official_python_sdk_client_calls_a_paired_pages_tool() {
     page.say("hello").await;
     page.answer().await;
     let url = format!("{}/mcp", server.url().replace("ws://", "http://").trim_end_matches("/ws"));
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py");
+    // The e2e suite's client: one JSON command per line on stdin, one JSON answer per line out.
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/e2e/mcp_driver.py");
     let mut python = tokio::process::Command::new(python_sdk())
         .arg(script)
-        .args([url.as_str(), CODE, "cart_add", r#"{"productId": "tee-black", "quantity": 2}"#])
+        .args([url.as_str(), CODE])
+        .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
+    let mut commands = python.stdin.take().unwrap();
     let mut lines = tokio::io::BufReader::new(python.stdout.take().unwrap()).lines();
-    let listed: Value = serde_json::from_str(&lines.next_line().await.unwrap().expect("the tools line")).unwrap();
-    assert_eq!(listed["tools"], json!(["product_view", "cart_add", "open_cart"]));
+    let mut next =
+        async || -> Value { serde_json::from_str(&lines.next_line().await.unwrap().expect("a line")).unwrap() };
+    assert_eq!(next().await, json!({"ready": true}));
+    commands.write_all(b"{\"op\": \"list\"}\n").await.unwrap();
+    let listed = next().await;
+    let names: Vec<&str> = listed["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["product_view", "cart_add", "open_cart"]);
+    let call = json!({"op": "call", "tool": "cart_add", "args": {"productId": "tee-black", "quantity": 2}});
+    commands.write_all(format!("{call}\n").as_bytes()).await.unwrap();
     let tool_call = page.tool_call().await;
     assert_eq!(tool_call.args, json!({"productId": "tee-black", "quantity": 2}));
     page.result(&tool_call.call_id, ResultStatus::Ok, json!("2 black T-shirts in the cart")).await;
-    let result: Value = serde_json::from_str(&lines.next_line().await.unwrap().expect("the result line")).unwrap();
-    assert_eq!(result, json!({"isError": false, "text": "2 black T-shirts in the cart"}));
+    assert_eq!(next().await, json!({"isError": false, "text": "2 black T-shirts in the cart"}));
+    drop(commands);
     assert!(python.wait().await.unwrap().success());
 }
