@@ -625,13 +625,14 @@ async fn a_constrained_turn_sends_one_alternative_per_tool_and_the_answer_and_re
     assert!(sent.get("tools").is_none());
     let schema = &sent["response_format"]["json_schema"]["schema"];
     let names: Vec<Value> =
-        schema["anyOf"].as_array().unwrap().iter().map(|a| a["properties"]["name"]["const"].clone()).collect();
-    assert_eq!(names, [json!("navigate"), json!("product_view"), json!("cart_add"), Value::Null]);
-    assert_eq!(schema["anyOf"][3]["required"], json!(["answer"]));
-    // The grammar makes the model write the keys in the order sent: the tool's name first (with
-    // `arguments` first, the recorded model answered "Two red mugs have been added" instead).
+        schema["anyOf"].as_array().unwrap().iter().map(|a| a["properties"]["next"]["const"].clone()).collect();
+    assert_eq!(names, [json!("navigate"), json!("product_view"), json!("cart_add"), json!("answer")]);
+    assert_eq!(schema["anyOf"][3]["required"], json!(["next", "answer"]));
+    // The grammar makes the model write the keys in the order sent: the step (the tool's name)
+    // first (with `arguments` first, the recorded model answered "Two red mugs have been added"
+    // instead).
     let raw = mock.raw.lock().unwrap()[0].clone();
-    assert!(raw.contains(r#""properties":{"name":{"const":"cart_add","type":"string"},"arguments":{"#), "{raw}");
+    assert!(raw.contains(r#""properties":{"next":{"const":"cart_add","type":"string"},"arguments":{"#), "{raw}");
     assert_sent_as_recorded(&mock, "constrained_add_two_red_mugs");
 }
 
@@ -639,7 +640,7 @@ async fn a_constrained_turn_sends_one_alternative_per_tool_and_the_answer_and_re
 async fn a_constrained_answer_after_a_short_result_reaches_the_user() {
     let mut messages = conversation("Add two red mugs to my cart.");
     messages.push(ChatMessage::Assistant {
-        content: "{\"name\": \"cart_add\", \"arguments\": {\"productId\": \"mug-red\", \"quantity\": 2}}".into(),
+        content: "{\"next\": \"cart_add\", \"arguments\": {\"productId\": \"mug-red\", \"quantity\": 2}}".into(),
         tool_calls: vec![ModelToolCall {
             id: "r1.1.0".into(),
             name: "cart_add".into(),
@@ -658,7 +659,7 @@ async fn a_constrained_answer_after_a_short_result_reaches_the_user() {
     assert!(reply.tool_calls.is_empty(), "{reply:?}");
     assert!(reply.text.contains("2") && reply.text.to_lowercase().contains("red mug"), "{}", reply.text);
     assert_eq!(streamed, reply.text, "the answer's string streams, not its JSON");
-    assert!(reply.raw.starts_with("{\"answer\""), "{}", reply.raw);
+    assert!(reply.raw.starts_with("{\"next\": \"answer\""), "{}", reply.raw);
     // The result reached the model as labelled user text, the call as the model wrote it.
     let sent = mock.requests.lock().unwrap()[0].1.clone();
     let roles: Vec<&str> = sent["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();

@@ -17,7 +17,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tether_protocol::ToolSpec;
 
-use super::schema::{normalize_schema, reply_schema, signature};
+use super::schema::{STEP_KEY, answer_step, normalize_schema, reply_schema, signature};
 use super::tool_text::{decode_partial_string, parse_lenient, read_pieces, tidy};
 use super::{
     BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, RefusedTool, Streams,
@@ -402,7 +402,8 @@ impl OpenAiProvider {
 /// lists them, and a 1.5B model that must write `arguments` before `name` answers instead of
 /// calling (measured: `{"answer": "Two red mugs have been added…"}` with the keys sorted, the
 /// right `cart_add` call with `name` first).
-const FIRST_KEYS: [&str; 2] = ["name", "arguments"];
+/// A constrained reply's step (`next`) comes before everything: see [`STEP_KEY`].
+const FIRST_KEYS: [&str; 3] = [STEP_KEY, "name", "arguments"];
 
 /// `value` as JSON text with the keys of [`FIRST_KEYS`] first in every object, the rest in
 /// their usual (sorted) order.
@@ -524,7 +525,7 @@ fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
                 let text = if content.trim().is_empty() {
                     tool_calls
                         .iter()
-                        .map(|c| json!({"name": c.name, "arguments": c.arguments}).to_string())
+                        .map(|c| json!({STEP_KEY: c.name, "arguments": c.arguments}).to_string())
                         .collect::<Vec<_>>()
                         .join("\n")
                 } else {
@@ -620,16 +621,16 @@ fn tool_instructions(turn: &Turn<'_>, listed: &[&ToolSpec]) -> String {
             text.push('\n');
         }
     }
-    // The way to call a tool comes last: measured on the task benchmark's requests with the 1.5B
-    // model, "Reply with one JSON object: {answer} to answer the user, or {call} to call a tool"
-    // made it call the tool for 14 of 15 requests where the other order made it answer "The cart
-    // has been cleared." to "Empty my cart." (10 of 15); the order of the schema's alternatives
-    // made no difference.
-    let call = "{\"name\": \"<tool>\", \"arguments\": {…}}";
+    // The way to call a tool comes last (measured on the task benchmark: a list after it made
+    // the 1.5B model answer instead of acting). A constrained reply names its step first
+    // (`STEP_KEY`); text mode keeps the `name` shape models are trained on.
+    let call = format!("{{\"{STEP_KEY}\": \"<tool>\", \"arguments\": {{…}}}}");
     match (turn.mode, turn.tools.is_empty(), turn.answer.is_some()) {
         (ToolMode::Constrained, false, false) => {
+            let step = answer_step(turn.tools.iter().map(|t| t.name.as_str()));
             text.push_str(&format!(
-                "Reply with one JSON object: {{\"answer\": \"…\"}} to answer the user, or {call} to call a tool."
+                "Reply with one JSON object: {call} to call a tool, or {{\"{STEP_KEY}\": \"{step}\", \"answer\": \"…\"}} to \
+                 answer the user."
             ));
         }
         (ToolMode::Constrained, false, true) => {
@@ -637,7 +638,9 @@ fn tool_instructions(turn: &Turn<'_>, listed: &[&ToolSpec]) -> String {
         }
         (ToolMode::Constrained, true, true) => text.push_str("Reply with only the JSON answer asked for."),
         (_, false, _) => {
-            text.push_str(&format!("Answer the user in plain text, or, to call a tool, reply with only {call}."));
+            text.push_str(
+                "Answer the user in plain text, or, to call a tool, reply with only {\"name\": \"<tool>\", \"arguments\": {…}}.",
+            );
         }
         _ => {}
     }
@@ -752,7 +755,7 @@ fn stream_written_calls(held: &str, tools: &[&str], sink: ToolDeltaSink<'_>) {
         other => vec![other],
     };
     for (index, call) in calls.into_iter().enumerate() {
-        let name = call.get("name").and_then(Value::as_str);
+        let name = call.get(STEP_KEY).or_else(|| call.get("name")).and_then(Value::as_str);
         let arguments = call.get("arguments").or_else(|| call.get("parameters")).filter(|a| a.is_object());
         if let (Some(name), Some(arguments)) = (name, arguments) {
             if tools.contains(&name) {
@@ -762,9 +765,19 @@ fn stream_written_calls(held: &str, tools: &[&str], sink: ToolDeltaSink<'_>) {
     }
 }
 
-/// The start of the string in `{"answer": "…`, when `text` begins that way.
+/// The start of the string in `{"next": "answer", "answer": "…` (or `{"answer": "…`), when
+/// `text` begins that way.
 fn answer_body(text: &str) -> Option<&str> {
-    let rest = text.trim_start().strip_prefix('{')?.trim_start();
+    let mut rest = text.trim_start().strip_prefix('{')?.trim_start();
+    if let Some(after) = rest.strip_prefix(&format!("\"{STEP_KEY}\"")) {
+        // The step: a plain word (`answer`, `reply`), then a comma.
+        let after = after.trim_start().strip_prefix(':')?.trim_start().strip_prefix('"')?;
+        let end = after.find('"')?;
+        if after[..end].contains('\\') {
+            return None;
+        }
+        rest = after[end + 1..].trim_start().strip_prefix(',')?.trim_start();
+    }
     let rest = rest.strip_prefix("\"answer\"")?.trim_start().strip_prefix(':')?.trim_start();
     rest.strip_prefix('"')
 }

@@ -130,19 +130,88 @@ pub fn grammar_schema(schema: &Value) -> Value {
     }
 }
 
-/// The final-answer alternative of a constrained turn: `{"answer": "…"}`.
-pub fn answer_schema() -> Value {
+/// The key a constrained reply writes first: the step it takes next, the name of the tool it
+/// calls or [`answer_step`]. Deciding comes before writing: measured with the 1.5B model on the
+/// README's to-do requests, a reply that first names its step (`{"next": "todo_add", …}`) called
+/// the tool for 8 of 8 requests where one whose alternatives began with different keys
+/// (`{"name": …}` or `{"answer": …}`) answered "Item 'buy milk' added to the to-do list." to 3
+/// of them without calling anything: the model's first wish is the tool's name, and a schema
+/// that does not let it write the name first hands the choice to `answer`.
+pub const STEP_KEY: &str = "next";
+
+/// The step of a constrained reply that answers the user: `answer`, or `reply` when a tool is
+/// named `answer` (tool names are unique, and the step must not be one of them).
+pub fn answer_step<'a>(mut names: impl Iterator<Item = &'a str>) -> &'static str {
+    if names.any(|name| name == "answer") { "reply" } else { "answer" }
+}
+
+/// The final-answer alternative of a constrained turn: `{"next": "answer", "answer": "…"}`.
+pub fn answer_schema(step: &str) -> Value {
     json!({
         "type": "object",
-        "properties": {"answer": {"type": "string"}},
-        "required": ["answer"],
+        "properties": {STEP_KEY: {"type": "string", "const": step}, "answer": {"type": "string"}},
+        "required": [STEP_KEY, "answer"],
         "additionalProperties": false
     })
 }
 
+/// A (grammar) schema without the limits that would make a model write a value the user did not
+/// ask for: `enum` becomes the values' type, and `minimum`/`maximum` go. A grammar that allows
+/// only the red mug makes a model asked for a poster add the red mug (measured on the
+/// storefront's product page); without the limit it writes the poster's id, Tether's own
+/// validation refuses it with the values this page allows, and the model reads why. The prompt
+/// still lists the allowed values, and `const`s (which tell alternatives apart) stay.
+pub fn loosen(schema: &Value) -> Value {
+    match schema {
+        Value::Object(object) => {
+            let mut out = Map::with_capacity(object.len());
+            for (key, value) in object {
+                match key.as_str() {
+                    "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {}
+                    "enum" => {
+                        if !object.contains_key("type") {
+                            if let Some(kind) = value.as_array().and_then(|values| common_type(values)) {
+                                out.insert("type".into(), json!(kind));
+                            }
+                        }
+                    }
+                    "properties" => {
+                        let props = value
+                            .as_object()
+                            .map(|props| props.iter().map(|(k, v)| (k.clone(), loosen(v))).collect())
+                            .unwrap_or_default();
+                        out.insert(key.clone(), Value::Object(props));
+                    }
+                    _ => {
+                        out.insert(key.clone(), loosen(value));
+                    }
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(loosen).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The JSON type every value has, when they share one (integers and other numbers: `number`).
+fn common_type(values: &[Value]) -> Option<&'static str> {
+    let kind = |value: &Value| match value {
+        Value::String(_) => "string",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::Null => "null",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    let first = kind(values.first()?);
+    values.iter().all(|value| kind(value) == first).then_some(first)
+}
+
 /// The schema every reply of a constrained turn matches: one alternative per tool
-/// (`{"name": <the tool>, "arguments": <its schema>}`), an array of 2 to `max_calls` such calls
-/// when `max_calls > 1`, and the final answer (`answer`, or `{"answer": "…"}` when `None`).
+/// (`{"next": <the tool>, "arguments": <its schema, loosened>}`), an array of 2 to `max_calls`
+/// such calls when `max_calls > 1`, and the final answer (`answer`, or
+/// `{"next": "answer", "answer": "…"}` when `None`).
 pub fn reply_schema(tools: &[ToolSpec], answer: Option<&Value>, max_calls: usize) -> Value {
     let calls: Vec<Value> = tools
         .iter()
@@ -150,15 +219,15 @@ pub fn reply_schema(tools: &[ToolSpec], answer: Option<&Value>, max_calls: usize
             json!({
                 "type": "object",
                 "properties": {
-                    "name": {"type": "string", "const": tool.name},
-                    "arguments": grammar_schema(&normalize_schema(&tool.parameters))
+                    STEP_KEY: {"type": "string", "const": tool.name},
+                    "arguments": loosen(&grammar_schema(&normalize_schema(&tool.parameters)))
                 },
-                "required": ["name", "arguments"],
+                "required": [STEP_KEY, "arguments"],
                 "additionalProperties": false
             })
         })
         .collect();
-    let answer = answer.cloned().unwrap_or_else(answer_schema);
+    let answer = answer.cloned().unwrap_or_else(|| answer_schema(answer_step(tools.iter().map(|t| t.name.as_str()))));
     if calls.is_empty() {
         return answer;
     }
@@ -308,13 +377,52 @@ mod tests {
         let schema = reply_schema(&tools, None, 1);
         let alternatives = schema["anyOf"].as_array().unwrap();
         assert_eq!(alternatives.len(), 3);
-        assert_eq!(alternatives[0]["properties"]["name"]["const"], "cart_add");
-        assert_eq!(alternatives[0]["properties"]["arguments"]["properties"]["productId"], json!({"enum": ["a", "b"]}));
-        assert_eq!(alternatives[2], answer_schema());
+        assert_eq!(alternatives[0]["properties"]["next"]["const"], "cart_add");
+        // Loosened: the grammar lets the model write what the user asked for; validation decides.
+        assert_eq!(alternatives[0]["properties"]["arguments"]["properties"]["productId"], json!({"type": "string"}));
+        assert_eq!(alternatives[2], answer_schema("answer"));
         let several = reply_schema(&tools, None, 3);
         assert_eq!(several["anyOf"][2]["maxItems"], 3);
         let judge = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]});
         assert_eq!(reply_schema(&[], Some(&judge), 1), judge);
+    }
+
+    #[test]
+    fn loosening_keeps_structure_and_drops_the_limits_that_force_a_value() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "productId": {"type": "string", "enum": ["mug-red"]},
+                "quantity": {"type": "integer", "minimum": 1, "maximum": 10},
+                "size": {"enum": ["S", "M", "L"]},
+                "kind": {"const": "shirt"},
+                "tags": {"type": "array", "items": {"enum": [1, 2]}, "maxItems": 3}
+            },
+            "required": ["productId"]
+        });
+        assert_eq!(
+            loosen(&schema),
+            json!({
+                "type": "object",
+                "properties": {
+                    "productId": {"type": "string"},
+                    "quantity": {"type": "integer"},
+                    "size": {"type": "string"},
+                    "kind": {"const": "shirt"},
+                    "tags": {"type": "array", "items": {"type": "number"}, "maxItems": 3}
+                },
+                "required": ["productId"]
+            })
+        );
+        // An empty enum allows nothing: the grammar lets the model name a value, validation refuses it.
+        assert_eq!(loosen(&json!({"type": "string", "enum": []})), json!({"type": "string"}));
+    }
+
+    #[test]
+    fn the_answer_step_never_is_a_tools_name() {
+        assert_eq!(answer_step(["cart_add"].into_iter()), "answer");
+        let schema = reply_schema(&[tool("answer", json!({}))], None, 1);
+        assert_eq!(schema["anyOf"][1]["properties"]["next"]["const"], "reply");
     }
 
     #[test]

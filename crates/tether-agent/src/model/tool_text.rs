@@ -6,8 +6,9 @@
 //! several fences), or inside `<tool_call>…</tool_call>` tags. JSON is read leniently: `//` and
 //! `/* */` comments and trailing commas are accepted. A value is a tool call only when it names a
 //! tool the request listed (`{"name": …, "arguments": …}` and the usual variants, or an array of
-//! them); any other JSON stays in the answer exactly as written. `{"answer": "…"}`, the final-answer
-//! shape of constrained turns, becomes its text.
+//! them, or `{"next": <tool>, "arguments": …}` as constrained turns write it); any other JSON stays
+//! in the answer exactly as written. `{"next": "answer", "answer": "…"}`, the final-answer shape
+//! of constrained turns, becomes its text (as does `{"answer": "…"}`).
 
 use serde_json::{Map, Value};
 
@@ -92,10 +93,12 @@ pub fn json_values(content: &str) -> Vec<Value> {
     scan(content).into_iter().filter_map(|span| span.values.ok()).flatten().collect()
 }
 
-/// `{"answer": "…"}` (exactly that key, a string): the final answer of a constrained turn.
+/// `{"next": "answer", "answer": "…"}` or `{"answer": "…"}` (a string, no other key): the final
+/// answer of a constrained turn.
 pub(crate) fn answer_of(value: &Value) -> Option<String> {
     let object = value.as_object()?;
-    if object.len() != 1 {
+    let step = object.get(crate::model::schema::STEP_KEY);
+    if object.len() != 1 + usize::from(step.is_some()) || step.is_some_and(|step| !step.is_string()) {
         return None;
     }
     object.get("answer")?.as_str().map(String::from)
@@ -329,7 +332,7 @@ fn calls_in(value: &Value, tools: &[&str]) -> Result<Option<Vec<(String, Value)>
 
 fn call_from_object(object: &Map<String, Value>, tools: &[&str]) -> Result<Option<(String, Value)>, String> {
     let function = object.get("function").and_then(Value::as_object);
-    let name = ["name", "tool", "tool_name"]
+    let name = [crate::model::schema::STEP_KEY, "name", "tool", "tool_name"]
         .iter()
         .find_map(|key| object.get(*key))
         .or_else(|| function.and_then(|f| f.get("name")))
