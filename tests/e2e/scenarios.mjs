@@ -252,6 +252,32 @@ export function defineScenarios({ app, dist }) {
     await close();
   });
 
+  test(`${app}: a tool on another page: on the red mug's page, "add the space poster" opens the page that offers it, then adds it`, async () => {
+    // The home page's grid offers cart_add for every product; the session remembers it.
+    const { page, frames, errors, close } = await open();
+    await ask(page, "go to the product page for the red mug");
+    await page.locator('[data-testid="product-page"][data-product="mug-red"]').waitFor();
+    const before = frames.length;
+    const answer = await ask(page, "add the space poster to my cart");
+    assert.equal(answer.status, "completed", answer.text);
+    await page.waitForFunction(() => document.querySelector('[data-testid="cart-badge"]')?.dataset.cart === "poster-space=1");
+    assert.equal(await page.evaluate(() => location.pathname), "/", "the page that offers it was opened");
+    // The page was asked to open "/", its tools reached the server, then the call came: once.
+    const received = frames.slice(before).filter((f) => f.dir === "received");
+    const navigate = received.find((f) => f.frame.type === "EVENT" && f.frame.event.kind === "navigate");
+    assert.ok(navigate, "a navigate event");
+    assert.equal(navigate.frame.event.url, "/");
+    assert.equal(navigate.frame.event.tool, "cart_add");
+    const calls = received.filter((f) => f.frame.type === "TOOL_CALL");
+    assert.deepEqual(calls.map((f) => [f.frame.name, f.frame.args.productId]), [["cart_add", "poster-space"]]);
+    assert.equal(calls[0].frame.callId, navigate.frame.event.callId);
+    const update = frames.find((f) => f.dir === "sent" && f.frame.type === "CONTEXT_UPDATE" && f.at > navigate.at && f.at < calls[0].at);
+    assert.ok(update, "the new page's tools reached the server before the call");
+    assert.deepEqual(update.frame.page.url, "/");
+    assert.deepEqual(errors, []);
+    await close();
+  });
+
   test(`${app}: "what is in my cart?" is answered from the state the page shares, without a tool call`, async () => {
     const { page, frames, close } = await open();
     await ask(page, "add the red mug to my cart");

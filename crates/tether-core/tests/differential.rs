@@ -75,6 +75,22 @@ fn compact_and_full_agree_with_the_official_suite() {
 }
 
 #[test]
+fn an_empty_enum_says_that_nothing_is_allowed_in_both() {
+    // A list the page shares that is empty now (`z.enum([])`): the message says so, in full.
+    let schema = json!({"type": "object", "properties": {"title": {"enum": []}}, "required": ["title"]});
+    let instance = json!({"title": "delete ghost"});
+    let compact = CompactValidator::new(NativeRegex).compile(&schema).unwrap();
+    let full = FullValidator.compile(&schema).unwrap();
+    for errors in [compact.errors(&instance), full.errors(&instance)] {
+        assert_eq!(
+            tether_core::validate::format_validation_errors("note_delete", &errors),
+            "Validation args \"note_delete\": /title: \"delete ghost\" is not allowed: no value is allowed now (the \
+             list of allowed values is empty)"
+        );
+    }
+}
+
+#[test]
 fn keyword_files_of_the_subset_are_accepted() {
     // A refusal in these files would hide a gap in the compact validator behind "skipped".
     let compact = CompactValidator::new(NativeRegex);

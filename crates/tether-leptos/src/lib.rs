@@ -311,6 +311,8 @@ pub struct AgentContext {
     refresh_scheduled: StoredValue<bool, LocalStorage>,
     /// How each tool's calls look in the chat (`"*"`: the rest).
     renderers: StoredValue<HashMap<String, Renderer>, LocalStorage>,
+    /// Opens a page of the app for a call whose tool is there (`None`: [`open_page`]).
+    navigate: StoredValue<Option<Callback<String>>, LocalStorage>,
     /// The reactive state.
     pub state: AgentState,
 }
@@ -630,6 +632,15 @@ fn apply_event(context: &AgentContext, url: &str, event: &ClientEvent) {
             }
         }
         ClientEvent::Run { run_id, event } => {
+            // The call's tool is on another page of the app: open it (the server then sends the call).
+            if event.get("kind").and_then(Value::as_str) == Some("navigate") {
+                if let Some(url) = event.get("url").and_then(Value::as_str) {
+                    match context.navigate.get_value() {
+                        Some(navigate) => navigate.run(url.to_string()),
+                        None => open_page(url),
+                    }
+                }
+            }
             state.messages.update(|lines| on_run_event(lines, run_id.as_deref(), event));
         }
         ClientEvent::AgentMessage { run_id, delta, done, status, reset } => {
@@ -784,6 +795,38 @@ fn push_kept<T>(list: &mut Vec<T>, item: T) {
     }
 }
 
+/// Opens `url`, a page of this app, as a client-side router does: `history.pushState` and a
+/// `popstate` event (which `leptos_router` and hand-written routers listen to). A URL of another
+/// origin is never opened. The same as `@tether/react`'s `openPage`; [`AgentProvider`]'s
+/// `navigate` replaces it for a router that does not follow `popstate`.
+pub fn open_page(url: &str) {
+    let Some(window) = web_sys::window() else { return };
+    let location = window.location();
+    let (Ok(href), Ok(origin)) = (location.href(), location.origin()) else { return };
+    let Ok(target) = web_sys::Url::new_with_base(url, &href) else { return };
+    if target.origin() != origin {
+        return;
+    }
+    let path = format!("{}{}{}", target.pathname(), target.search(), target.hash());
+    let here = format!(
+        "{}{}{}",
+        location.pathname().unwrap_or_default(),
+        location.search().unwrap_or_default(),
+        location.hash().unwrap_or_default()
+    );
+    if path == here {
+        return;
+    }
+    let Ok(history) = window.history() else { return };
+    if history.push_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&path)).is_err() {
+        return;
+    }
+    let init = web_sys::PopStateEventInit::new();
+    if let Ok(event) = web_sys::PopStateEvent::new_with_event_init_dict("popstate", &init) {
+        let _ = window.dispatch_event(&event);
+    }
+}
+
 /// Connects to the agent server and provides the context every `use_agent_*` hook needs.
 #[component]
 pub fn AgentProvider(
@@ -791,6 +834,11 @@ pub fn AgentProvider(
     /// ([`same_origin_url`]), which is where `tether serve --static DIR` serves it.
     #[prop(optional, into)]
     url: Option<String>,
+    /// Opens a page of the app (a path such as `/product/mug-blue`) when the agent calls a tool
+    /// that another page offers: the server asks for it, waits for that page's tools, then
+    /// calls. Default: [`open_page`] (`history.pushState` and a `popstate` event).
+    #[prop(optional, into)]
+    navigate: Option<Callback<String>>,
     /// Put the ready-made components' styles ([`STYLES`]) in the page. Default: true.
     #[prop(default = true)]
     styles: bool,
@@ -820,6 +868,7 @@ pub fn AgentProvider(
         pre_approved: StoredValue::new_local(Vec::new()),
         refresh_scheduled: StoredValue::new_local(false),
         renderers: StoredValue::new_local(HashMap::new()),
+        navigate: StoredValue::new_local(navigate),
         state,
     };
 

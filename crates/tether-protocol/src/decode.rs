@@ -161,6 +161,11 @@ impl RunEvent {
                 tool: f.string("tool"),
                 partial_args: f.value("partialArgs"),
             }),
+            "navigate" => RunEvent::Navigate(NavigateEvent {
+                call_id: f.string("callId"),
+                tool: f.string("tool"),
+                url: f.string("url"),
+            }),
             "hook" => RunEvent::Hook(HookAudit {
                 hook_id: f.string("hookId"),
                 level: f.string("level"),

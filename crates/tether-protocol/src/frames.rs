@@ -764,6 +764,23 @@ pub struct ToolCallDeltaEvent {
     pub partial_args: Value,
 }
 
+/// `navigate`: the agent asks the page to open `url`, a page of this session that offered the
+/// tool `tool` with arguments the page the user is on does not accept (a call of a tool on
+/// another page, docs/models.md). The toolkits open it as the app's router would
+/// (`history.pushState` and a `popstate` event, or the app's own `navigate`); the server waits
+/// for that page's `CONTEXT_UPDATE`, then sends the call as a `TOOL_CALL` with the same
+/// `callId`. Since protocol 5.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NavigateEvent {
+    /// The call that waits for the page.
+    pub call_id: String,
+    /// The tool the page offers.
+    pub tool: String,
+    /// The page to open, as the page reported it (`PageInfo.url`: a path with its query).
+    pub url: String,
+}
+
 /// What an [`EventFrame`] reports; the `kind` field names the variant.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -786,6 +803,8 @@ pub enum RunEvent {
     ToolProgress(ToolProgressEvent),
     /// `tool_call_delta`
     ToolCallDelta(ToolCallDeltaEvent),
+    /// `navigate`
+    Navigate(NavigateEvent),
     /// `hook`: a declarative hook ran.
     Hook(HookAudit),
 }

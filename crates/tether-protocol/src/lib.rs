@@ -22,10 +22,11 @@ pub use frames::*;
 pub use quoted::Quoted;
 
 /// The version of the wire format. Bump it whenever a frame changes shape.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// The oldest client version a server of this version accepts: every change since it only
-/// added optional fields and event kinds (4: `ToolSpec.followUp`, the `tool_call_delta` event),
+/// added optional fields and event kinds (4: `ToolSpec.followUp`, the `tool_call_delta` event;
+/// 5: the `navigate` event),
 /// so a page loaded before a deploy keeps its session.
 pub const MIN_PROTOCOL_VERSION: u32 = 3;
 

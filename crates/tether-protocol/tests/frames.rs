@@ -180,6 +180,11 @@ fn sample_frames() -> (Vec<ClientFrame>, Vec<ServerFrame>) {
             tool: "cart_add".into(),
             partial_args: json!({"productId": "red-m"}),
         }),
+        RunEvent::Navigate(NavigateEvent {
+            call_id: "r1.1.0".into(),
+            tool: "cart_add".into(),
+            url: "/product/poster-space".into(),
+        }),
         RunEvent::Hook(HookAudit {
             hook_id: "Stop[0]".into(),
             level: "agent".into(),
@@ -555,6 +560,11 @@ fn run_event() -> impl Strategy<Value = RunEvent> {
         (id, "[a-z_]{1,8}", json_value()).prop_map(|(call_id, tool, partial_args)| {
             RunEvent::ToolCallDelta(ToolCallDeltaEvent { call_id, tool, partial_args })
         }),
+        (id, "[a-z_]{1,8}", ".{0,20}").prop_map(|(call_id, tool, url)| RunEvent::Navigate(NavigateEvent {
+            call_id,
+            tool,
+            url
+        })),
         (".{1,8}", prop::option::of(".{0,8}"), -1e6f64..1e6, prop::option::of(any::<i32>()), 0..3usize).prop_map(
             |(hook_id, reason, duration_ms, exit_code, by)| {
                 RunEvent::Hook(HookAudit {

@@ -83,6 +83,10 @@ pub struct ServerConfig {
     /// (`--expose-mcp`; docs/mcp.md). Default `false`: `/mcp` does not exist, and a page's
     /// pairing entry is refused.
     pub expose_mcp: bool,
+    /// How long a call of a tool that another page of the session offers waits for the page to
+    /// open it (the `navigate` run event) and announce its tools; after that the model reads
+    /// that the page was not opened (docs/models.md, "Tools on other pages"). Default 3 s.
+    pub open_page_wait: Duration,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -106,6 +110,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("outbox_limit", &self.outbox_limit)
             .field("instance_lease", &self.instance_lease)
             .field("expose_mcp", &self.expose_mcp)
+            .field("open_page_wait", &self.open_page_wait)
             .finish()
     }
 }
@@ -130,6 +135,7 @@ impl Default for ServerConfig {
             outbox_limit: 1024,
             expose_mcp: false,
             instance_lease: Duration::from_secs(5),
+            open_page_wait: Duration::from_secs(3),
         }
     }
 }

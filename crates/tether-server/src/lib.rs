@@ -11,6 +11,7 @@ mod connection;
 mod error;
 mod expose;
 mod handoff;
+mod pages;
 mod persist;
 mod policy;
 mod run;

@@ -25,12 +25,13 @@ use tether_core::session::{ResultOutcome, ServerSession, ServerSessionConfig};
 use tether_core::validate::{CompiledSchema, FullSchema, FullValidator, Validator, format_validation_errors};
 use tether_protocol::{
     AgentMessage, ContextEntry, ContextUpdate, ErrorCode, ErrorFrame, EventFrame, MAX_CONTEXT_BYTES,
-    MAX_CONTEXT_ENTRIES, PageInfo, ResultStatus, RunEvent, RunStatus, ServerFrame, ToolCall, ToolResult, ToolSpec,
-    encode_frame,
+    MAX_CONTEXT_ENTRIES, NavigateEvent, PageInfo, ResultStatus, RunEvent, RunStatus, ServerFrame, ToolCall, ToolResult,
+    ToolSpec, encode_frame,
 };
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::ServerConfig;
+use crate::pages::PageMemory;
 use crate::persist::{Job, Persister, STORED_IDS_KEPT, Snapshot, StoredRun};
 use crate::store::{SessionStore, SessionWrite, StoredSession};
 use tether_agent::{BoxFuture, ChatMessage, RunCheckpoint, ToolOutput};
@@ -79,6 +80,8 @@ struct State {
     context: Vec<ContextEntry>,
     revision: u64,
     page: Option<PageInfo>,
+    /// The tools each page of the session offered (not stored: `pages.rs`).
+    pages: PageMemory,
     run: Option<RunHandle>,
     history: Vec<ChatMessage>,
     /// What the user saw: each message and each finished run's answer.
@@ -229,6 +232,8 @@ pub struct Session {
     /// This server's claim on the session, in a store shared by several servers.
     claim: Option<String>,
     state: Mutex<State>,
+    /// Woken after each applied `CONTEXT_UPDATE` (a call waiting for a page to open).
+    context_applied: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Session {
@@ -302,6 +307,7 @@ fn empty_state(machine: ServerSession, config: &ServerConfig) -> State {
         context: Vec::new(),
         revision: 0,
         page: None,
+        pages: PageMemory::default(),
         run: None,
         history: Vec::new(),
         transcript: Vec::new(),
@@ -346,7 +352,15 @@ impl Session {
             state.persister = Some(Persister::spawn(store, id.clone(), claim.clone()));
             state.token_hash = Some(crate::store::token_hash(&resume_token));
         }
-        Arc::new(Session { id, resume_token, peer_ip, config, claim, state: Mutex::new(state) })
+        Arc::new(Session {
+            id,
+            resume_token,
+            peer_ip,
+            config,
+            claim,
+            state: Mutex::new(state),
+            context_applied: tokio::sync::Notify::new(),
+        })
     }
 
     /// A session read back from its store (after a restart, or on another instance), for a
@@ -395,6 +409,7 @@ impl Session {
             config,
             claim,
             state: Mutex::new(state),
+            context_applied: tokio::sync::Notify::new(),
         }))
     }
 
@@ -682,6 +697,9 @@ impl Session {
         check_context(&update.context)?;
         let count = update.tools.len();
         let mut state = self.lock();
+        if let Some(page) = &update.page {
+            state.pages.record(&page.url, &update.tools, &schemas);
+        }
         state.tools = update.tools;
         state.schemas = schemas;
         state.context = update.context;
@@ -689,6 +707,8 @@ impl Session {
         state.page = update.page;
         state.dirty = true;
         state.flush();
+        drop(state);
+        self.context_applied.notify_waiters();
         Ok(count)
     }
 
@@ -746,6 +766,70 @@ impl Session {
     /// The last applied `CONTEXT_UPDATE` revision.
     pub fn revision(&self) -> u64 {
         self.lock().revision
+    }
+
+    /// The client tools the model is offered, leaving out the names in `taken` (server-side and
+    /// MCP tools): the page's own, their allowed values widened with those other pages of the
+    /// session allowed, then the tools only other pages offered (`pages.rs`).
+    pub(crate) fn offered_tools(&self, taken: &[String]) -> Vec<ToolSpec> {
+        let state = self.lock();
+        let here = state.page.as_ref().map(|page| page.url.as_str());
+        let mut tools: Vec<ToolSpec> = state.tools.iter().filter(|tool| !taken.contains(&tool.name)).cloned().collect();
+        for tool in &mut tools {
+            state.pages.widen(here, tool);
+        }
+        let mut names: Vec<String> = taken.to_vec();
+        names.extend(tools.iter().map(|tool| tool.name.clone()));
+        tools.extend(state.pages.elsewhere(here, &names));
+        tools
+    }
+
+    /// Another page of the session whose tool `name` accepts `args` (most recently seen first),
+    /// when the page the user is on does not.
+    pub(crate) fn page_for(&self, name: &str, args: &Value) -> Option<String> {
+        let state = self.lock();
+        let here = state.page.as_ref().map(|page| page.url.as_str());
+        state.pages.page_for(here, name, args)
+    }
+
+    /// Why the last other page that offered `name` refuses `args`, for a tool the page the user
+    /// is on does not offer.
+    pub(crate) fn refusal_elsewhere(&self, name: &str, args: &Value) -> Option<String> {
+        let state = self.lock();
+        let here = state.page.as_ref().map(|page| page.url.as_str());
+        state.pages.refusal(here, name, args)
+    }
+
+    /// Asks the page to open `url` for the call `call_id` of `name` (the `navigate` run event)
+    /// and waits, at most `wait`, until a `CONTEXT_UPDATE` from that page offers `name` for
+    /// `args`. `false`: it did not (a page that does not open URLs, or a memory gone stale).
+    pub(crate) async fn open_page(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        name: &str,
+        url: &str,
+        args: &Value,
+        wait: Duration,
+    ) -> bool {
+        let ready = || {
+            let on_page = self.lock().page.as_ref().is_some_and(|page| page.url == url);
+            on_page && matches!(self.check_client_call(name, args), Some(Ok(())))
+        };
+        let deadline = tokio::time::Instant::now() + wait;
+        let event = NavigateEvent { call_id: call_id.to_string(), tool: name.to_string(), url: url.to_string() };
+        self.send_event(Some(run_id), RunEvent::Navigate(event));
+        loop {
+            let applied = self.context_applied.notified();
+            tokio::pin!(applied);
+            applied.as_mut().enable();
+            if ready() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, applied).await.is_err() {
+                return ready();
+            }
+        }
     }
 
     /// Checks a call of a client tool: it exists and the arguments match its schema.

@@ -94,12 +94,8 @@ impl ToolHost for SessionTools {
                 tools.push(tool.spec);
             }
         }
-        let taken = tools.len();
-        for tool in self.session.client_tools() {
-            if !tools[..taken].iter().any(|t| t.name == tool.name) {
-                tools.push(tool);
-            }
-        }
+        let taken: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+        tools.extend(self.session.offered_tools(&taken));
         tools
     }
 
@@ -137,8 +133,17 @@ impl ToolHost for SessionTools {
             self.no_approval_step(name)?;
             return tool.check(args).map_err(|message| ToolOutput::new(ResultStatus::InvalidArgs, message));
         }
-        if let Some(checked) = self.session.check_client_call(name, args) {
-            return checked;
+        // The page the user is on decides; a call it refuses that another page of the session
+        // accepts is made there (`pages.rs`).
+        match self.session.check_client_call(name, args) {
+            Some(Ok(())) => return Ok(()),
+            _ if self.session.page_for(name, args).is_some() => return Ok(()),
+            Some(refused) => return refused,
+            None => {
+                if let Some(message) = self.session.refusal_elsewhere(name, args) {
+                    return Err(ToolOutput::new(ResultStatus::InvalidArgs, message));
+                }
+            }
         }
         // A tool of an MCP server that is down (or that no longer offers it) says so.
         match self.app.mcp.unavailable(name) {
@@ -241,6 +246,30 @@ impl SessionTools {
                 }
             };
         }
+        // A call the page the user is on refuses and another page accepts: that page first.
+        let mut opened = None;
+        let accepted_here = matches!(self.session.check_client_call(name, &args), Some(Ok(())));
+        let elsewhere = if accepted_here { None } else { self.session.page_for(name, &args) };
+        if let Some(url) = elsewhere {
+            tracing::info!(
+                session = self.session.id(),
+                tool = name,
+                url,
+                "the call's tool is on another page; opening it"
+            );
+            let wait = self.app.config.open_page_wait;
+            if !self.session.open_page(run_id, call_id, name, &url, &args, wait).await {
+                return ToolOutput::new(
+                    ResultStatus::Error,
+                    format!(
+                        "Not run: {name} with these arguments is on the page {url}, and the app did not open it \
+                         (waited {:.1} s). Open that page first, then call {name} again.",
+                        wait.as_secs_f64()
+                    ),
+                );
+            }
+            opened = Some(url);
+        }
         let frame = ToolCall {
             id: String::new(),
             call_id: call_id.to_string(),
@@ -250,6 +279,10 @@ impl SessionTools {
             // The client applies the stricter of this and its own risk, so it cannot lower it.
             risk: self.app.config.risk_floor(name).stricter(self.session.client_risk(name)).stricter(at_least),
         };
-        self.session.call_client_tool(frame).await
+        let mut output = self.session.call_client_tool(frame).await;
+        if let Some(url) = opened {
+            output.content = format!("(Opened the page {url} first: {name} is there.) {}", output.content);
+        }
+        output
     }
 }

@@ -272,7 +272,12 @@ pub fn signature(tool: &ToolSpec) -> String {
 fn type_of(schema: &Value, depth: usize) -> String {
     let Value::Object(object) = schema else { return "any".into() };
     let mut text = if let Some(Value::Array(values)) = object.get("enum") {
-        values.iter().map(Value::to_string).collect::<Vec<_>>().join("|")
+        if values.is_empty() {
+            // Not `any`: an empty list allows nothing (a call is refused and says so).
+            "(no value allowed now)".to_string()
+        } else {
+            values.iter().map(Value::to_string).collect::<Vec<_>>().join("|")
+        }
     } else if let Some(value) = object.get("const") {
         value.to_string()
     } else if let Some(Value::Array(options)) = object.get("anyOf").or_else(|| object.get("oneOf")) {
@@ -436,5 +441,10 @@ mod tests {
             "cart_add(productId: \"mug-red\"|\"tee-black\", quantity?: integer 1..10 = 1): Does it."
         );
         assert_eq!(signature(&tool("open_cart", json!({"type": "object"}))), "open_cart(): Does it.");
+        let empty = tool(
+            "todo_remove",
+            json!({"type": "object", "properties": {"title": {"enum": []}}, "required": ["title"]}),
+        );
+        assert_eq!(signature(&empty), "todo_remove(title: (no value allowed now)): Does it.");
     }
 }

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{CompiledSchema, ValidationError, Validator};
+use super::{CompiledSchema, NOTHING_ALLOWED, ValidationError, Validator};
 use crate::CoreError;
 
 /// A [`Validator`] backed by `jsonschema` (draft 2020-12, formats as annotations, no remote
@@ -33,7 +33,15 @@ impl CompiledSchema for FullSchema {
             .iter_errors(instance)
             .map(|error| ValidationError {
                 instance_path: error.instance_path().as_str().to_string(),
-                message: error.to_string(),
+                message: match error.kind() {
+                    // `jsonschema` lists the allowed values, which is nothing for an empty enum.
+                    jsonschema::error::ValidationErrorKind::Enum { options }
+                        if options.as_array().is_some_and(Vec::is_empty) =>
+                    {
+                        format!("{} is not allowed: {NOTHING_ALLOWED}", error.instance())
+                    }
+                    _ => error.to_string(),
+                },
             })
             .collect()
     }

@@ -59,6 +59,11 @@ impl std::fmt::Display for ValidationError {
     }
 }
 
+/// What a validation error says of an argument whose `enum` is empty (a list the page shares
+/// that is empty now, e.g. the items of an empty to-do list): no value can be right, and that
+/// is said, rather than "is not one of" and nothing.
+pub const NOTHING_ALLOWED: &str = "no value is allowed now (the list of allowed values is empty)";
+
 /// The message the model reads for invalid arguments:
 /// `Validation args "<tool>": <path>: <message>; <path>: <message>`.
 pub fn format_validation_errors(tool: &str, errors: &[ValidationError]) -> String {

@@ -22,7 +22,7 @@ import type {
 } from "../wasm/tether_web.js";
 import { loadTether, type WasmSource } from "./runtime.js";
 import { toJsonSchema, type ArgsOf, type ToolSchema } from "./schema.js";
-import { Slot, TetherStore, type ClientFactory, type TetherState, type ToolCallView } from "./store.js";
+import { Slot, TetherStore, openPage, type ClientFactory, type TetherState, type ToolCallView } from "./store.js";
 
 const StoreContext = createContext<TetherStore | null>(null);
 
@@ -70,6 +70,13 @@ export interface TetherProviderProps {
   wasm?: WasmSource;
   /** Makes the client instead of `new TetherClient(url, options)` (tests, custom runtimes). */
   createClient?: ClientFactory;
+  /**
+   * Opens a page of the app (a path such as `/product/mug-blue`) when the agent calls a tool
+   * that another page offers: the server asks for it, waits for that page's tools, then calls.
+   * Default: `openPage` (`history.pushState` and a `popstate` event). Give your router's own,
+   * e.g. `navigate={(url) => router.navigate(url)}`, when it does not follow `popstate`.
+   */
+  navigate?: (url: string) => void;
   children?: ReactNode;
 }
 
@@ -77,9 +84,9 @@ export interface TetherProviderProps {
  * Connects to the agent server and provides what every Tether hook needs. The runtime's wasm is
  * loaded once per page; the client connects on mount and disconnects on unmount.
  */
-export function TetherProvider({ url: given, options, wasm, createClient, children }: TetherProviderProps) {
+export function TetherProvider({ url: given, options, wasm, createClient, navigate, children }: TetherProviderProps) {
   const url = given ?? sameOriginUrl();
-  const settings = useLatest({ options, wasm, createClient });
+  const settings = useLatest({ options, wasm, createClient, navigate });
   const store = useMemo(
     () =>
       new TetherStore(
@@ -90,6 +97,7 @@ export function TetherProvider({ url: given, options, wasm, createClient, childr
       ),
     [url, settings],
   );
+  store.navigate = (page) => (settings.current.navigate ?? openPage)(page);
   useEffect(() => {
     store.attach();
     return () => store.detach();

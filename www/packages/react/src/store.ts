@@ -119,6 +119,22 @@ export function finishedStatus(resultStatus: string): ToolCallStatus {
   }
 }
 
+/**
+ * Opens `url`, a page of this app, as a client-side router does: `history.pushState` and a
+ * `popstate` event, which React Router, TanStack Router, Leptos's router and hand-written
+ * routers listen to. A URL of another origin is never opened. Give `<TetherProvider navigate>`
+ * your router's own function when it does not follow `popstate`.
+ */
+export function openPage(url: string): void {
+  if (typeof location === "undefined" || typeof history === "undefined") return;
+  const target = new URL(url, location.href);
+  if (target.origin !== location.origin) return;
+  const path = target.pathname + target.search + target.hash;
+  if (path === location.pathname + location.search + location.hash) return;
+  history.pushState(null, "", path);
+  dispatchEvent(new PopStateEvent("popstate", { state: null }));
+}
+
 /** A value in words: a string as it is, anything else as compact JSON (a failed call's message, an argument in the approval dialog). */
 export const asText = (value: unknown): string => (typeof value === "string" ? value : JSON.stringify(value));
 
@@ -279,6 +295,11 @@ export class TetherStore {
   #subscription: number | undefined;
   #wants = 0;
 
+  /**
+   * Opens a page of the app when a call's tool is on another page (the `navigate` run event);
+   * `<TetherProvider navigate>` sets it. Default: {@link openPage}.
+   */
+  navigate: ((url: string) => void) | undefined;
   readonly #create: ClientFactory;
   readonly #options: ClientOptions | undefined;
   readonly #commit: (update: () => void) => void;
@@ -552,6 +573,10 @@ export class TetherStore {
           const output = typeof event.output === "string" ? event.output : "";
           this.#patchCall(callId, { status: finishedStatus(String(event.status)), result: output, error: output });
         }
+        return;
+      case "navigate":
+        // The call's tool is on another page of the app: open it (the server then sends the call).
+        if (typeof event.url === "string") (this.navigate ?? openPage)(event.url);
         return;
       case "run_end":
         // A call the model began but never finished writing (or that was never made) leaves the chat.

@@ -90,7 +90,9 @@ impl<X: CompiledRegex> CompactSchema<X> {
             }
         }
         if let Some(options) = &node.enumeration {
-            if !options.iter().any(|option| json_equal(option, value)) {
+            if options.is_empty() {
+                fail!("{} is not allowed: {}", short(value), crate::validate::NOTHING_ALLOWED);
+            } else if !options.iter().any(|option| json_equal(option, value)) {
                 fail!("{} is not one of {}", short(value), short(&Value::Array(options.clone())));
             }
         }
