@@ -565,6 +565,43 @@ impl AgentLoop {
         self.hooks.iter().any(|h| h.stop.is_some())
     }
 
+    /// Leaves the oldest runs of the conversation out when the next request would not fit
+    /// `budget` (`window.rs`); a run that does not fit alone fails here, before anything is sent.
+    fn fit_window(
+        &self,
+        host: &dyn ToolHost,
+        run_id: &str,
+        state: &mut RunState,
+        first_view: Option<&(Vec<ToolSpec>, Vec<ContextEntry>)>,
+        budget: u32,
+    ) -> Result<(), AgentError> {
+        let tools = host.tools();
+        let context = host.context();
+        let shown = first_view.map_or(&context, |(_, shown)| shown);
+        let mut fixed = vec![ChatMessage::System { content: self.system_prompt.clone() }];
+        fixed.extend(context_message(shown).map(|content| ChatMessage::User { content }));
+        fixed.extend(context_changes(shown, &context).map(|content| ChatMessage::User { content }));
+        let listed = first_view.map_or(&tools, |(listed, _)| listed);
+        let fixed = crate::window::estimate_tokens(&fixed, listed);
+        match crate::window::fit(&mut state.messages, &mut state.run_start, fixed, budget) {
+            crate::window::Fit::Fits => Ok(()),
+            crate::window::Fit::Shortened { dropped } => {
+                tracing::info!(
+                    run = run_id,
+                    dropped,
+                    budget,
+                    "older messages left out to fit the model's context window"
+                );
+                Ok(())
+            }
+            crate::window::Fit::TooLong { needed } => Err(AgentError::ContextOverflow(format!(
+                "this request needs about {needed} tokens (the message, this run's tool results, the tools and the app \
+                 state) and the model takes {budget}; it was not sent. Send a shorter message, or use a model with a \
+                 larger context window."
+            ))),
+        }
+    }
+
     async fn turns(
         &self,
         host: &dyn ToolHost,
@@ -579,7 +616,12 @@ impl AgentLoop {
         // later turns show them the same way, and what changed after the run's messages, so that
         // the prompt only grows within a run (a model server then reads only what is new).
         let mut first_view: Option<(Vec<ToolSpec>, Vec<ContextEntry>)> = None;
+        // The most tokens a request may take (`window.rs`), when the model says.
+        let budget = self.model.prompt_budget().await;
         while state.turns < self.max_turns {
+            if let Some(budget) = budget {
+                self.fit_window(host, run_id, state, first_view.as_ref(), budget)?;
+            }
             // Where the run is, before the model is asked: a restart repeats this turn.
             host.checkpoint(&state.checkpoint(run_id));
             state.turns += 1;
@@ -651,7 +693,19 @@ impl AgentLoop {
                 }));
             };
             let streams = Streams { text: &on_delta, tool_call: &on_tool_call };
-            let mut reply = self.model.complete_streaming(&request, streams).await?;
+            let mut reply = match self.model.complete_streaming(&request, streams).await {
+                // Longer than the model takes although the estimate said it fits (or the model
+                // does not say its window): about half the history goes, once per run, and the
+                // turn is asked again. Nothing was shown of it.
+                Err(AgentError::ContextOverflow(message)) if !state.overflow_cut && state.run_start > 0 => {
+                    state.overflow_cut = true;
+                    let dropped = crate::window::halve(&mut state.messages, &mut state.run_start);
+                    tracing::warn!(run = run_id, %message, dropped, "the request was over the model's context window; older messages left out");
+                    state.turns -= 1;
+                    continue;
+                }
+                other => other?,
+            };
             // What was streamed but held back as a possible claim; shown below unless withdrawn.
             let mut unshown = gate.into_inner().expect("claim gate").finish();
             let show = |text: &str| {
@@ -1105,6 +1159,8 @@ struct RunState {
     refusals: Vec<String>,
     /// A `followUp: false` tool ended the run: its result is the answer.
     answered_by_tool: bool,
+    /// A request of this run was refused as too long and the history was cut for it.
+    overflow_cut: bool,
 }
 
 /// Where a run is, as [`ToolHost::checkpoint`] receives it and [`AgentLoop::resume`] goes on
@@ -1192,6 +1248,7 @@ impl RunState {
             unreadable_in_a_row: checkpoint.unreadable_in_a_row,
             nudged_empty: checkpoint.nudged_empty,
             answered_by_tool: false,
+            overflow_cut: false,
         }
     }
 

@@ -11,6 +11,10 @@ pub enum AgentError {
         /// The provider's message, cut to a readable length.
         message: String,
     },
+    /// The request does not fit the model's context window: the provider said so (HTTP 400
+    /// with its context-size error), or Tether's estimate said so before sending it.
+    #[error("the request does not fit the model's context window: {0}")]
+    ContextOverflow(String),
     /// The model provider could not be reached.
     #[error("model provider unreachable: {0}")]
     ProviderUnreachable(String),

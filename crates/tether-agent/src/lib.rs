@@ -12,6 +12,7 @@ mod claims;
 mod error;
 pub mod hooks;
 pub mod model;
+mod window;
 
 pub use agent_loop::{
     AgentLoop, CONTEXT_CHANGED_LABEL, CONTEXT_LABEL, DATA_RULE, DEFAULT_INSTRUCTIONS, DEFAULT_MAX_CALLS_PER_TOOL,

@@ -59,6 +59,11 @@ struct ServeArgs {
     /// Most tokens of one model reply (default: the provider's own).
     #[arg(long)]
     max_tokens: Option<u32>,
+    /// The model's context window in tokens (default: asked of the provider, which llama.cpp's
+    /// server and vLLM tell). Requests are kept inside it: the oldest turns of a long
+    /// conversation are left out (docs/models.md).
+    #[arg(long)]
+    context_tokens: Option<u32>,
     /// In the `text` and `constrained` tool modes, list the tools in the first system message
     /// (by default they go in a system message right before each run's request, so that a
     /// model server's prompt cache keeps the conversation when the page's tools change; a chat
@@ -190,6 +195,7 @@ fn model(args: &ServeArgs) -> Result<Arc<dyn ChatModel>> {
     config.tool_mode = args.tool_mode;
     config.temperature = args.temperature;
     config.max_tokens = args.max_tokens;
+    config.context_tokens = args.context_tokens;
     config.late_tools = !args.tools_in_system_prompt;
     if let Some(var) = &args.api_key_env {
         let key = std::env::var(var).with_context(|| format!("--api-key-env {var}: the variable is not set"))?;

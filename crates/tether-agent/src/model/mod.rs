@@ -234,6 +234,14 @@ pub trait ChatModel: Send + Sync {
         self.complete(request, streams.text)
     }
 
+    /// The most tokens a request's prompt may have: the model's context window less room for
+    /// the reply. The agent loop keeps every request inside it, leaving the oldest turns of a
+    /// long conversation out. `None` (the default): unknown; a request the provider refuses as
+    /// too long is shortened then ([`AgentError::ContextOverflow`]).
+    fn prompt_budget(&self) -> BoxFuture<'_, Option<u32>> {
+        Box::pin(async { None })
+    }
+
     /// How the model is asked for tool calls, for the log at start (the OpenAI-compatible
     /// provider says which tool mode it uses and, for `auto`, why). `None`: nothing to say.
     fn describe_mode(&self) -> BoxFuture<'_, Option<String>> {

@@ -56,6 +56,9 @@ pub struct OpenAiConfig {
     /// 2-core CPU). A provider whose chat template refuses a system message there (an HTTP
     /// error) gets the tools in the first one from then on.
     pub late_tools: bool,
+    /// The model's context window in tokens (`None`: asked of the provider once, see
+    /// [`ChatModel::prompt_budget`]; unknown when it does not say).
+    pub context_tokens: Option<u32>,
 }
 
 impl std::fmt::Debug for OpenAiConfig {
@@ -71,20 +74,22 @@ impl std::fmt::Debug for OpenAiConfig {
 }
 
 impl OpenAiConfig {
-    /// Defaults for a base URL and model name: 3 retries, 120 s per request, tool mode `auto`.
+    /// Defaults for a base URL and model name: 3 retries, 300 s per request (a full context
+    /// window read by a small model on a 2-core CPU takes two minutes), tool mode `auto`.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         OpenAiConfig {
             base_url: base_url.into(),
             model: model.into(),
             api_key: None,
             max_retries: 3,
-            timeout: Duration::from_secs(120),
+            timeout: Duration::from_secs(300),
             retry_delay: Duration::from_millis(250),
             tool_mode: ToolMode::Auto,
             max_calls_per_reply: 1,
             temperature: None,
             max_tokens: None,
             late_tools: true,
+            context_tokens: None,
         }
     }
 
@@ -114,6 +119,8 @@ pub struct OpenAiProvider {
     /// Whether the tools go in a system message before the run's request
     /// ([`OpenAiConfig::late_tools`]); turned off for good once the provider refuses that.
     late_tools: std::sync::atomic::AtomicBool,
+    /// The context window, once known (from the configuration or the provider).
+    window: tokio::sync::OnceCell<Option<u32>>,
 }
 
 /// What a request sends besides the conversation.
@@ -141,6 +148,7 @@ impl OpenAiProvider {
             resolved: tokio::sync::Mutex::new(None),
             refused: Mutex::new(HashMap::new()),
             late_tools,
+            window: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -293,6 +301,9 @@ impl OpenAiProvider {
             }
             let text = response.text().await.unwrap_or_default();
             let message = self.redact(error_message(&text));
+            if is_context_overflow(status.as_u16(), &text) {
+                return Err(AgentError::ContextOverflow(message));
+            }
             return Err(AgentError::ProviderStatus { status: status.as_u16(), message });
         }
     }
@@ -365,8 +376,11 @@ impl OpenAiProvider {
             let body = self.body(request, &turn);
             match self.send(&body).await {
                 Ok(response) => break response,
+                // Only a request the provider found malformed (a template that takes a system
+                // message only first): never a context overflow, a busy or failing server, or a
+                // missing model.
                 Err(AgentError::ProviderStatus { status, message })
-                    if prompted && turn.late && !tools.is_empty() && status != 429 && status >= 400 =>
+                    if prompted && turn.late && !tools.is_empty() && matches!(status, 400 | 422) =>
                 {
                     // Perhaps the chat template allows a system message only first: try that,
                     // for this request and the later ones.
@@ -471,6 +485,46 @@ fn error_message(body: &str) -> String {
         .and_then(|v| v.pointer("/error/message").and_then(Value::as_str).map(String::from));
     let text = from_json.unwrap_or_else(|| body.to_string());
     text.chars().take(300).collect()
+}
+
+/// Whether an error answer says that the request is over the model's context window:
+/// llama.cpp's `exceed_context_size_error`, OpenAI's `context_length_exceeded`, or (for
+/// providers that give no code) a 400 or 413 whose message speaks of the context length.
+fn is_context_overflow(status: u16, body: &str) -> bool {
+    if !matches!(status, 400 | 413) {
+        return false;
+    }
+    let value = serde_json::from_str::<Value>(body).ok();
+    let field = |key: &str| value.as_ref().and_then(|v| v.pointer(&format!("/error/{key}"))).and_then(Value::as_str);
+    if field("type") == Some("exceed_context_size_error") || field("code") == Some("context_length_exceeded") {
+        return true;
+    }
+    let message = field("message").unwrap_or(body).to_lowercase();
+    message.contains("context")
+        && ["exceed", "length", "too long", "too many tokens", "maximum"].iter().any(|w| message.contains(w))
+}
+
+/// The context window a provider reports, in tokens: llama.cpp's `/props`
+/// (`default_generation_settings.n_ctx`, per slot), or vLLM's `/v1/models` (`max_model_len`).
+async fn ask_window(client: &reqwest::Client, base_url: &str) -> Option<u32> {
+    let base = base_url.trim_end_matches('/');
+    let root = base.strip_suffix("/v1").unwrap_or(base);
+    let get = |url: String| async move {
+        let response = client.get(url).timeout(Duration::from_secs(10)).send().await.ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        response.json::<Value>().await.ok()
+    };
+    if let Some(props) = get(format!("{root}/props")).await {
+        let n_ctx = props.pointer("/default_generation_settings/n_ctx").or_else(|| props.get("n_ctx"));
+        if let Some(n) = n_ctx.and_then(Value::as_u64).filter(|n| *n > 0) {
+            return u32::try_from(n).ok();
+        }
+    }
+    let models = get(format!("{root}/v1/models")).await?;
+    let first = models.pointer("/data/0")?;
+    first.get("max_model_len").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok())
 }
 
 /// A message in the provider's own tool format (`tool_calls`, role `tool`).
@@ -975,6 +1029,30 @@ impl ChatModel for OpenAiProvider {
         on_delta: DeltaSink<'a>,
     ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
         Box::pin(self.complete_inner(request, Some(answer_schema), Streams::text(on_delta)))
+    }
+
+    fn prompt_budget(&self) -> BoxFuture<'_, Option<u32>> {
+        Box::pin(async move {
+            let window = *self
+                .window
+                .get_or_init(|| async {
+                    let window = match self.config.context_tokens {
+                        Some(tokens) => Some(tokens),
+                        None => ask_window(&self.client, &self.config.base_url).await,
+                    };
+                    match window {
+                        Some(tokens) => tracing::info!(tokens, "the model's context window"),
+                        None => tracing::info!(
+                            "the provider does not say its context window; a request it finds too long is shortened \
+                             then (or set --context-tokens)"
+                        ),
+                    }
+                    window
+                })
+                .await;
+            // Room for the reply: its limit, or 1,024 tokens.
+            window.map(|tokens| tokens.saturating_sub(self.config.max_tokens.unwrap_or(1024)))
+        })
     }
 
     fn describe_mode(&self) -> BoxFuture<'_, Option<String>> {
