@@ -10,7 +10,7 @@
 //! a false alarm one more model turn (docs/models.md).
 
 /// Words ending in `-ed` that describe rather than report an action of the agent's.
-const NOT_ACTIONS: [&str; 24] = [
+const NOT_ACTIONS: [&str; 29] = [
     "based",
     "located",
     "listed",
@@ -35,6 +35,12 @@ const NOT_ACTIONS: [&str; 24] = [
     "colored",
     "coloured",
     "asked",
+    // What happened to a request, not what the agent did: "The order was refused."
+    "refused",
+    "declined",
+    "rejected",
+    "denied",
+    "blocked",
 ];
 
 /// Irregular participles of actions, with the verb they come from.
@@ -190,10 +196,18 @@ pub(crate) fn unbacked_claim(answer: &str, succeeded: &[(String, String)]) -> Op
             let claim = match (last(skip_adverbs), last(skip_adverbs + 1)) {
                 (Some("been"), Some("has" | "have" | "had")) => true,
                 (Some("i" | "we"), _) | (Some("have" | "has"), Some("i" | "we")) => true,
+                // "The mug was added to your cart."
+                (Some("was" | "were"), _) => true,
+                // Someone else's action: "the items you added".
+                (Some("you" | "they" | "he" | "she"), _) => false,
                 _ if n == 0 => !parenthetical,
                 _ => {
                     lower.get(n + 1).is_some_and(|w| w == "successfully")
                         || before.last().is_some_and(|w| w == "successfully")
+                        // "Item 'buy milk' added to the to-do list." (measured with the 1.5B model)
+                        || lower
+                            .get(n + 1)
+                            .is_some_and(|w| matches!(w.as_str(), "to" | "from" | "into" | "onto" | "off"))
                 }
             };
             if claim && !backed(token) {
@@ -232,6 +246,66 @@ fn plain_words(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
 }
 
+/// How many words in a row an answer sentence must share with a note Tether wrote to the model
+/// for [`strip_notes`] to take it for a repetition of that note.
+const NOTE_WORDS: usize = 4;
+
+/// Whether `sentence` repeats a note Tether wrote to the model (`notes`: the reminder after a
+/// result, the loop guard's and hooks' messages): it shares [`NOTE_WORDS`] words in a row with
+/// one. Measured with the 1.5B model: after a refused booking it answered "The request was
+/// refused. Do not try it again or another way; tell the user." — Tether's words to it.
+pub(crate) fn repeats_note(sentence: &str, notes: &[String]) -> bool {
+    let words = plain_words(sentence);
+    if words.len() < NOTE_WORDS {
+        return false;
+    }
+    notes.iter().any(|note| {
+        let note = plain_words(note);
+        note.windows(NOTE_WORDS).any(|gram| words.windows(NOTE_WORDS).any(|w| w == gram))
+    })
+}
+
+/// `answer` without its sentences that repeat a note Tether wrote to the model
+/// ([`repeats_note`]); `None` when it has none.
+pub(crate) fn strip_notes(answer: &str, notes: &[String]) -> Option<String> {
+    let mut kept = String::new();
+    let mut stripped = false;
+    for sentence in sentences(answer) {
+        if repeats_note(sentence, notes) {
+            stripped = true;
+        } else {
+            kept.push_str(sentence);
+        }
+    }
+    stripped.then(|| kept.trim().to_string())
+}
+
+/// `text` cut after each `.`, `!`, `?` or newline (with the spaces that follow): the pieces
+/// join back into `text`.
+fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if matches!(c, '.' | '!' | '?' | '\n') {
+            let mut end = i + c.len_utf8();
+            while let Some(&(j, next)) = chars.peek() {
+                if !next.is_whitespace() {
+                    break;
+                }
+                end = j + next.len_utf8();
+                chars.next();
+            }
+            out.push(&text[start..end]);
+            start = end;
+        }
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
+    }
+    out
+}
+
 /// What the model reads after an answer that only repeated the request.
 pub(crate) fn echo_nudge() -> String {
     format!(
@@ -241,14 +315,14 @@ pub(crate) fn echo_nudge() -> String {
     )
 }
 
+/// What the model reads after an answer with an unbacked claim, after the claim's words.
+pub(crate) const NUDGE: &str = "but no tool call in this request did that, so it did not happen. If the user asked \
+                                for it, call the tool that does it now (if it is not in the list, first open the page \
+                                that has it). If it cannot be done, tell the user so.";
+
 /// What the model reads after an answer with an unbacked `claim`.
 pub(crate) fn nudge(claim: &str) -> String {
-    format!(
-        "{}loop guard] Your answer says \"{claim}\", but no tool call in this request did that, so it did not \
-         happen. If the user asked for it, call the tool that does it now (if it is not in the list, first open the \
-         page that has it). If it cannot be done, tell the user so.",
-        crate::HOOK_LABEL
-    )
+    format!("{}loop guard] Your answer says \"{claim}\", {NUDGE}", crate::HOOK_LABEL)
 }
 
 /// What is delivered instead of an answer that makes an unbacked claim again after [`nudge`]:
@@ -258,6 +332,25 @@ pub(crate) const WITHDRAWN: &str = "I could not do that: no tool call in this re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sentences_that_repeat_tethers_notes_are_left_out() {
+        let notes = vec![format!("(The request was: \"Book it\". {})", crate::model::REMINDER_AFTER_REFUSAL)];
+        let answer = "Sorry, I can't book first class on that train. You need tourist instead. Please try again or \
+                      another way.";
+        assert_eq!(
+            strip_notes(answer, &notes).as_deref(),
+            Some("Sorry, I can't book first class on that train. You need tourist instead.")
+        );
+        assert_eq!(
+            strip_notes("The request was refused. Do not try it again or another way; tell the user.", &notes)
+                .as_deref(),
+            Some("The request was refused.")
+        );
+        // Three words in common are a coincidence, not a repetition.
+        assert_eq!(strip_notes("Tell the user nothing. Try it again.", &notes), None);
+        assert_eq!(sentences("A. B!  C?\nD").concat(), "A. B!  C?\nD");
+    }
 
     fn tools(list: &[(&str, &str)]) -> Vec<(String, String)> {
         list.iter().map(|(n, d)| (n.to_string(), d.to_string())).collect()
@@ -274,6 +367,9 @@ mod tests {
             "I have emptied your cart.",
             "Added 2 × Red mug to the cart.",
             "Done! The cart was successfully cleared.",
+            // Measured with the 1.5B model on the README's to-do example.
+            "Item 'buy milk' added to the to-do list.",
+            "The milk was removed from your list.",
         ] {
             assert!(unbacked_claim(answer, &none).is_some(), "{answer}");
         }
@@ -292,6 +388,7 @@ mod tests {
             "It is priced at $12.00 and listed under mugs.",
             "Would you like me to add it?",
             "(scripted model) I only understand simple requests.",
+            "These are the items you added to the list: milk.",
             "",
         ] {
             assert_eq!(unbacked_claim(answer, &none), None, "{answer}");

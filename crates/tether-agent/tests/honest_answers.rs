@@ -323,3 +323,38 @@ async fn within_a_run_the_prompt_only_grows_and_what_changed_follows_the_results
     assert_ne!(requests[2].tools, requests[0].tools, "open_cart changed the page's tools");
     assert_eq!(requests[2].listed_tools.as_ref(), Some(&requests[0].tools));
 }
+
+#[tokio::test]
+async fn sentences_that_repeat_tethers_notes_to_the_model_never_reach_the_user() {
+    // Measured with the 1.5B model after a refused booking: Tether's reminder, in its answer.
+    let refused = Shop { user_refuses: true, ..Shop::new() };
+    let model = ReplayModel::new(vec![
+        call("open_cart", json!({})),
+        call("checkout", json!({})),
+        text("I could not place the order. That call was refused: do not try it again or another way; tell the user."),
+    ]);
+    let agent = AgentLoop::new(model.clone());
+    let first = run(&agent, &refused, "Check out, please.").await;
+    assert_eq!(first.outcome.status, RunStatus::Completed);
+    assert_eq!(first.outcome.answer, "I could not place the order.");
+    assert_eq!(first.streamed.trim_end(), "I could not place the order.");
+
+    // An answer made of nothing else: what was done, in Tether's summary.
+    let model = ReplayModel::new(vec![
+        call("open_cart", json!({})),
+        text("The request was refused. Do not try it again or another way; tell the user."),
+    ]);
+    let second = run(&AgentLoop::new(model), &Shop::new(), "Open my cart.").await;
+    assert_eq!(second.outcome.answer, "The request was refused.");
+    let model = ReplayModel::new(vec![
+        call("open_cart", json!({})),
+        text("Do not try it again or another way; tell the user."),
+    ]);
+    let third = run(&AgentLoop::new(model), &Shop::new(), "Open my cart.").await;
+    assert!(
+        third.outcome.answer.starts_with("What was done:\n- open_cart: opened the cart page"),
+        "{}",
+        third.outcome.answer
+    );
+    assert_eq!(third.streamed, third.outcome.answer);
+}

@@ -22,6 +22,13 @@ use tether_protocol::ToolSpec;
 
 use crate::AgentError;
 
+/// What a prompted turn tells the model after a tool result (the request comes before it).
+pub(crate) const REMINDER: &str = "If part of it is not done yet and a tool does it, call that tool; otherwise answer.";
+
+/// What a prompted turn tells the model after a result the user or a policy refused.
+pub(crate) const REMINDER_AFTER_REFUSAL: &str =
+    "That call was refused: do not try it again or another way; tell the user.";
+
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

@@ -20,8 +20,9 @@ use tether_protocol::ToolSpec;
 use super::schema::{STEP_KEY, answer_step, normalize_schema, reply_schema, signature};
 use super::tool_text::{decode_partial_string, parse_lenient, read_pieces, tidy};
 use super::{
-    BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, RefusedTool, Streams,
-    ToolCallDelta, ToolDeltaSink, ToolMode, partial_object, partial_value,
+    BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, REMINDER,
+    REMINDER_AFTER_REFUSAL, RefusedTool, Streams, ToolCallDelta, ToolDeltaSink, ToolMode, partial_object,
+    partial_value,
 };
 use crate::AgentError;
 
@@ -626,16 +627,8 @@ fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
 pub(crate) fn reminder(asked: &str, last_result: &str) -> String {
     let asked: String = asked.chars().take(300).collect();
     let refused = ["[denied]", "[blocked]"].iter().any(|status| last_result.starts_with(status));
-    if refused {
-        format!(
-            "(The request was: \"{asked}\". That call was refused: do not try it again or another way; tell the user.)"
-        )
-    } else {
-        format!(
-            "(The request was: \"{asked}\". If part of it is not done yet and a tool does it, call that tool; otherwise \
-             answer.)"
-        )
-    }
+    let next = if refused { REMINDER_AFTER_REFUSAL } else { REMINDER };
+    format!("(The request was: \"{asked}\". {next})")
 }
 
 /// The tools a prompted turn lists before the run's request: those of the run's first turn
