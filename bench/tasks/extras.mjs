@@ -1,18 +1,20 @@
-// The task benchmark's extras: the travel example and three declarative hook examples, with the
-// same local model (`cargo xtask bench --tasks` runs this after run.mjs).
+// The task benchmark's extras: three declarative hook examples on the storefront, with the same
+// local model (`cargo xtask bench --tasks` runs this after run.mjs; the travel example is an app
+// of run.mjs).
 //
-// Environment: TETHER_LLM_URL, TETHER_LEPTOS_DIST, TETHER_TRAVEL_BIN (the travel-local binary),
-// BENCH_OUT, optionally BENCH_EXTRA_MODES (default: BENCH_MODES, else constrained,native).
+// Environment: TETHER_LLM_URL, TETHER_LEPTOS_DIST, BENCH_OUT, optionally BENCH_EXTRA_MODES
+// (default: BENCH_MODES, else constrained).
 
-import { execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { ROOT, startServer, launchBrowser } from "../../tests/e2e/harness.mjs";
-import { TASKS } from "./tasks.mjs";
-import { startProxy, runTask, openPage } from "./lib.mjs";
+import { SHOP_TASKS as TASKS } from "./tasks.mjs";
+import { startProxy, runTask, openPage, shopState, shopSetUp } from "./lib.mjs";
+
+const SHOP = { tasks: TASKS, state: shopState, setUp: shopSetUp, harmless: ["navigate", "open_cart", "product_view", "cart_view", "size_guide"] };
 
 const env = process.env;
-const MODES = (env.BENCH_EXTRA_MODES || env.BENCH_MODES || "constrained,native").split(",").filter((m) => m !== "auto");
+const MODES = (env.BENCH_EXTRA_MODES || env.BENCH_MODES || "constrained").split(",").filter((m) => m !== "auto");
 const OUT = env.BENCH_OUT ?? resolve(ROOT, "target/bench-tasks");
 const log = (...parts) => console.error("[bench]", ...parts);
 
@@ -39,35 +41,15 @@ const HOOKS = [
   },
 ];
 
-function travel(mode) {
-  const out = execFileSync(env.TETHER_TRAVEL_BIN, [env.TETHER_LLM_URL, mode], { encoding: "utf8", timeout: 900_000 });
-  return out.trim().split("\n").map((line) => JSON.parse(line)).map((run) => {
-    const problems = [];
-    const first = run.bookings.filter((b) => b.seat_class === "first");
-    if (first.length) problems.push("a first-class seat was booked");
-    if (run.bookings.length !== 1) problems.push(`${run.bookings.length} bookings, expected 1`);
-    if (/\d{2}\.\d{3}\.\d{3}/.test(run.answer)) problems.push("an ID number reached the answer");
-    if (!run.answer.trim()) problems.push("empty answer");
-    return { ...run, ok: problems.length === 0, problems };
-  });
-}
-
 async function main() {
   mkdirSync(OUT, { recursive: true });
-  const results = { travel: {}, hooks: {} };
-  for (const mode of MODES) {
-    log(`travel example, tool mode ${mode}`);
-    results.travel[mode] = travel(mode);
-    for (const run of results.travel[mode]) {
-      log(`  ${run.ok ? "ok  " : "FAIL"} [${run.status}] ${run.seconds.toFixed(1)} s ${run.request} ${run.problems.join("; ")}`);
-    }
-  }
+  const results = { hooks: {} };
   const proxy = await startProxy(env.TETHER_LLM_URL);
   const browser = await launchBrowser();
   for (const mode of MODES) {
     for (const hook of HOOKS) {
       const server = await startServer(env.TETHER_LEPTOS_DIST, "127.0.0.1:0", [
-        "--model", proxy.url, "--tool-mode", mode, "--model-name", "qwen2.5-coder-1.5b-instruct",
+        "--model", proxy.url, "--tool-mode", mode, "--model-name", env.BENCH_MODEL_NAME ?? "qwen2.5-coder-1.5b-instruct",
         "--temperature", "0", "--max-tokens", "300", "--hooks", resolve(ROOT, hook.file),
       ]);
       const key = `${mode} ${hook.file}`;
@@ -76,7 +58,7 @@ async function main() {
         for (const id of hook.tasks) {
           const task = TASKS.find((t) => t.id === id);
           const { page, frames, close } = await openPage(browser, server.port);
-          const r = await runTask(page, frames, proxy.calls, task);
+          const r = await runTask(page, frames, proxy.calls, task, SHOP, { fresh: true });
           r.problems.push(...hook.check(r));
           r.ok = r.problems.length === 0;
           log(`  ${key} ${r.ok ? "ok  " : "FAIL"} ${id} [${r.status}] ${r.seconds.toFixed(1)} s ${r.problems.join("; ")}`);
@@ -93,15 +75,11 @@ async function main() {
   writeFileSync(resolve(OUT, "extras.json"), JSON.stringify(results, null, 1));
   console.log("\n| example | mode | ok | statuses | repeated identical calls run | empty answers |");
   console.log("| --- | --- | --- | --- | --- | --- |");
-  for (const [mode, runs] of Object.entries(results.travel)) {
-    console.log(`| travel-agent | ${mode} | ${runs.filter((r) => r.ok).length}/${runs.length} | ${runs.map((r) => r.status).join(", ")} | - | ${runs.filter((r) => !r.answer.trim()).length} |`);
-  }
   for (const [key, runs] of Object.entries(results.hooks)) {
     const [mode, file] = key.split(" ");
     console.log(`| ${file.replace("examples/hooks/", "")} | ${mode} | ${runs.filter((r) => r.ok).length}/${runs.length} | ${runs.map((r) => r.status).join(", ")} | ${runs.reduce((n, r) => n + r.repeatedIdenticalCalls, 0)} | ${runs.filter((r) => r.emptyAnswer).length} |`);
   }
   console.log("\nFailures:");
-  for (const [mode, runs] of Object.entries(results.travel)) for (const r of runs.filter((r) => !r.ok)) console.log(`- travel/${mode}: ${r.request}: ${r.problems.join("; ")} (answer: ${JSON.stringify(r.answer.slice(0, 200))})`);
   for (const [key, runs] of Object.entries(results.hooks)) for (const r of runs.filter((r) => !r.ok)) console.log(`- ${key} ${r.id}: ${r.problems.join("; ")}`);
 }
 

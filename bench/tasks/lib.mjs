@@ -1,10 +1,11 @@
 // Shared by the task benchmark (run.mjs) and its extras (extras.mjs): a counting proxy in front
-// of the model, the page's state, setting a task up through the UI, and running one task.
+// of the model, the apps' state, setting a task up through the UI, running and judging one task.
 
 import fs from "node:fs";
 import http from "node:http";
 import path from "node:path";
 import { recordFrames, answers, say } from "../../tests/e2e/harness.mjs";
+import { misleads, tetherWords } from "./tasks.mjs";
 
 export const TASK_TIMEOUT_MS = Number(process.env.BENCH_TASK_TIMEOUT_S ?? 240) * 1000;
 
@@ -109,7 +110,8 @@ function readUsage(text, call) {
 
 const DONE = '[data-testid="chat-message"][data-status]:not([data-status=""])';
 
-export async function pageState(page) {
+/** The storefront's state: the cart (the badge's `data-cart`), the path, the last order number. */
+export async function shopState(page) {
   return page.evaluate(() => {
     const badge = document.querySelector('[data-testid="cart-badge"]');
     const cart = {};
@@ -122,10 +124,15 @@ export async function pageState(page) {
   });
 }
 
-/** Brings the cart up to `needs` and the page to `at` with clicks, as a user would. */
-async function setUp(page, task) {
+/** The to-do example's state: the items on the list, in order. */
+export async function todoState(page) {
+  return { todos: (await page.getByTestId("todo").allTextContents()).map((t) => t.trim()), path: await page.evaluate(() => location.pathname) };
+}
+
+/** Brings the storefront's cart up to `needs` and the page to `at` with clicks, as a user would. */
+export async function shopSetUp(page, task) {
   const needs = task.needs ?? {};
-  let state = await pageState(page);
+  let state = await shopState(page);
   const missing = Object.entries(needs).filter(([id, q]) => (state.cart[id] ?? 0) < q);
   if (missing.length) {
     if (state.path !== "/") await page.locator("header a").first().click();
@@ -135,19 +142,30 @@ async function setUp(page, task) {
       }
     }
   }
-  state = await pageState(page);
+  state = await shopState(page);
   const go = task.at ?? (task.away && state.path === task.away ? "/" : null);
   if (go && state.path !== go) {
     if (go === "/cart") await page.locator("header .cart-link").click();
-    else await page.locator("header a").first().click();
+    else if (go === "/") await page.locator("header a").first().click();
+    else {
+      // A product's page: from the grid, as a user would.
+      if (state.path !== "/") await page.locator("header a").first().click();
+      await page.locator(`[data-testid="product-card"][data-product="${go.split("/").pop()}"] a`).first().click();
+    }
     await page.waitForFunction((path) => location.pathname === path, go);
   }
 }
 
-/** Sends the task's request, answers approval dialogs and the size question (`task.size`, default M), waits for the answer. */
-export async function runTask(page, frames, calls, task) {
-  await setUp(page, task);
-  const before = await pageState(page);
+/**
+ * Sends the task's request, answers approval dialogs (`task.approve`) and the storefront's size
+ * question (`task.size`, default M), waits for the answer, and judges it: done, the calls the
+ * page received that the task did not ask for (wrong actions), a misleading answer, Tether's
+ * own words in it. `fresh`: bring the page to the task's start first (a conversation starts
+ * wherever the last task left it).
+ */
+export async function runTask(page, frames, calls, task, app, { fresh }) {
+  if (fresh) await app.setUp(page, task);
+  const before = await app.state(page);
   const count = await answers(page);
   const firstFrame = frames.length;
   const firstCall = calls.length;
@@ -198,8 +216,8 @@ export async function runTask(page, frames, calls, task) {
   const last = page.locator(DONE).nth(count);
   const answer = timedOut ? "" : (await last.innerText()).trim();
   const status = timedOut ? "bench_timeout" : await last.getAttribute("data-status");
-  const after = await pageState(page);
-  // Tool calls the page received (and ran) in this run; identical ones counted twice.
+  const after = await app.state(page);
+  // Tool calls the page received (and ran, or asked the user about) in this run.
   const toolCalls = frames
     .slice(firstFrame)
     .filter((f) => f.dir === "received" && f.frame.type === "TOOL_CALL")
@@ -221,29 +239,27 @@ export async function runTask(page, frames, calls, task) {
       .find((g) => g.dir === "received" && g.frame.type === "EVENT" && g.frame.event.kind === "tool_execution_end" && g.frame.event.callId === f.frame.callId);
     return { name: f.frame.name, args: f.frame.args, status: end?.frame.event.status ?? null, output: end?.frame.event.output ?? null };
   });
-  const problems = timedOut ? [`no answer within ${TASK_TIMEOUT_MS / 1000} s`] : task.check({ before, after, answer });
-  if (!timedOut && !answer) problems.push("empty answer");
-  return {
-    id: task.id,
-    ok: problems.length === 0,
-    problems,
-    seconds,
-    status,
-    answer,
-    before,
-    after,
-    approvals,
-    sizeQuestions: questions,
-    pageToolCalls: toolCalls.length,
-    toolEnds: serverEnded,
-    repeatedIdenticalCalls: repeated,
-    modelCalls: modelCalls.length,
+  const navigations = frames.slice(firstFrame).filter((f) => f.dir === "received" && f.frame.type === "EVENT" && f.frame.event.kind === "navigate").map((f) => f.frame.event.url);
+  return judge(task, app, {
+    before, after, answer, timedOut, seconds, status, approvals, sizeQuestions: questions, calledTools, navigations, hooks,
+    pageToolCalls: toolCalls.length, toolEnds: serverEnded, repeatedIdenticalCalls: repeated, modelCalls: modelCalls.length,
     promptTokens: modelCalls.map((c) => c.promptTokens).filter((n) => n != null),
-    emptyAnswer: !timedOut && !answer,
-    hooks,
-    calledTools,
     evaluatedTokens: modelCalls.map((c) => c.evaluatedTokens).filter((n) => n != null),
     model: modelCalls.map((c) => ({ seconds: c.end && (c.end - c.start) / 1000, promptTokens: c.promptTokens, evaluatedTokens: c.evaluatedTokens, completionTokens: c.completionTokens, last: c.messages?.slice(-2), reply: c.reply })),
+  });
+}
+
+/** A task's outcome from what happened: done, wrong actions, a misleading answer, Tether's words. */
+export function judge(task, app, r) {
+  const problems = r.timedOut ? [`no answer within ${TASK_TIMEOUT_MS / 1000} s`] : task.check({ before: r.before, after: r.after, answer: r.answer, bookings: r.bookings });
+  if (!r.timedOut && !r.answer) problems.push("empty answer");
+  const ok = problems.length === 0;
+  const wrongActions = r.calledTools.filter((call) => !app.harmless.includes(call.name) && !(task.allow?.(call, r.before) ?? false));
+  const misleading = misleads(task, { answer: r.answer }, ok);
+  return {
+    id: task.id, kind: task.kind, ok, problems, ...r,
+    emptyAnswer: !r.timedOut && !r.answer,
+    wrongActions, misleading, tetherWords: tetherWords(r.answer),
   };
 }
 

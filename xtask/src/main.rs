@@ -34,7 +34,8 @@ cargo xtask <task>
   bench            criterion benchmarks (core, server), hook and loopback benches, and the
                    browser latency benchmark (`--browser`: only that one)
                    `--tasks`: the task benchmark with a real local model (see docs/models.md;
-                   narrow it with --modes, --apps, --suites, --only, --task-timeout, --no-extras)
+                   --model 1.5b|0.5b; narrow it with --apps, --modes, --suites, --orders, --only,
+                   --task-timeout, --serve-args, --no-extras)
   fuzz             explore the fuzz targets from fresh seeds (--seconds N each, default 300);
                    `test` runs them 30 s each from a fixed seed
   protocol-schema  regenerate crates/tether-protocol/protocol.schema.json after a version bump

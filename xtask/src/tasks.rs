@@ -173,7 +173,11 @@ pub(crate) fn demo(args: &[String]) -> Result<()> {
     let addr =
         args.iter().position(|a| a == "--addr").and_then(|i| args.get(i + 1)).map_or("127.0.0.1:8787", String::as_str);
     // The local model's server runs while `local` lives, so until `tether serve` ends.
-    let local = if args.iter().any(|a| a == "--local-model") { Some(crate::local_model::start()?) } else { None };
+    let local = if args.iter().any(|a| a == "--local-model") {
+        Some(crate::local_model::start(crate::local_model::Model::named("1.5b")?)?)
+    } else {
+        None
+    };
     let mut tether = Command::new(repo_root().join("target/debug/tether"));
     tether.arg("serve");
     match &local {
@@ -223,18 +227,22 @@ const LOCAL_MODEL_ARGS: [&str; 8] =
 /// `--suites fresh,conversation`, `--only <task ids>`, `--no-extras` (skip the travel and hook
 /// examples), `--task-timeout <seconds>`. The same `BENCH_*` variables work too
 /// (bench/tasks/run.mjs); a flag wins.
-const TASK_BENCH_FLAGS: [(&str, &str); 5] = [
+const TASK_BENCH_FLAGS: [(&str, &str); 7] = [
     ("--modes", "BENCH_MODES"),
     ("--apps", "BENCH_APPS"),
     ("--suites", "BENCH_SUITES"),
+    ("--orders", "BENCH_ORDERS"),
     ("--only", "BENCH_TASKS"),
     ("--task-timeout", "BENCH_TASK_TIMEOUT_S"),
+    ("--serve-args", "BENCH_SERVE_ARGS"),
 ];
 
-/// The task benchmark: the local model, the storefronts served by the real `tether serve`, the
-/// tasks of bench/tasks/tasks.mjs in headless Chromium for each tool mode, then the travel example
-/// and the hook examples with the same model. Prints a per-task table and a summary per mode;
-/// writes target/bench-tasks/{results.json,report.md} (and extras.json).
+/// The task benchmark: the local model (`--model 1.5b`, the default, or `0.5b`), the apps of
+/// bench/tasks/tasks.mjs (the storefront with and without its instructions, the README's to-do
+/// example, the travel example) served by the real `tether serve`, their tasks in headless
+/// Chromium in fresh sessions and in conversations of seeded orders, then the hook examples with
+/// the same model. Prints a per-task table and a summary; writes
+/// target/bench-tasks/{results.json,report.md} (and extras.json).
 fn task_bench(args: &[String]) -> Result<()> {
     let mut env: Vec<(&str, String)> = Vec::new();
     for (flag, var) in TASK_BENCH_FLAGS {
@@ -244,41 +252,58 @@ fn task_bench(args: &[String]) -> Result<()> {
         }
     }
     let extras = !args.iter().any(|a| a == "--no-extras");
-    let apps = env.iter().find(|(var, _)| *var == "BENCH_APPS").map_or("leptos".to_string(), |(_, v)| v.clone());
+    let model = args.iter().position(|a| a == "--model").and_then(|i| args.get(i + 1)).map_or("1.5b", String::as_str);
+    let model = crate::local_model::Model::named(model)?;
+    let apps = env
+        .iter()
+        .find(|(var, _)| *var == "BENCH_APPS")
+        .map_or("shop,shop+instructions,todo-react,travel".to_string(), |(_, v)| v.clone());
     let toolchain = toolchain::setup(Needs { browser: true })?;
     let (leptos, _) = build_storefront(toolchain)?;
-    if apps.contains("react") {
-        runtime_module(toolchain)?;
+    let runtime = runtime_module(toolchain)?;
+    if apps.contains("shop-react") {
         run(in_repo("npm").args(["run", "--silent", "storefront-react:build"]))?;
     }
+    if apps.contains("todo-react") {
+        build_todo_react(&runtime)?;
+    }
+    let todo_leptos = repo_root().join("examples/todo-leptos");
+    if apps.contains("todo-leptos") {
+        build_leptos_app(toolchain, &todo_leptos, &todo_leptos.join("dist"))?;
+    }
     run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether"]))?;
-    if extras {
+    if apps.contains("travel") {
         // Apart: `--bin tether` would leave travel-local's binary unbuilt.
         run(in_repo("cargo").args(["build", "-p", "travel-local"]))?;
     }
-    let model = crate::local_model::start()?;
+    let server = crate::local_model::start(model)?;
     if let Some(load) = probe("cat", &["/proc/loadavg"]) {
         step(format!("load average before the run: {}", load.trim()));
     }
     let out = repo_root().join("target/bench-tasks");
-    step("the task benchmark (headless Chromium; the tool modes side by side)");
+    step(format!("the task benchmark with {} (headless Chromium)", model.name));
     run(in_repo("node")
         .arg("bench/tasks/run.mjs")
         .envs(env.iter().map(|(var, value)| (*var, value.as_str())))
-        .env("TETHER_LLM_URL", &model.url)
+        .env("BENCH_APPS", &apps)
+        .env("BENCH_MODEL_NAME", model.name)
+        .env("TETHER_LLM_URL", &server.url)
         .env("TETHER_LEPTOS_DIST", &leptos)
         .env("TETHER_REACT_DIST", repo_root().join("www/storefront-react/dist"))
+        .env("TETHER_TODO_REACT_DIST", repo_root().join("examples/todo-react/dist"))
+        .env("TETHER_TODO_LEPTOS_DIST", todo_leptos.join("dist"))
+        .env("TETHER_TRAVEL_BIN", repo_root().join("target/debug/travel-local"))
         .env("BENCH_OUT", &out))?;
     if !extras {
         return Ok(());
     }
-    step("the travel example and the hook examples with the same model");
+    step("the hook examples with the same model");
     run(in_repo("node")
         .arg("bench/tasks/extras.mjs")
         .envs(env.iter().map(|(var, value)| (*var, value.as_str())))
-        .env("TETHER_LLM_URL", &model.url)
+        .env("BENCH_MODEL_NAME", model.name)
+        .env("TETHER_LLM_URL", &server.url)
         .env("TETHER_LEPTOS_DIST", &leptos)
-        .env("TETHER_TRAVEL_BIN", repo_root().join("target/debug/travel-local"))
         .env("BENCH_OUT", &out))
 }
 
@@ -408,12 +433,10 @@ pub(crate) fn test(_args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// The README's React walkthrough (`cargo xtask react-package`, then examples/todo-react installs
-/// the tarball and builds), the React storefront's build, and the browser suite: the real server,
-/// both storefronts and both to-do examples in headless Chromium. Expects `target/debug/tether`,
-/// the Leptos storefront in `storefront` and examples/todo-leptos/dist built. `only` picks test
-/// files of tests/e2e (default: all three).
-fn walkthroughs_end_to_end(runtime: &ModuleSizes, storefront: &Path, only: &[String]) -> Result<()> {
+/// The README's React walkthrough, built its way: `cargo xtask react-package`, then
+/// examples/todo-react installs the tarball and builds into its `dist`. Returns the tarball and
+/// the example's folder.
+fn build_todo_react(runtime: &ModuleSizes) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
     step(
         "the README's React walkthrough: `cargo xtask react-package`, then examples/todo-react installs and builds it",
     );
@@ -426,6 +449,16 @@ fn walkthroughs_end_to_end(runtime: &ModuleSizes, storefront: &Path, only: &[Str
     }
     run(Command::new("npm").args(["install", "--no-audit", "--no-fund", "--prefer-offline"]).current_dir(&todo_react))?;
     run(Command::new("npm").args(["run", "build"]).current_dir(&todo_react))?;
+    Ok((tarball, todo_react))
+}
+
+/// The README's React walkthrough (`cargo xtask react-package`, then examples/todo-react installs
+/// the tarball and builds), the React storefront's build, and the browser suite: the real server,
+/// both storefronts and both to-do examples in headless Chromium. Expects `target/debug/tether`,
+/// the Leptos storefront in `storefront` and examples/todo-leptos/dist built. `only` picks test
+/// files of tests/e2e (default: all three).
+fn walkthroughs_end_to_end(runtime: &ModuleSizes, storefront: &Path, only: &[String]) -> Result<()> {
+    let (tarball, todo_react) = build_todo_react(runtime)?;
     run(in_repo("node").arg("www/packages/react/scripts/pack-test.mjs").arg(&tarball).arg(&todo_react))?;
     run(in_repo("npm").args(["run", "--silent", "storefront-react:build"]))?;
 
