@@ -213,6 +213,9 @@ export async function runTask(page, frames, calls, task, app, { fresh }) {
     break;
   }
   const seconds = (Date.now() - started) / 1000;
+  if (timedOut && process.env.BENCH_OUT) {
+    await page.screenshot({ path: path.join(process.env.BENCH_OUT, `timeout-${task.id}-${Date.now()}.png`) }).catch(() => {});
+  }
   const last = page.locator(DONE).nth(count);
   const answer = timedOut ? "" : (await last.innerText()).trim();
   const status = timedOut ? "bench_timeout" : await last.getAttribute("data-status");
@@ -241,6 +244,7 @@ export async function runTask(page, frames, calls, task, app, { fresh }) {
   });
   const navigations = frames.slice(firstFrame).filter((f) => f.dir === "received" && f.frame.type === "EVENT" && f.frame.event.kind === "navigate").map((f) => f.frame.event.url);
   return judge(task, app, {
+    pageErrors: [...(page.pageErrors ?? [])],
     before, after, answer, timedOut, seconds, status, approvals, sizeQuestions: questions, calledTools, navigations, hooks,
     pageToolCalls: toolCalls.length, toolEnds: serverEnded, repeatedIdenticalCalls: repeated, modelCalls: modelCalls.length,
     promptTokens: modelCalls.map((c) => c.promptTokens).filter((n) => n != null),
@@ -273,6 +277,10 @@ export async function openPage(browser, port) {
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   const page = await context.newPage();
   const frames = recordFrames(page);
+  // What the page said went wrong, for the report (a task that times out shows why).
+  page.pageErrors = [];
+  page.on("pageerror", (error) => page.pageErrors.push(String(error)));
+  page.on("console", (message) => ["error", "warning"].includes(message.type()) && page.pageErrors.push(`console.${message.type()}: ${message.text()}`));
   await page.goto(`http://127.0.0.1:${port}/`);
   await page.locator('[data-testid="inspector-connection"][data-state="open"]').waitFor();
   return { page, frames, close: () => context.close() };

@@ -192,6 +192,7 @@ async function main() {
           save();
         }
       } finally {
+        writeFileSync(resolve(OUT, `server-${name}-${mode}.log`), server.log());
         server.stop();
       }
     }

@@ -75,7 +75,9 @@ async fn main() -> Result<()> {
         let on_delta = |_: &str| {};
         let on_event = |event: RunEvent| {
             if let RunEvent::ToolExecutionEnd(end) = event {
-                ends.lock().expect("ends").push(json!({"tool": end.tool, "status": end.status.as_str(), "output": end.output}));
+                ends.lock()
+                    .expect("ends")
+                    .push(json!({"tool": end.tool, "status": end.status.as_str(), "output": end.output}));
             }
         };
         let started = Instant::now();

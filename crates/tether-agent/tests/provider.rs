@@ -103,14 +103,26 @@ fn request_of(fixture: &Value) -> ChatRequest {
             follow_up: true,
         })
         .collect();
-    ChatRequest { messages, tools, listed_tools: None }
+    ChatRequest { messages, tools }
 }
 
 async fn complete(provider: &OpenAiProvider, request: &ChatRequest) -> (Result<ModelReply, AgentError>, String) {
     let streamed = Mutex::new(String::new());
     let on_delta = |d: &str| streamed.lock().unwrap().push_str(d);
-    let reply = provider.complete(request, &on_delta).await;
+    let reply = provider.complete(&as_the_loop_sends(request), &on_delta).await;
     (reply, streamed.into_inner().unwrap())
+}
+
+/// `request` as the agent loop sends it: the tools shown in the conversation (right before the
+/// first user message), unless the request shows them already or has none.
+fn as_the_loop_sends(request: &ChatRequest) -> ChatRequest {
+    let mut request = request.clone();
+    let shown = request.messages.iter().any(|m| matches!(m, ChatMessage::Tools { .. }));
+    if !shown && !request.tools.is_empty() {
+        let at = request.messages.iter().position(|m| matches!(m, ChatMessage::User { .. })).unwrap_or(0);
+        request.messages.insert(at, ChatMessage::Tools { tools: request.tools.clone() });
+    }
+    request
 }
 
 /// A recording: the fixture, the tool called, the arguments expected.
@@ -226,8 +238,7 @@ async fn a_streamed_json_block_is_held_back_and_becomes_a_tool_call() {
         ])
     }))
     .await;
-    let request =
-        ChatRequest { messages: vec![], tools: vec![spec("cart_view", json!({"type": "object"}))], listed_tools: None };
+    let request = ChatRequest { messages: vec![], tools: vec![spec("cart_view", json!({"type": "object"}))] };
     let (reply, streamed) = complete(&provider_in(&mock.base, ToolMode::Text), &request).await;
     let reply = reply.unwrap();
     assert_eq!(streamed, "");
@@ -243,7 +254,8 @@ async fn complete_streaming(
     let on_call = |delta: ToolCallDelta<'_>| {
         written.lock().unwrap().push((delta.index, delta.name.to_string(), delta.partial_args));
     };
-    let reply = provider.complete_streaming(request, Streams { text: &|_| {}, tool_call: &on_call }).await;
+    let reply =
+        provider.complete_streaming(&as_the_loop_sends(request), Streams { text: &|_| {}, tool_call: &on_call }).await;
     (reply, written.into_inner().unwrap())
 }
 
@@ -327,8 +339,7 @@ async fn json_that_names_no_listed_tool_is_the_answer_and_reaches_the_user_whole
     }))
     .await;
     let provider = provider(&mock.base);
-    let request =
-        ChatRequest { messages: Vec::new(), tools: vec![tool("cart_view"), tool("cart_add")], listed_tools: None };
+    let request = ChatRequest { messages: Vec::new(), tools: vec![tool("cart_view"), tool("cart_add")] };
     let (reply, streamed) = complete(&provider, &request).await;
     let reply = reply.unwrap();
     assert!(reply.tool_calls.is_empty() && reply.malformed_tool_call.is_none(), "{reply:?}");
@@ -608,11 +619,7 @@ fn conversation(user: &str) -> Vec<ChatMessage> {
 #[tokio::test]
 async fn a_constrained_turn_sends_one_alternative_per_tool_and_the_answer_and_reads_the_call() {
     let mock = replay_or_record("constrained_add_two_red_mugs").await;
-    let request = ChatRequest {
-        messages: conversation("Add two red mugs to my cart."),
-        tools: storefront_home(),
-        listed_tools: None,
-    };
+    let request = ChatRequest { messages: conversation("Add two red mugs to my cart."), tools: storefront_home() };
     let (reply, streamed) = complete(&local_provider(&mock.base, ToolMode::Constrained), &request).await;
     let reply = reply.unwrap();
     assert_eq!(reply.tool_calls.len(), 1);
@@ -652,7 +659,7 @@ async fn a_constrained_answer_after_a_short_result_reaches_the_user() {
         name: "cart_add".into(),
         content: "added 2 × Red mug; cart: 2 items (2 × Red mug)".into(),
     });
-    let request = ChatRequest { messages, tools: storefront_home(), listed_tools: None };
+    let request = ChatRequest { messages, tools: storefront_home() };
     let mock = replay_or_record("constrained_answer_after_result").await;
     let (reply, streamed) = complete(&local_provider(&mock.base, ToolMode::Constrained), &request).await;
     let reply = reply.unwrap();
@@ -673,11 +680,8 @@ async fn a_constrained_answer_after_a_short_result_reaches_the_user() {
 #[tokio::test]
 async fn a_text_turn_reads_the_call_the_model_wrote() {
     let mock = replay_or_record("text_add_black_tshirts").await;
-    let request = ChatRequest {
-        messages: conversation("Put 3 black T-shirts in my cart, please."),
-        tools: storefront_home(),
-        listed_tools: None,
-    };
+    let request =
+        ChatRequest { messages: conversation("Put 3 black T-shirts in my cart, please."), tools: storefront_home() };
     let (reply, streamed) = complete(&local_provider(&mock.base, ToolMode::Text), &request).await;
     let reply = reply.unwrap();
     assert_eq!(reply.tool_calls.len(), 1, "{reply:?}");
@@ -692,11 +696,7 @@ async fn auto_asks_the_provider_once_and_chooses_constrained_for_llama_cpp() {
     let provider = local_provider(&mock.base, ToolMode::Auto);
     let said = provider.describe_mode().await.unwrap();
     assert_eq!(said, "tool mode auto: constrained (the provider honours response_format json_schema)");
-    let request = ChatRequest {
-        messages: conversation("Add the blue mug to my cart."),
-        tools: storefront_home(),
-        listed_tools: None,
-    };
+    let request = ChatRequest { messages: conversation("Add the blue mug to my cart."), tools: storefront_home() };
     let (reply, _) = complete(&provider, &request).await;
     let reply = reply.unwrap();
     assert_eq!(reply.tool_calls[0].name, "cart_add");
@@ -744,7 +744,6 @@ async fn a_judge_in_constrained_mode_is_held_to_its_verdict_schema() {
             ChatMessage::User { content: prompt.into() },
         ],
         tools: Vec::new(),
-        listed_tools: None,
     };
     let provider = local_provider(&mock.base, ToolMode::Constrained);
     let ignore = |_: &str| {};
@@ -772,11 +771,8 @@ async fn a_schema_with_a_self_reference_is_sent_inlined() {
         "tree_set",
         json!({"type": "object", "properties": {"label": {"type": "string"}, "child": {"$ref": "#"}}}),
     );
-    let request = ChatRequest {
-        messages: conversation("hi"),
-        tools: vec![tree, spec("open_cart", json!({"type": "object"}))],
-        listed_tools: None,
-    };
+    let request =
+        ChatRequest { messages: conversation("hi"), tools: vec![tree, spec("open_cart", json!({"type": "object"}))] };
     for mode in [ToolMode::Native, ToolMode::Constrained] {
         let (reply, _) = complete(&provider_in(&mock.base, mode), &request).await;
         let reply = reply.unwrap_or_else(|e| panic!("{mode}: {e}"));
@@ -797,7 +793,7 @@ async fn a_tool_the_provider_still_refuses_is_left_out_and_reported_and_the_turn
     let odd = spec("labels_set", json!({"type": "object", "patternProperties": {"^x-": {"type": "string"}}}));
     let mut tools = storefront_home();
     tools.insert(1, odd);
-    let request = ChatRequest { messages: conversation("add a red mug"), tools, listed_tools: None };
+    let request = ChatRequest { messages: conversation("add a red mug"), tools };
     let provider = provider_in(&mock.base, ToolMode::Native);
     let (reply, _) = complete(&provider, &request).await;
     let reply = reply.unwrap();
@@ -883,7 +879,7 @@ async fn a_template_that_wants_the_system_message_first_gets_the_tools_there_fro
     }))
     .await;
     let provider = provider_in(&mock.base, ToolMode::Constrained);
-    let request = ChatRequest { messages: conversation("hello"), tools: storefront_home(), listed_tools: None };
+    let request = ChatRequest { messages: conversation("hello"), tools: storefront_home() };
     for _ in 0..2 {
         let (reply, _) = complete(&provider, &request).await;
         assert_eq!(reply.unwrap().text, "hi");
