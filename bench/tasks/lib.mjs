@@ -157,7 +157,7 @@ export async function shopSetUp(page, task) {
 }
 
 /**
- * Sends the task's request, answers approval dialogs (`task.approve`) and the storefront's size
+ * Sends the task's request, answers approval dialogs (`task.approve`: approved only when true) and the storefront's size
  * question (`task.size`, default M), waits for the answer, and judges it: done, the calls the
  * page received that the task did not ask for (wrong actions), a misleading answer, Tether's
  * own words in it. `fresh`: bring the page to the task's start first (a conversation starts
@@ -204,7 +204,8 @@ export async function runTask(page, frames, calls, task, app, { fresh }) {
     const dialog = page.getByTestId("approval-dialog");
     if (await dialog.count()) {
       const risk = (await page.getByTestId("approval-risk").textContent()).trim();
-      const approve = task.approve !== false;
+      // The user approves what the task asked for, and nothing else.
+      const approve = task.approve === true;
       approvals.push({ risk, approve });
       await page.getByTestId(approve ? "approval-approve" : "approval-reject").click();
       await dialog.waitFor({ state: "detached" });

@@ -577,8 +577,7 @@ pub(crate) fn result_label(name: &str) -> String {
 }
 
 /// The conversation for the `text` and `constrained` modes, as the model reads it: each
-/// [`ChatMessage::Tools`] where it was shown (a system message: the first the whole list, later
-/// ones what changed), each [`ChatMessage::AppState`] as labelled user text (the first whole,
+/// [`ChatMessage::Tools`] where it was shown (a system message with the list), each [`ChatMessage::AppState`] as labelled user text (the first whole,
 /// later ones what changed), the model's replies as it wrote them, tool results as labelled user
 /// text. How to reply ends the first system message and each tools message (measured on the task
 /// benchmark: the way to reply read last, after the list, made a 1.5B model act where it had
@@ -666,35 +665,17 @@ fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
     out
 }
 
-/// Tools as a prompt lists them: with nothing `before`, every tool, one line each; else what
-/// changed since `before` (tools that are new or different, and the names of those that went),
-/// `None` when nothing did.
+/// Tools as a prompt lists them, every tool one line; `None` when they are the ones listed
+/// `before` (then the conversation already shows them). A list that changed is listed whole:
+/// measured with the 1.5B model, a list of only the tools that changed, right before the
+/// request, made it call one of them ("What's in my cart?" after an add: `cart_remove`).
 fn tools_text(before: Option<&[&ToolSpec]>, tools: &[&ToolSpec]) -> Option<String> {
-    let Some(before) = before else {
-        if tools.is_empty() {
-            return None;
-        }
-        let mut text = String::from("# Tools\n\nYou can call these tools now:\n");
-        for tool in tools {
-            text.push_str(&format!("- {}\n", signature(tool)));
-        }
-        return Some(text);
-    };
-    let changed: Vec<&&ToolSpec> = tools.iter().filter(|tool| !before.contains(tool)).collect();
-    let gone: Vec<&str> =
-        before.iter().filter(|old| !tools.iter().any(|t| t.name == old.name)).map(|t| t.name.as_str()).collect();
-    if changed.is_empty() && gone.is_empty() {
+    if tools.is_empty() || before.is_some_and(|before| before == tools) {
         return None;
     }
-    let mut text = String::from("# Tools changed\n\n");
-    if !changed.is_empty() {
-        text.push_str("New or changed, in place of what was listed before:\n");
-        for tool in changed {
-            text.push_str(&format!("- {}\n", signature(tool)));
-        }
-    }
-    if !gone.is_empty() {
-        text.push_str(&format!("No longer there: {}.\n", gone.join(", ")));
+    let mut text = String::from("# Tools\n\nYou can call these tools now:\n");
+    for tool in tools {
+        text.push_str(&format!("- {}\n", signature(tool)));
     }
     Some(text)
 }
@@ -1187,7 +1168,7 @@ mod tests {
     }
 
     #[test]
-    fn tools_and_app_state_read_where_they_were_shown_the_first_whole_later_ones_as_changes() {
+    fn tools_and_app_state_read_where_they_were_shown_the_state_later_as_what_changed() {
         let named = |name: &str, description: &str| ToolSpec {
             name: name.into(),
             description: description.into(),
@@ -1230,12 +1211,12 @@ mod tests {
             text(1).starts_with("# Tools\n\nYou can call these tools now:\n- open_cart(): Open.\n- cart_add(): Add.\n")
         );
         assert!(text(2).starts_with("[app state] What the app shows the user now") && text(2).ends_with("add a mug"));
-        // Later: only what changed, in both.
+        // Later: the tools whole (a list of only what changed made the model call it), the state
+        // as what changed.
         assert_eq!(
             text(6),
             format!(
-                "# Tools changed\n\nNew or changed, in place of what was listed before:\n- checkout(): Pay.\nNo longer \
-                 there: cart_add.\n{}",
+                "# Tools\n\nYou can call these tools now:\n- open_cart(): Open.\n- checkout(): Pay.\n{}",
                 reply_format(&turn)
             )
         );
