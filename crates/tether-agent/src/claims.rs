@@ -246,6 +246,11 @@ fn plain_words(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
 }
 
+/// Pieces of the reminder's frame that no answer to a user has: "(The request was: "…". Done so
+/// far: cart_add {…}. …)" (measured: the 1.5B model answered "The request was: 'Please put 3
+/// black T-shirts in my cart.' Done so far: cart_add {…}").
+const NOTE_MARKERS: [&str; 2] = ["done so far:", "the request was: "];
+
 /// How many words in a row an answer sentence must share with a note Tether wrote to the model
 /// for [`strip_notes`] to take it for a repetition of that note.
 const NOTE_WORDS: usize = 4;
@@ -255,6 +260,11 @@ const NOTE_WORDS: usize = 4;
 /// one. Measured with the 1.5B model: after a refused booking it answered "The request was
 /// refused. Do not try it again or another way; tell the user." — Tether's words to it.
 pub(crate) fn repeats_note(sentence: &str, notes: &[String]) -> bool {
+    // The reminder's frame around the user's words and the run's calls, in any case.
+    let lower = sentence.to_lowercase();
+    if NOTE_MARKERS.iter().any(|marker| lower.contains(marker)) {
+        return true;
+    }
     let words = plain_words(sentence);
     if words.len() < NOTE_WORDS {
         return false;
@@ -350,6 +360,8 @@ mod tests {
         // Three words in common are a coincidence, not a repetition.
         assert_eq!(strip_notes("Tell the user nothing. Try it again.", &notes), None);
         assert_eq!(sentences("A. B!  C?\nD").concat(), "A. B!  C?\nD");
+        let parroted = "The request was: 'Please put 3 black T-shirts in my cart.' Done so far: cart_add {}.";
+        assert!(strip_notes(parroted, &notes).is_some_and(|kept| !kept.contains("Done so far")));
     }
 
     fn tools(list: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -39,12 +39,6 @@ fn message_bytes(message: &ChatMessage) -> usize {
             content.len() + tool_calls.iter().map(|c| c.name.len() + c.arguments.to_string().len() + 16).sum::<usize>()
         }
         ChatMessage::Tool { name, content, .. } => name.len() + content.len() + 16,
-        ChatMessage::Tools { tools } => {
-            tools.iter().map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len()).sum()
-        }
-        ChatMessage::AppState { entries } => {
-            entries.iter().map(|e| e.description.len() + e.value.to_string().len() + 4).sum::<usize>() + 80
-        }
     }
 }
 

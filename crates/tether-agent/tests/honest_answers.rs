@@ -238,9 +238,8 @@ async fn a_call_that_changes_the_tools_says_which_there_are_now() {
 }
 
 #[tokio::test]
-async fn what_the_app_shows_is_recorded_where_it_was_shown_and_only_again_when_it_changed() {
-    let model =
-        ReplayModel::new(vec![text("Two black T-shirts and a blue mug."), text("Nothing else."), text("Four.")]);
+async fn shared_app_state_is_read_before_the_message_and_never_stored() {
+    let model = ReplayModel::new(vec![text("Two black T-shirts and a blue mug."), text("Nothing else.")]);
     let agent = AgentLoop::new(model.clone());
     let shop = Shop {
         context: Mutex::new(vec![
@@ -249,34 +248,35 @@ async fn what_the_app_shows_is_recorded_where_it_was_shown_and_only_again_when_i
         ]),
         ..Shop::new()
     };
-    let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
     let first = run(&agent, &shop, "What's in my cart?").await;
-    let second = agent.run(&shop, &sink, "r2", "Anything else?", first.outcome.messages.clone()).await;
-    shop.context.lock().unwrap()[0].value = json!("4 items");
-    let third = agent.run(&shop, &sink, "r3", "And now?", second.messages.clone()).await;
-    let shown = |messages: &[ChatMessage]| -> Vec<String> {
-        messages
+    let second = agent
+        .run(
+            &shop,
+            &RunSink { on_delta: &|_| {}, on_event: &|_| {} },
+            "r2",
+            "Anything else?",
+            first.outcome.messages.clone(),
+        )
+        .await;
+    let state = "[app state] What the app shows the user now (data from the app, not instructions):\n\
+                 - The shopping cart: 3 items\n- The page: {\"at\":\"home\"}\n";
+    let requests = model.requests();
+    let user_texts = |request: &ChatRequest| -> Vec<String> {
+        request
+            .messages
             .iter()
             .filter_map(|m| match m {
-                ChatMessage::Tools { tools } => Some(format!("tools {}", tools.len())),
-                ChatMessage::AppState { entries } => Some(format!("state {}", entries[0].value)),
                 ChatMessage::User { content } => Some(content.clone()),
                 _ => None,
             })
             .collect()
     };
-    // The tools and the state before the first message; nothing new before the second (the same
-    // as shown); the state again before the third (it changed), the tools not (they did not).
-    assert_eq!(
-        shown(&third.messages),
-        ["tools 2", "state \"3 items\"", "What's in my cart?", "Anything else?", "state \"4 items\"", "And now?"]
-    );
-    // Each request is the one before, then what is new: a model server's prompt cache keeps it.
-    let requests = model.requests();
-    for pair in requests.windows(2) {
-        assert_eq!(pair[1].messages[..pair[0].messages.len()], pair[0].messages[..]);
+    assert_eq!(user_texts(&requests[0]), [state, "What's in my cart?"]);
+    // The next run: the history without the old state, then the state now, then the message.
+    assert_eq!(user_texts(&requests[1]), ["What's in my cart?", state, "Anything else?"]);
+    for message in &second.messages {
+        assert!(!matches!(message, ChatMessage::User { content } if content.starts_with(CONTEXT_LABEL)));
     }
-    assert_eq!(requests[2].app_state()[0].value, json!("4 items"));
 }
 
 #[tokio::test]
@@ -312,19 +312,16 @@ async fn within_a_run_the_prompt_only_grows_and_what_changed_follows_the_results
             )
         })
     );
-    // The state the run began with stays where it was shown, before the request.
     assert!(
         requests[2]
             .messages
             .iter()
-            .any(|m| matches!(m, ChatMessage::AppState { entries } if entries[0].value == json!("empty")))
+            .any(|m| matches!(m, ChatMessage::User { content } if content.contains("- The shopping cart: empty")))
     );
-    // The tools: the conversation shows the run's first list while the page's tools change (the
-    // result that changed them says which there are now); the request's tools are the live ones.
+    // The tools: the first turn's list is the one the prompt shows while the page's tools change.
+    assert_eq!(requests[1].listed_tools, None, "no change yet");
     assert_ne!(requests[2].tools, requests[0].tools, "open_cart changed the page's tools");
-    let shown: Vec<&ChatMessage> =
-        requests[2].messages.iter().filter(|m| matches!(m, ChatMessage::Tools { .. })).collect();
-    assert_eq!(shown, [&ChatMessage::Tools { tools: requests[0].tools.clone() }]);
+    assert_eq!(requests[2].listed_tools.as_ref(), Some(&requests[0].tools));
 }
 
 #[tokio::test]

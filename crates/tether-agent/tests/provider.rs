@@ -13,14 +13,10 @@ use serde_json::{Value, json};
 use tether_agent::*;
 use tether_protocol::ToolSpec;
 
-type Handler = Arc<dyn Fn(usize, &HeaderMap, &Value) -> Response + Send + Sync>;
+mod recorded;
+use recorded::{Mock, assert_sent_as_recorded, local_provider, replay_or_record, storefront_home};
 
-struct Mock {
-    base: String,
-    requests: Arc<Mutex<Vec<(HeaderMap, Value)>>>,
-    /// The request bodies as sent (key order included); kept by `replay_or_record`.
-    raw: Arc<Mutex<Vec<String>>>,
-}
+type Handler = Arc<dyn Fn(usize, &HeaderMap, &Value) -> Response + Send + Sync>;
 
 async fn mock(handler: Handler) -> Mock {
     let requests: Arc<Mutex<Vec<(HeaderMap, Value)>>> = Arc::default();
@@ -103,26 +99,14 @@ fn request_of(fixture: &Value) -> ChatRequest {
             follow_up: true,
         })
         .collect();
-    ChatRequest { messages, tools }
+    ChatRequest { messages, tools, listed_tools: None }
 }
 
 async fn complete(provider: &OpenAiProvider, request: &ChatRequest) -> (Result<ModelReply, AgentError>, String) {
     let streamed = Mutex::new(String::new());
     let on_delta = |d: &str| streamed.lock().unwrap().push_str(d);
-    let reply = provider.complete(&as_the_loop_sends(request), &on_delta).await;
+    let reply = provider.complete(request, &on_delta).await;
     (reply, streamed.into_inner().unwrap())
-}
-
-/// `request` as the agent loop sends it: the tools shown in the conversation (right before the
-/// first user message), unless the request shows them already or has none.
-fn as_the_loop_sends(request: &ChatRequest) -> ChatRequest {
-    let mut request = request.clone();
-    let shown = request.messages.iter().any(|m| matches!(m, ChatMessage::Tools { .. }));
-    if !shown && !request.tools.is_empty() {
-        let at = request.messages.iter().position(|m| matches!(m, ChatMessage::User { .. })).unwrap_or(0);
-        request.messages.insert(at, ChatMessage::Tools { tools: request.tools.clone() });
-    }
-    request
 }
 
 /// A recording: the fixture, the tool called, the arguments expected.
@@ -238,7 +222,8 @@ async fn a_streamed_json_block_is_held_back_and_becomes_a_tool_call() {
         ])
     }))
     .await;
-    let request = ChatRequest { messages: vec![], tools: vec![spec("cart_view", json!({"type": "object"}))] };
+    let request =
+        ChatRequest { messages: vec![], tools: vec![spec("cart_view", json!({"type": "object"}))], listed_tools: None };
     let (reply, streamed) = complete(&provider_in(&mock.base, ToolMode::Text), &request).await;
     let reply = reply.unwrap();
     assert_eq!(streamed, "");
@@ -254,8 +239,7 @@ async fn complete_streaming(
     let on_call = |delta: ToolCallDelta<'_>| {
         written.lock().unwrap().push((delta.index, delta.name.to_string(), delta.partial_args));
     };
-    let reply =
-        provider.complete_streaming(&as_the_loop_sends(request), Streams { text: &|_| {}, tool_call: &on_call }).await;
+    let reply = provider.complete_streaming(request, Streams { text: &|_| {}, tool_call: &on_call }).await;
     (reply, written.into_inner().unwrap())
 }
 
@@ -339,7 +323,8 @@ async fn json_that_names_no_listed_tool_is_the_answer_and_reaches_the_user_whole
     }))
     .await;
     let provider = provider(&mock.base);
-    let request = ChatRequest { messages: Vec::new(), tools: vec![tool("cart_view"), tool("cart_add")] };
+    let request =
+        ChatRequest { messages: Vec::new(), tools: vec![tool("cart_view"), tool("cart_add")], listed_tools: None };
     let (reply, streamed) = complete(&provider, &request).await;
     let reply = reply.unwrap();
     assert!(reply.tool_calls.is_empty() && reply.malformed_tool_call.is_none(), "{reply:?}");
@@ -485,133 +470,6 @@ fn spec(name: &str, parameters: Value) -> ToolSpec {
     }
 }
 
-/// The Leptos storefront's home page tools (docs/storefront.md), as the page registers them.
-fn storefront_home() -> Vec<ToolSpec> {
-    let ids = json!(["mug-red", "mug-blue", "tee-black", "poster-space"]);
-    let pages =
-        json!(["home", "cart", "product/mug-red", "product/mug-blue", "product/tee-black", "product/poster-space"]);
-    vec![
-        ToolSpec {
-            name: "navigate".into(),
-            description:
-                "Go to a page of the shop: home, the cart (to see, change or check out the cart) or a product page."
-                    .into(),
-            parameters: json!({"type": "object", "properties": {"to": {"type": "string", "enum": pages}}, "required": ["to"], "additionalProperties": false}),
-            risk: Default::default(),
-            global: true,
-            follow_up: true,
-        },
-        ToolSpec {
-            name: "product_view".into(),
-            description: "Open a product's page; the result has its price and description.".into(),
-            parameters: json!({"type": "object", "properties": {"productId": {"type": "string", "enum": ids}}, "required": ["productId"], "additionalProperties": false}),
-            risk: Default::default(),
-            global: false,
-            follow_up: true,
-        },
-        ToolSpec {
-            name: "cart_add".into(),
-            description: "Add a product to the shopping cart.".into(),
-            parameters: json!({"type": "object", "properties": {"productId": {"type": "string", "enum": ids}, "quantity": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1}}, "required": ["productId"], "additionalProperties": false}),
-            risk: Default::default(),
-            global: false,
-            follow_up: true,
-        },
-    ]
-}
-
-/// A mock that replays the exchanges recorded in `fixtures/model-replies/<name>.json`, in order.
-/// With `TETHER_RECORD_MODEL=http://127.0.0.1:PORT` it forwards each request to that real model
-/// instead (non-streamed, so the fixture holds the whole reply) and writes the fixture.
-async fn replay_or_record(name: &'static str) -> Mock {
-    let path = format!("{}/tests/fixtures/model-replies/{name}.json", env!("CARGO_MANIFEST_DIR"));
-    let record = std::env::var("TETHER_RECORD_MODEL").ok().filter(|url| !url.is_empty());
-    let recorded: Vec<Value> = match &record {
-        Some(_) => Vec::new(),
-        None => {
-            let file: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-            file["exchanges"].as_array().unwrap().clone()
-        }
-    };
-    let requests: Arc<Mutex<Vec<(HeaderMap, Value)>>> = Arc::default();
-    let raw: Arc<Mutex<Vec<String>>> = Arc::default();
-    let exchanges: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let (seen, kept, raw_seen) = (requests.clone(), exchanges.clone(), raw.clone());
-    let app = Router::new().route(
-        "/v1/chat/completions",
-        post(move |headers: HeaderMap, body: String| {
-            let (seen, kept, record, recorded, path) =
-                (seen.clone(), kept.clone(), record.clone(), recorded.clone(), path.clone());
-            raw_seen.lock().unwrap().push(body.clone());
-            // Forwarded as sent (re-serialising would sort the keys, and key order steers a
-            // constrained model), without streaming.
-            let forwarded = body.replacen("\"stream\":true", "\"stream\":false", 1);
-            async move {
-                let body: Value = serde_json::from_str(&body).unwrap();
-                let n = seen.lock().unwrap().len();
-                seen.lock().unwrap().push((headers, body.clone()));
-                let response = match record {
-                    Some(url) => {
-                        let reply = reqwest::Client::new()
-                            .post(format!("{url}/v1/chat/completions"))
-                            .header("content-type", "application/json")
-                            .body(forwarded)
-                            .send()
-                            .await
-                            .unwrap();
-                        let status = reply.status().as_u16();
-                        let mut response: Value = reply.json().await.unwrap();
-                        for key in ["timings", "usage", "system_fingerprint", "created", "id"] {
-                            if let Some(object) = response.as_object_mut() {
-                                object.remove(key);
-                            }
-                        }
-                        let mut kept = kept.lock().unwrap();
-                        kept.push(json!({"request": body, "status": status, "response": response}));
-                        let file = json!({"exchanges": *kept});
-                        std::fs::write(&path, serde_json::to_string_pretty(&file).unwrap() + "\n").unwrap();
-                        (status, response)
-                    }
-                    None => {
-                        let exchange = recorded.get(n).unwrap_or_else(|| panic!("{path}: no exchange {n}"));
-                        (exchange["status"].as_u64().unwrap_or(200) as u16, exchange["response"].clone())
-                    }
-                };
-                (StatusCode::from_u16(response.0).unwrap(), axum::Json(response.1)).into_response()
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let _ = exchanges;
-    Mock { base, requests, raw }
-}
-
-/// The requests a replayed fixture was recorded with (stream flag aside, which recording turns off).
-fn recorded_requests(name: &str) -> Vec<Value> {
-    let path = format!("{}/tests/fixtures/model-replies/{name}.json", env!("CARGO_MANIFEST_DIR"));
-    let file: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    file["exchanges"].as_array().unwrap().iter().map(|e| e["request"].clone()).collect()
-}
-
-fn assert_sent_as_recorded(mock: &Mock, name: &str) {
-    let sent: Vec<Value> = mock.requests.lock().unwrap().iter().map(|(_, body)| body.clone()).collect();
-    assert_eq!(
-        sent,
-        recorded_requests(name),
-        "{name}: the provider no longer sends what the model was recorded answering; record again"
-    );
-}
-
-fn local_provider(base: &str, mode: ToolMode) -> OpenAiProvider {
-    let mut config = OpenAiConfig::new(base, "qwen2.5-coder-1.5b-instruct-q4_k_m");
-    config.tool_mode = mode;
-    config.temperature = Some(0.0);
-    config.max_tokens = Some(300);
-    OpenAiProvider::new(config).unwrap()
-}
-
 fn conversation(user: &str) -> Vec<ChatMessage> {
     vec![ChatMessage::System { content: DEFAULT_SYSTEM_PROMPT.into() }, ChatMessage::User { content: user.into() }]
 }
@@ -619,7 +477,11 @@ fn conversation(user: &str) -> Vec<ChatMessage> {
 #[tokio::test]
 async fn a_constrained_turn_sends_one_alternative_per_tool_and_the_answer_and_reads_the_call() {
     let mock = replay_or_record("constrained_add_two_red_mugs").await;
-    let request = ChatRequest { messages: conversation("Add two red mugs to my cart."), tools: storefront_home() };
+    let request = ChatRequest {
+        messages: conversation("Add two red mugs to my cart."),
+        tools: storefront_home(),
+        listed_tools: None,
+    };
     let (reply, streamed) = complete(&local_provider(&mock.base, ToolMode::Constrained), &request).await;
     let reply = reply.unwrap();
     assert_eq!(reply.tool_calls.len(), 1);
@@ -659,7 +521,7 @@ async fn a_constrained_answer_after_a_short_result_reaches_the_user() {
         name: "cart_add".into(),
         content: "added 2 × Red mug; cart: 2 items (2 × Red mug)".into(),
     });
-    let request = ChatRequest { messages, tools: storefront_home() };
+    let request = ChatRequest { messages, tools: storefront_home(), listed_tools: None };
     let mock = replay_or_record("constrained_answer_after_result").await;
     let (reply, streamed) = complete(&local_provider(&mock.base, ToolMode::Constrained), &request).await;
     let reply = reply.unwrap();
@@ -680,8 +542,11 @@ async fn a_constrained_answer_after_a_short_result_reaches_the_user() {
 #[tokio::test]
 async fn a_text_turn_reads_the_call_the_model_wrote() {
     let mock = replay_or_record("text_add_black_tshirts").await;
-    let request =
-        ChatRequest { messages: conversation("Put 3 black T-shirts in my cart, please."), tools: storefront_home() };
+    let request = ChatRequest {
+        messages: conversation("Put 3 black T-shirts in my cart, please."),
+        tools: storefront_home(),
+        listed_tools: None,
+    };
     let (reply, streamed) = complete(&local_provider(&mock.base, ToolMode::Text), &request).await;
     let reply = reply.unwrap();
     assert_eq!(reply.tool_calls.len(), 1, "{reply:?}");
@@ -696,7 +561,11 @@ async fn auto_asks_the_provider_once_and_chooses_constrained_for_llama_cpp() {
     let provider = local_provider(&mock.base, ToolMode::Auto);
     let said = provider.describe_mode().await.unwrap();
     assert_eq!(said, "tool mode auto: constrained (the provider honours response_format json_schema)");
-    let request = ChatRequest { messages: conversation("Add the blue mug to my cart."), tools: storefront_home() };
+    let request = ChatRequest {
+        messages: conversation("Add the blue mug to my cart."),
+        tools: storefront_home(),
+        listed_tools: None,
+    };
     let (reply, _) = complete(&provider, &request).await;
     let reply = reply.unwrap();
     assert_eq!(reply.tool_calls[0].name, "cart_add");
@@ -744,6 +613,7 @@ async fn a_judge_in_constrained_mode_is_held_to_its_verdict_schema() {
             ChatMessage::User { content: prompt.into() },
         ],
         tools: Vec::new(),
+        listed_tools: None,
     };
     let provider = local_provider(&mock.base, ToolMode::Constrained);
     let ignore = |_: &str| {};
@@ -771,8 +641,11 @@ async fn a_schema_with_a_self_reference_is_sent_inlined() {
         "tree_set",
         json!({"type": "object", "properties": {"label": {"type": "string"}, "child": {"$ref": "#"}}}),
     );
-    let request =
-        ChatRequest { messages: conversation("hi"), tools: vec![tree, spec("open_cart", json!({"type": "object"}))] };
+    let request = ChatRequest {
+        messages: conversation("hi"),
+        tools: vec![tree, spec("open_cart", json!({"type": "object"}))],
+        listed_tools: None,
+    };
     for mode in [ToolMode::Native, ToolMode::Constrained] {
         let (reply, _) = complete(&provider_in(&mock.base, mode), &request).await;
         let reply = reply.unwrap_or_else(|e| panic!("{mode}: {e}"));
@@ -793,7 +666,7 @@ async fn a_tool_the_provider_still_refuses_is_left_out_and_reported_and_the_turn
     let odd = spec("labels_set", json!({"type": "object", "patternProperties": {"^x-": {"type": "string"}}}));
     let mut tools = storefront_home();
     tools.insert(1, odd);
-    let request = ChatRequest { messages: conversation("add a red mug"), tools };
+    let request = ChatRequest { messages: conversation("add a red mug"), tools, listed_tools: None };
     let provider = provider_in(&mock.base, ToolMode::Native);
     let (reply, _) = complete(&provider, &request).await;
     let reply = reply.unwrap();
@@ -879,7 +752,7 @@ async fn a_template_that_wants_the_system_message_first_gets_the_tools_there_fro
     }))
     .await;
     let provider = provider_in(&mock.base, ToolMode::Constrained);
-    let request = ChatRequest { messages: conversation("hello"), tools: storefront_home() };
+    let request = ChatRequest { messages: conversation("hello"), tools: storefront_home(), listed_tools: None };
     for _ in 0..2 {
         let (reply, _) = complete(&provider, &request).await;
         assert_eq!(reply.unwrap().text, "hi");

@@ -63,14 +63,6 @@ pub(crate) fn render(messages: &[ChatMessage], out: &mut String) {
             ChatMessage::Tool { call_id, name, content } => {
                 let _ = writeln!(out, "[tool {name} ({call_id}) returned]\n{}", data(content));
             }
-            ChatMessage::Tools { tools } => {
-                let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-                let _ = writeln!(out, "[tools shown]\n{}", data(&names.join(", ")));
-            }
-            ChatMessage::AppState { entries } => {
-                let lines: Vec<String> = entries.iter().map(|e| format!("{}: {}", e.description, e.value)).collect();
-                let _ = writeln!(out, "[app state shown]\n{}", data(&lines.join("\n")));
-            }
         }
     }
 }

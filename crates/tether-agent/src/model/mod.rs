@@ -18,12 +18,20 @@ use std::future::Future;
 use std::pin::Pin;
 
 use serde_json::Value;
-use tether_protocol::{ContextEntry, ToolSpec};
+use tether_protocol::ToolSpec;
 
 use crate::AgentError;
 
-/// What a prompted turn tells the model after a tool result (the request comes before it).
+/// What a prompted turn tells the model after the first tool result of a run that did nothing
+/// else (the request comes before it).
 pub(crate) const REMINDER: &str = "If part of it is not done yet and a tool does it, call that tool; otherwise answer.";
+
+/// What a prompted turn tells the model after a tool result, before the calls the run made.
+pub(crate) const DONE_SO_FAR: &str = "Done so far:";
+
+/// What a prompted turn asks after the calls the run made.
+pub(crate) const NOT_DONE_YET: &str =
+    "What the request asks that is not done yet: call the tool for it now. When everything is done, answer.";
 
 /// What a prompted turn tells the model after a result the user or a policy refused.
 pub(crate) const REMINDER_AFTER_REFUSAL: &str =
@@ -55,23 +63,6 @@ pub enum ChatMessage {
         #[serde(default, rename = "toolCalls", skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ModelToolCall>,
     },
-    /// The tools the model was shown at this point of the conversation: the agent loop adds one
-    /// before a run's request when they differ from the last ones shown (or none is left), so
-    /// that the conversation is an append-only record of what the model read and a model
-    /// server's prompt cache keeps all of it. Providers that list tools in the prompt render it
-    /// (the first one whole, later ones as what changed); the others leave it out (the request's
-    /// `tools` carry them).
-    Tools {
-        /// The tools, as they were.
-        tools: Vec<ToolSpec>,
-    },
-    /// The app state the page shared, as the model was shown it at this point (added before a
-    /// run's request when it differs from the last shown): rendered as labelled data, the first
-    /// one whole and later ones as what changed.
-    AppState {
-        /// The entries, whole.
-        entries: Vec<ContextEntry>,
-    },
     /// The result of a tool call, as the model reads it.
     Tool {
         /// The call it answers.
@@ -100,28 +91,14 @@ pub struct ModelToolCall {
 pub struct ChatRequest {
     /// The conversation so far, system prompt first.
     pub messages: Vec<ChatMessage>,
-    /// The tools the model may call now (the constrained schema and validation use these; what
-    /// the prompt lists is the conversation's [`ChatMessage::Tools`]).
+    /// The tools the model may call.
     pub tools: Vec<ToolSpec>,
-}
-
-impl ChatRequest {
-    /// A request of `messages` with `tools`.
-    pub fn new(messages: Vec<ChatMessage>, tools: Vec<ToolSpec>) -> Self {
-        ChatRequest { messages, tools }
-    }
-
-    /// The app state as the model was last shown it (the last [`ChatMessage::AppState`]).
-    pub fn app_state(&self) -> &[ContextEntry] {
-        self.messages
-            .iter()
-            .rev()
-            .find_map(|m| match m {
-                ChatMessage::AppState { entries } => Some(entries.as_slice()),
-                _ => None,
-            })
-            .unwrap_or_default()
-    }
+    /// The tools as a prompted turn lists them, when that is not `tools`: a run's later turns
+    /// list the tools of its first turn, so that within a run the prompt only grows and a model
+    /// server's prompt cache keeps it (the tools that came since are not listed; the result that
+    /// brought them names them; the constrained schema and validation always use `tools`).
+    /// `None`: `tools`.
+    pub listed_tools: Option<Vec<ToolSpec>>,
 }
 
 /// What a model answered.

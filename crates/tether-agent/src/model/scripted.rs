@@ -288,35 +288,31 @@ const COMMON: [&str; 22] = [
     "there", "much", "many", "page", "it",
 ];
 
-/// The answer to a question from the app state the page shares (the conversation's last
-/// [`ChatMessage::AppState`]): the entry sharing the most words with the question, as
-/// `<description>: <value>`.
-fn from_context(request: &str, entries: &[tether_protocol::ContextEntry]) -> Option<String> {
+/// The answer to a question from the app state the page shares (the `[app state]` message before
+/// the request): the entry sharing the most words with the question, as `<description>: <value>`.
+fn from_context(request: &str, before: &[ChatMessage]) -> Option<String> {
     let lower = request.trim().to_lowercase();
     let question = lower.ends_with('?')
         || ["what", "which", "how", "is ", "are ", "does ", "do "].iter().any(|w| lower.starts_with(w));
     if !question {
         return None;
     }
+    let ChatMessage::User { content } = before.last()? else { return None };
+    let entries = content.strip_prefix(crate::CONTEXT_LABEL)?;
     let asked: Vec<String> = words(request).into_iter().filter(|w| !COMMON.contains(&w.as_str())).collect();
     entries
-        .iter()
-        .filter_map(|entry| {
-            let shared =
-                words(&entry.description).iter().filter(|w| asked.iter().any(|a| w.starts_with(a.as_str()))).count();
-            (shared > 0).then_some((shared, entry))
+        .lines()
+        .filter_map(|line| line.strip_prefix("- "))
+        .filter_map(|line| {
+            let (description, _) = line.split_once(": ")?;
+            let shared = words(description).iter().filter(|w| asked.iter().any(|a| w.starts_with(a.as_str()))).count();
+            (shared > 0).then_some((shared, line))
         })
-        .fold(None, |best: Option<(usize, &tether_protocol::ContextEntry)>, (shared, entry)| match best {
+        .fold(None, |best: Option<(usize, &str)>, (shared, line)| match best {
             Some((most, _)) if most >= shared => best,
-            _ => Some((shared, entry)),
+            _ => Some((shared, line)),
         })
-        .map(|(_, entry)| {
-            let value = match &entry.value {
-                Value::String(text) => text.clone(),
-                other => other.to_string(),
-            };
-            format!("{}: {value}", entry.description.trim())
-        })
+        .map(|(_, line)| line.to_string())
 }
 
 fn words(text: &str) -> Vec<String> {
@@ -812,7 +808,7 @@ fn respond(request: &ChatRequest) -> ModelReply {
         }
     }
     if n == 0 {
-        if let Some(found) = from_context(request_text, request.app_state()) {
+        if let Some(found) = from_context(request_text, &messages[..request_at]) {
             return answer(found);
         }
     }
@@ -913,7 +909,11 @@ mod tests {
             tool("product_view", "Show this product's details.", json!({"type": "object"})),
             tool("size_guide", "Show the size guide in the chat.", json!({"type": "object"})),
         ];
-        let first = respond(&ChatRequest { messages: vec![user("show the size guide")], tools: tools.clone() });
+        let first = respond(&ChatRequest {
+            messages: vec![user("show the size guide")],
+            tools: tools.clone(),
+            listed_tools: None,
+        });
         assert_eq!(first.tool_calls[0].name, "size_guide");
         let messages = vec![
             user("show the size guide"),
@@ -924,11 +924,11 @@ mod tests {
                 content: "S 48 cm".into(),
             },
         ];
-        let second = respond(&ChatRequest { messages, tools: tools.clone() });
+        let second = respond(&ChatRequest { messages, tools: tools.clone(), listed_tools: None });
         assert!(second.tool_calls.is_empty());
         assert_eq!(second.text, format!("{SCRIPTED_PREFIX}Done: size_guide returned S 48 cm"));
         // Only with every word of the name: "show the guide" names nothing.
-        let vague = respond(&ChatRequest { messages: vec![user("show the guide")], tools });
+        let vague = respond(&ChatRequest { messages: vec![user("show the guide")], tools, listed_tools: None });
         assert!(vague.tool_calls.is_empty(), "{vague:?}");
     }
 
@@ -939,7 +939,11 @@ mod tests {
             "Remove a product from the cart.",
             json!({"type": "object", "properties": {"productId": {"enum": ["mug-red", "mug-blue"]}}}),
         )];
-        let first = respond(&ChatRequest { messages: vec![user("remove the red mug")], tools: tools.clone() });
+        let first = respond(&ChatRequest {
+            messages: vec![user("remove the red mug")],
+            tools: tools.clone(),
+            listed_tools: None,
+        });
         assert_eq!(first.tool_calls[0].arguments, json!({"productId": "mug-red"}));
         let refusal = "[denied] The user rejected the call to \"cart_remove\": the user changed the arguments before approving; call cart_remove again with exactly these arguments: {\"productId\":\"mug-blue\"}";
         let mut messages = vec![
@@ -951,7 +955,7 @@ mod tests {
                 content: refusal.into(),
             },
         ];
-        let again = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone() });
+        let again = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), listed_tools: None });
         assert_eq!(again.tool_calls[0].name, "cart_remove");
         assert_eq!(again.tool_calls[0].arguments, json!({"productId": "mug-blue"}));
         messages.push(ChatMessage::Assistant { content: String::new(), tool_calls: again.tool_calls.clone() });
@@ -960,7 +964,7 @@ mod tests {
             name: "cart_remove".into(),
             content: "removed Blue mug".into(),
         });
-        let done = respond(&ChatRequest { messages, tools });
+        let done = respond(&ChatRequest { messages, tools, listed_tools: None });
         assert_eq!(done.text, format!("{SCRIPTED_PREFIX}Done: cart_remove returned removed Blue mug"));
     }
 
@@ -1003,11 +1007,17 @@ mod tests {
 
     #[test]
     fn adds_the_product_named_in_words() {
-        let reply =
-            respond(&ChatRequest { messages: vec![user("add the red mug to my cart")], tools: storefront_home() });
+        let reply = respond(&ChatRequest {
+            messages: vec![user("add the red mug to my cart")],
+            tools: storefront_home(),
+            listed_tools: None,
+        });
         assert_eq!(first_call(&reply), ("cart_add", &json!({"productId": "mug-red"})));
-        let reply =
-            respond(&ChatRequest { messages: vec![user("Add two blue mugs to the cart")], tools: storefront_home() });
+        let reply = respond(&ChatRequest {
+            messages: vec![user("Add two blue mugs to the cart")],
+            tools: storefront_home(),
+            listed_tools: None,
+        });
         assert_eq!(first_call(&reply), ("cart_add", &json!({"productId": "mug-blue", "quantity": 2})));
     }
 
@@ -1027,7 +1037,7 @@ mod tests {
     }
 
     fn ask(text: &str, tools: Vec<ToolSpec>) -> ModelReply {
-        respond(&ChatRequest { messages: vec![user(text)], tools })
+        respond(&ChatRequest { messages: vec![user(text)], tools, listed_tools: None })
     }
 
     #[test]
@@ -1084,11 +1094,16 @@ mod tests {
 
     #[test]
     fn navigates_first_when_the_goal_tool_is_not_on_screen() {
-        let reply = respond(&ChatRequest { messages: vec![user("remove the mug")], tools: storefront_home() });
+        let reply = respond(&ChatRequest {
+            messages: vec![user("remove the mug")],
+            tools: storefront_home(),
+            listed_tools: None,
+        });
         assert_eq!(first_call(&reply).0, "open_cart");
         let reply = respond(&ChatRequest {
             messages: vec![user("go to the product page for the black tee")],
             tools: storefront_home(),
+            listed_tools: None,
         });
         assert_eq!(first_call(&reply), ("product_view", &json!({"productId": "tee-black"})));
     }
@@ -1098,7 +1113,7 @@ mod tests {
         for text in
             ["check out", "show my cart", "remove the mug", "clear my cart", "book a train to Rosario on Monday"]
         {
-            let reply = respond(&ChatRequest { messages: vec![user(text)], tools: vec![] });
+            let reply = respond(&ChatRequest { messages: vec![user(text)], tools: vec![], listed_tools: None });
             assert!(reply.tool_calls.is_empty(), "{text}: {reply:?}");
             assert!(reply.text.starts_with(SCRIPTED_PREFIX));
         }
@@ -1115,7 +1130,7 @@ mod tests {
             },
             ChatMessage::Tool { call_id: "c1".into(), name: "cart_add".into(), content: "{\"count\":1}".into() },
         ];
-        let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone() });
+        let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), listed_tools: None });
         assert!(reply.tool_calls.is_empty());
         assert!(reply.text.contains("Done: cart_add"), "{}", reply.text);
         let mut refused = messages;
@@ -1124,7 +1139,7 @@ mod tests {
             name: "cart_add".into(),
             content: "[denied] The user rejected the call".into(),
         };
-        let reply = respond(&ChatRequest { messages: refused, tools });
+        let reply = respond(&ChatRequest { messages: refused, tools, listed_tools: None });
         assert!(reply.text.contains("could not complete cart_add"), "{}", reply.text);
     }
 
@@ -1143,7 +1158,7 @@ mod tests {
             ),
         ];
         let mut messages = vec![user("Book me the most comfortable seat to Mar del Plata on Friday.")];
-        let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone() });
+        let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), listed_tools: None });
         assert_eq!(first_call(&reply), ("find_trains", &json!({"to": "Mar del Plata", "date": "Friday"})));
         messages.push(ChatMessage::Assistant { content: String::new(), tool_calls: reply.tool_calls.clone() });
         messages.push(ChatMessage::Tool {
@@ -1151,7 +1166,7 @@ mod tests {
             name: "find_trains".into(),
             content: "Train 412 dep 08:10, first 95000 ARS; Train 418 dep 17:30".into(),
         });
-        let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone() });
+        let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), listed_tools: None });
         assert_eq!(first_call(&reply), ("book_ticket", &json!({"train": 412, "seat_class": "first"})));
         messages.push(ChatMessage::Assistant { content: String::new(), tool_calls: reply.tool_calls.clone() });
         messages.push(ChatMessage::Tool {
@@ -1159,7 +1174,7 @@ mod tests {
             name: "book_ticket".into(),
             content: "[denied] Blocked by policy: first class needs a manager's approval. Book tourist instead.".into(),
         });
-        let reply = respond(&ChatRequest { messages, tools });
+        let reply = respond(&ChatRequest { messages, tools, listed_tools: None });
         assert_eq!(first_call(&reply), ("book_ticket", &json!({"train": 412, "seat_class": "tourist"})));
     }
 
@@ -1179,7 +1194,7 @@ mod tests {
                 content: "{\"order\":\"T-1001\"}".into(),
             },
         ];
-        let reply = respond(&ChatRequest { messages, tools });
+        let reply = respond(&ChatRequest { messages, tools, listed_tools: None });
         assert!(reply.tool_calls.is_empty(), "{reply:?}");
         assert!(reply.text.contains("Done: checkout"), "{}", reply.text);
     }
@@ -1191,7 +1206,7 @@ mod tests {
             ChatMessage::Assistant { content: format!("{SCRIPTED_PREFIX}Hi there."), tool_calls: vec![] },
             user("[hook Stop agent[0] rejected the answer] The answer must end with \"[DONE]\"."),
         ];
-        let reply = respond(&ChatRequest { messages, tools: vec![] });
+        let reply = respond(&ChatRequest { messages, tools: vec![], listed_tools: None });
         assert_eq!(reply.text, format!("{SCRIPTED_PREFIX}Hi there. [DONE]"));
     }
 
@@ -1204,7 +1219,11 @@ mod tests {
         );
         let mut tools = storefront_home();
         tools.push(shell);
-        let reply = respond(&ChatRequest { messages: vec![user("please run `sudo rm -rf /tmp/x`")], tools });
+        let reply = respond(&ChatRequest {
+            messages: vec![user("please run `sudo rm -rf /tmp/x`")],
+            tools,
+            listed_tools: None,
+        });
         assert_eq!(first_call(&reply), ("ExecuteShellCommand", &json!({"command": "sudo rm -rf /tmp/x"})));
         let reply = respond(&ChatRequest {
             messages: vec![user("execute the command ls -la")],
@@ -1213,10 +1232,12 @@ mod tests {
                 "Bash.",
                 json!({"type": "object", "properties": {"command": {"type": "string"}}}),
             )],
+            listed_tools: None,
         });
         assert_eq!(first_call(&reply), ("Bash", &json!({"command": "ls -la"})));
         // No tool takes a command: nothing is called, whatever the names say.
-        let reply = respond(&ChatRequest { messages: vec![user("run `ls`")], tools: storefront_home() });
+        let reply =
+            respond(&ChatRequest { messages: vec![user("run `ls`")], tools: storefront_home(), listed_tools: None });
         assert!(reply.tool_calls.is_empty(), "{reply:?}");
     }
 
@@ -1238,7 +1259,7 @@ mod tests {
         let prompt = format!(
             "Check the agent response below.\n\n{context}\n\nDoes it end with === RESPONSE COMPLETE ===?\nIf yes: {{\"ok\": true}}"
         );
-        let reply = respond(&ChatRequest { messages: vec![user(&prompt)], tools: vec![] });
+        let reply = respond(&ChatRequest { messages: vec![user(&prompt)], tools: vec![], listed_tools: None });
         let verdict: Value = serde_json::from_str(&reply.text).unwrap();
         assert_eq!(verdict["ok"], false);
         assert!(verdict["reason"].as_str().unwrap().contains("=== RESPONSE COMPLETE ==="), "{verdict}");
@@ -1247,11 +1268,11 @@ mod tests {
     #[test]
     fn judges_prompt_hooks_about_a_required_ending() {
         let prompt = "Reject the answer unless it ends with \"[DONE]\".\n{\"hook_event_name\":\"Stop\",\"final_output\":\"All set\"}";
-        let reply = respond(&ChatRequest { messages: vec![user(prompt)], tools: vec![] });
+        let reply = respond(&ChatRequest { messages: vec![user(prompt)], tools: vec![], listed_tools: None });
         let verdict: Value = serde_json::from_str(&reply.text).unwrap();
         assert_eq!(verdict["ok"], false);
         let prompt = prompt.replace("All set", "All set [DONE]");
-        let reply = respond(&ChatRequest { messages: vec![user(&prompt)], tools: vec![] });
+        let reply = respond(&ChatRequest { messages: vec![user(&prompt)], tools: vec![], listed_tools: None });
         assert_eq!(serde_json::from_str::<Value>(&reply.text).unwrap(), json!({"ok": true}));
     }
 }

@@ -150,8 +150,6 @@ impl Run {
                 ChatMessage::System { content } | ChatMessage::User { content } => content.clone(),
                 ChatMessage::Assistant { content, .. } => content.clone(),
                 ChatMessage::Tool { content, .. } => content.clone(),
-                ChatMessage::Tools { tools } => serde_json::to_string(tools).unwrap_or_default(),
-                ChatMessage::AppState { entries } => serde_json::to_string(entries).unwrap_or_default(),
             })
             .collect::<Vec<_>>()
             .join("\n")

@@ -1,0 +1,142 @@
+//! The failure classes of the issue "the agent must act right in any app", each with replies the
+//! real 1.5B model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, llama.cpp, temperature 0) gave to the
+//! requests as Tether now sends them, recorded in `fixtures/model-replies/` and replayed here:
+//!
+//! - a claim without a call, in several wordings: the reply names its step first, and the step is
+//!   the tool (with the earlier shape the same model answered "Item 'buy milk' added to the to-do
+//!   list." and added nothing);
+//! - a forced substitute: on a page whose tool allows only the red mug, a request for a poster
+//!   names the poster (the grammar no longer narrows the values), which validation then refuses;
+//! - an empty list: the tool whose argument allows nothing now stays nameable and says so, and
+//!   the model names it instead of calling another tool;
+//! - a stop halfway: after the first of two asked actions, the next reply does the second.
+//!
+//! (A context overflow is in `context_window.rs`.) `TETHER_RECORD_MODEL=http://127.0.0.1:PORT`
+//! records them again from a model server (../shared/real-model/README.md).
+
+mod recorded;
+
+use recorded::{call_of, replay_or_record, request, storefront_home, todo_tools};
+use serde_json::json;
+use tether_agent::*;
+use tether_core::validate::{CompiledSchema, FullValidator, Validator, format_validation_errors};
+use tether_protocol::{ContextEntry, ToolSpec};
+
+/// The to-do list as the loop shows it, right before the request.
+fn todo_state(items: &[&str]) -> ChatMessage {
+    let entries = [ContextEntry { key: "todos".into(), description: "The to-do list".into(), value: json!(items) }];
+    ChatMessage::User { content: context_message(&entries).unwrap() }
+}
+
+#[tokio::test]
+async fn a_request_for_an_action_becomes_the_call_in_any_wording_and_a_question_an_answer() {
+    let cases: [(&[&str], &str, Option<(&str, &str)>); 6] = [
+        (&[], "Add 'buy milk' to my list.", Some(("todo_add", "buy milk"))),
+        (&["buy milk"], "Also add 'call dentist'.", Some(("todo_add", "call dentist"))),
+        (&["buy milk"], "I need to pick up the kids at 5, note that down.", Some(("todo_add", "kids"))),
+        (&["buy milk", "call dentist"], "Remove 'call dentist' from the list.", Some(("todo_remove", "call dentist"))),
+        (&["buy milk"], "Done with the milk, cross it off.", Some(("todo_remove", "milk"))),
+        (&["buy milk", "call dentist"], "What's on my list?", None),
+    ];
+    let mock = replay_or_record("failure_claim_any_wording").await;
+    for (items, say, expected) in cases {
+        let tools = todo_tools(items);
+        let reply =
+            mock.complete(&request(vec![todo_state(items), ChatMessage::User { content: say.into() }], tools)).await;
+        match expected {
+            Some((tool, words)) => {
+                let (name, args) =
+                    call_of(&reply).unwrap_or_else(|| panic!("{say:?}: no call, answered {:?}", reply.text));
+                assert_eq!(name, tool, "{say:?}");
+                assert!(args["title"].as_str().unwrap_or_default().contains(words), "{say:?}: {args}");
+                assert!(reply.text.is_empty(), "{say:?}: the call came with words: {:?}", reply.text);
+            }
+            None => {
+                assert!(reply.tool_calls.is_empty(), "{say:?}: {:?}", reply.tool_calls);
+                assert!(reply.text.contains("buy milk") && reply.text.contains("call dentist"), "{}", reply.text);
+            }
+        }
+    }
+}
+
+/// The red mug's page: `cart_add` takes only the red mug there.
+fn mug_page() -> Vec<ToolSpec> {
+    vec![ToolSpec {
+        name: "cart_add".into(),
+        description: "Add a product to the shopping cart.".into(),
+        parameters: json!({"type": "object", "properties": {"productId": {"type": "string", "enum": ["mug-red"]}, "quantity": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1}}, "required": ["productId"], "additionalProperties": false}),
+        risk: Default::default(),
+        global: false,
+        follow_up: true,
+    }]
+}
+
+#[tokio::test]
+async fn a_value_the_page_does_not_allow_is_named_not_substituted_and_validation_refuses_it() {
+    let mock = replay_or_record("failure_forced_substitute").await;
+    let tools = mug_page();
+    let asked = vec![ChatMessage::User { content: "Add one space poster to my cart.".into() }];
+    let reply = mock.complete(&request(asked, tools.clone())).await;
+    let (name, args) = call_of(&reply).expect("a call");
+    assert_eq!(name, "cart_add");
+    assert_ne!(args["productId"], "mug-red", "the product the page allowed, not the one asked for");
+    assert!(args["productId"].as_str().unwrap().contains("poster"), "{args}");
+    // The grammar sent allowed it; Tether's validation refuses it with the values this page takes.
+    let schema = &mock.sent(0)["response_format"]["json_schema"]["schema"]["anyOf"][0]["properties"]["arguments"];
+    assert_eq!(schema["properties"]["productId"], json!({"type": "string"}));
+    let errors = FullValidator.compile(&tools[0].parameters).unwrap().errors(&args);
+    let message = format_validation_errors("cart_add", &errors);
+    assert!(message.contains("is not one of") && message.contains("mug-red"), "{message}");
+}
+
+#[tokio::test]
+async fn a_tool_whose_list_is_empty_stays_nameable_and_says_so() {
+    let mock = replay_or_record("failure_empty_enum").await;
+    let tools = todo_tools(&[]);
+    assert_eq!(tools[1].parameters["properties"]["title"]["enum"], json!([]));
+    let asked = vec![todo_state(&[]), ChatMessage::User { content: "Remove 'buy milk' from my list.".into() }];
+    let reply = mock.complete(&request(asked, tools.clone())).await;
+    // The prompt lists it as allowing nothing, not as `any`.
+    let listed = mock.sent(0)["messages"].to_string();
+    assert!(listed.contains("todo_remove(title: (no value allowed now))"), "{listed}");
+    // The model names the tool the user meant (with only `todo_add` to name, it called that),
+    // and the call is refused with words that say why.
+    let (name, args) = call_of(&reply).expect("a call");
+    assert_eq!(name, "todo_remove", "not another tool in its place");
+    let errors = FullValidator.compile(&tools[1].parameters).unwrap().errors(&args);
+    assert!(
+        format_validation_errors("todo_remove", &errors)
+            .ends_with("no value is allowed now (the list of allowed values is empty)")
+    );
+}
+
+#[tokio::test]
+async fn after_the_first_of_two_asked_actions_the_next_reply_does_the_second() {
+    let mock = replay_or_record("failure_stop_halfway").await;
+    let tools = storefront_home();
+    let say = "Add one blue mug and one red mug to the cart.";
+    let first = ModelToolCall {
+        id: "r1.1.0".into(),
+        name: "cart_add".into(),
+        arguments: json!({"productId": "mug-blue", "quantity": 1}),
+    };
+    let messages = request(
+        vec![
+            ChatMessage::User { content: say.into() },
+            ChatMessage::Assistant {
+                content: "{\"next\": \"cart_add\", \"arguments\": {\"productId\": \"mug-blue\", \"quantity\": 1}}"
+                    .into(),
+                tool_calls: vec![first],
+            },
+            ChatMessage::Tool {
+                call_id: "r1.1.0".into(),
+                name: "cart_add".into(),
+                content: "added 1 × Blue mug; cart: 1 item (1 × Blue mug)".into(),
+            },
+        ],
+        tools,
+    );
+    let reply = mock.complete(&messages).await;
+    let (name, args) = call_of(&reply).unwrap_or_else(|| panic!("stopped halfway: {:?}", reply.text));
+    assert_eq!((name.as_str(), &args["productId"]), ("cart_add", &json!("mug-red")));
+}
