@@ -28,9 +28,12 @@ fn todo_state(items: &[&str]) -> ChatMessage {
     ChatMessage::User { content: context_message(&entries).unwrap() }
 }
 
+/// The items on the list, the request, and the call it needs (tool, words of its title), if any.
+type Case = (&'static [&'static str], &'static str, Option<(&'static str, &'static str)>);
+
 #[tokio::test]
 async fn a_request_for_an_action_becomes_the_call_in_any_wording_and_a_question_an_answer() {
-    let cases: [(&[&str], &str, Option<(&str, &str)>); 6] = [
+    let cases: [Case; 6] = [
         (&[], "Add 'buy milk' to my list.", Some(("todo_add", "buy milk"))),
         (&["buy milk"], "Also add 'call dentist'.", Some(("todo_add", "call dentist"))),
         (&["buy milk"], "I need to pick up the kids at 5, note that down.", Some(("todo_add", "kids"))),
