@@ -4,7 +4,7 @@
 import fs from "node:fs";
 import http from "node:http";
 import path from "node:path";
-import { recordFrames, answers, say } from "../../tests/e2e/harness.mjs";
+import { recordFrames, say } from "../../tests/e2e/harness.mjs";
 import { misleads, tetherWords } from "./tasks.mjs";
 
 export const TASK_TIMEOUT_MS = Number(process.env.BENCH_TASK_TIMEOUT_S ?? 240) * 1000;
@@ -110,6 +110,19 @@ function readUsage(text, call) {
 
 const DONE = '[data-testid="chat-message"][data-status]:not([data-status=""])';
 
+/** The body of a function of `selector` that finds the finished answer to the user's last
+ * message: the first line matching `selector` after the last user line, once that line is not
+ * one that was there before the message was sent (`data-bench-seen`). (Counting answers does not
+ * work: the chat keeps its last 50 lines only.) */
+const FIND_ANSWER = `
+  const users = document.querySelectorAll('[data-testid="chat-panel"] li.tether-line-user');
+  const asked = users[users.length - 1];
+  if (!asked || asked.dataset.benchSeen) return null;
+  for (let line = asked.nextElementSibling; line; line = line.nextElementSibling) {
+    if (line.matches(selector)) return line;
+  }
+  return null;`;
+
 /** The storefront's state: the cart (the badge's `data-cart`), the path, the last order number. */
 export async function shopState(page) {
   return page.evaluate(() => {
@@ -166,10 +179,10 @@ export async function shopSetUp(page, task) {
 export async function runTask(page, frames, calls, task, app, { fresh }) {
   if (fresh) await app.setUp(page, task);
   const before = await app.state(page);
-  const count = await answers(page);
   const firstFrame = frames.length;
   const firstCall = calls.length;
   const started = Date.now();
+  await page.evaluate(() => document.querySelectorAll('[data-testid="chat-panel"] li').forEach((li) => (li.dataset.benchSeen = "1")));
   await say(page, task.say);
   const approvals = [];
   const questions = [];
@@ -182,11 +195,11 @@ export async function runTask(page, frames, calls, task, app, { fresh }) {
     }
     try {
       await page.waitForFunction(
-        ([selector, n]) =>
-          document.querySelectorAll(selector).length > n ||
+        ([find, selector]) =>
+          new Function("selector", find)(selector) ||
           document.querySelector('[data-testid="approval-dialog"]') ||
           document.querySelector('[data-testid="size-question"]'),
-        [DONE, count],
+        [FIND_ANSWER, DONE],
         { timeout: remaining },
       );
     } catch {
@@ -215,11 +228,21 @@ export async function runTask(page, frames, calls, task, app, { fresh }) {
   }
   const seconds = (Date.now() - started) / 1000;
   if (timedOut && process.env.BENCH_OUT) {
-    await page.screenshot({ path: path.join(process.env.BENCH_OUT, `timeout-${task.id}-${Date.now()}.png`) }).catch(() => {});
+    // What the page had: a screenshot, its chat's last lines, and the frames of this task.
+    const stamp = `${task.id}-${Date.now()}`;
+    await page.screenshot({ path: path.join(process.env.BENCH_OUT, `timeout-${stamp}.png`) }).catch(() => {});
+    const lines = await page.locator('[data-testid="chat-panel"] li').evaluateAll((items) => items.slice(-8).map((li) => li.outerHTML)).catch(() => []);
+    const seen = frames.slice(firstFrame).map((f) => ({ dir: f.dir, at: f.at, frame: f.frame }));
+    fs.writeFileSync(path.join(process.env.BENCH_OUT, `timeout-${stamp}.json`), JSON.stringify({ lines, frames: seen, pageErrors: page.pageErrors ?? [] }, null, 1));
   }
-  const last = page.locator(DONE).nth(count);
-  const answer = timedOut ? "" : (await last.innerText()).trim();
-  const status = timedOut ? "bench_timeout" : await last.getAttribute("data-status");
+  const found = timedOut
+    ? null
+    : await page.evaluate(([find, selector]) => {
+        const line = new Function("selector", find)(selector);
+        return line && { text: line.innerText, status: line.getAttribute("data-status") };
+      }, [FIND_ANSWER, DONE]);
+  const answer = found ? found.text.trim() : "";
+  const status = found ? found.status : "bench_timeout";
   const after = await app.state(page);
   // Tool calls the page received (and ran, or asked the user about) in this run.
   const toolCalls = frames

@@ -9,7 +9,8 @@
 // TETHER_REACT_DIST, TETHER_TODO_REACT_DIST, TETHER_TODO_LEPTOS_DIST, TETHER_TRAVEL_BIN,
 // BENCH_OUT (a folder for results.json and report.md), and optionally BENCH_APPS (shop,
 // shop+instructions, shop-react, todo-react, todo-leptos, travel), BENCH_MODES (native, text,
-// constrained, auto), BENCH_SUITES (fresh, conversation), BENCH_ORDERS (the seeds of the
+// constrained, auto), BENCH_SUITES (fresh, conversation, long: one conversation of
+// BENCH_LONG_TASKS requests, 75 by default, for the context window), BENCH_ORDERS (the seeds of the
 // conversations' orders; 0 is the order of tasks.mjs), BENCH_TASKS (task ids),
 // BENCH_TASK_TIMEOUT_S, BENCH_MODEL_NAME, BENCH_SERVE_ARGS (more `tether serve` flags).
 // `cargo xtask bench --tasks` sets them from its flags. Prints one table per app, mode and suite
@@ -56,13 +57,26 @@ const log = (...parts) => console.error("[bench]", ...parts);
 // ---------------------------------------------------------------------------------------------
 // Suites.
 
+/** How many tasks the `long` suite's one conversation has: 75 requests, 150 messages at least. */
+const LONG_TASKS = Number(env.BENCH_LONG_TASKS ?? 75);
+
 function suites() {
   const out = [];
   for (const name of SUITES) {
     if (name === "conversation") for (const seed of ORDERS) out.push({ name: `conversation/${seed}`, seed });
+    else if (name === "long") out.push({ name: "long", seed: "long" });
     else out.push({ name, seed: null });
   }
   return out;
+}
+
+/** The order of a suite's conversation: the app's order shuffled by the seed; for `long`, orders
+ * of seeds 1, 2, … one after the other until it has [`LONG_TASKS`] tasks. */
+function orderOf(app, seed) {
+  if (seed !== "long") return shuffled(app.order, seed);
+  const ids = [];
+  for (let n = 1; ids.length < LONG_TASKS; n++) ids.push(...shuffled(app.order, n));
+  return ids.slice(0, LONG_TASKS);
 }
 
 const pick = (app, ids) => ids.filter((id) => !ONLY || ONLY.includes(id)).map((id) => app.tasks.find((t) => t.id === id));
@@ -81,7 +95,7 @@ async function pageSuite(browser, server, proxy, app, suite) {
     }
   } else {
     const { page, frames, close } = await openPage(browser, server.port);
-    for (const task of pick(app, shuffled(app.order, suite.seed))) {
+    for (const task of pick(app, orderOf(app, suite.seed))) {
       record(await runTask(page, frames, proxy.calls, task, app, { fresh: false }), suite.name);
     }
     await close();
@@ -91,7 +105,7 @@ async function pageSuite(browser, server, proxy, app, suite) {
 
 /** The travel example: bench/travel-local, a conversation or each request on its own. */
 function travelSuite(proxy, app, mode, suite) {
-  const tasks = suite.seed === null ? pick(app, app.order) : pick(app, shuffled(app.order, suite.seed));
+  const tasks = suite.seed === null ? pick(app, app.order) : pick(app, orderOf(app, suite.seed));
   const args = [proxy.url, mode, ...(suite.seed === null ? [] : ["--conversation"]), ...tasks.map((t) => t.say)];
   const out = execFileSync(env.TETHER_TRAVEL_BIN, args, { encoding: "utf8", timeout: 3_600_000, maxBuffer: 64 << 20 });
   const lines = out.trim().split("\n").map((line) => JSON.parse(line));
