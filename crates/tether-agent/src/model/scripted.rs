@@ -16,6 +16,7 @@ use tether_protocol::ToolSpec;
 
 use std::time::Duration;
 
+use super::schema::normalize_schema;
 use super::{
     BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, Streams, ToolCallDelta,
     partial_object,
@@ -40,14 +41,18 @@ starts with \"(scripted model)\". For each message it:
     todo_add for \"add ...\"; if there is none, a navigation tool first (open_cart, or a
     navigate tool whose enum names the page). It never calls a tool the page does not have.
  3. fills the arguments:
-    - a property with an enum (or oneOf/anyOf of consts): the value sharing the most words
-      with the request, or the only value;
+    - a property with an enum (or oneOf/anyOf of consts, through local $refs as schemars
+      writes a Rust enum): the value sharing the most words with the request; the only
+      value when the request names none (\"remove it\"); when it names another (\"delete
+      groceries\" with only \"call mom\" there) it answers that there is none such, and
+      never takes the allowed value instead;
     - the tool's only required string without an enum: the request's words after the verb
       (\"add buy milk\" stores \"buy milk\"; quotes and a trailing \"to my list\" go);
     - numbers: a number in the request (\"two\", \"3\") for quantity/count/amount; else a
       number an earlier tool result gives after the property's name (\"Train 412\");
     - strings named destination/city/to: the words after \" to \"; date/day/when: a
-      weekday, today, tomorrow or YYYY-MM-DD; query/search/text: the whole request; a
+      weekday, today, tomorrow or YYYY-MM-DD; query/search/text: the words after the verb
+      (\"find red mugs\" → \"red mugs\"), or the whole request without a verb; a
       command property: the text in backticks;
     - anything else stays out (schema defaults apply).
     When a required argument cannot be filled it answers \"I need to know the <name> to
@@ -456,17 +461,83 @@ fn navigation_tool(intent: Intent, tools: &[ToolSpec]) -> Option<(&ToolSpec, Opt
     None
 }
 
-/// The string values a property allows: `enum`, or `oneOf`/`anyOf` of `const`s.
+/// The string values a property allows: `enum`, `const`, or `oneOf`/`anyOf` of those (as
+/// `Option<Enum>` derives: its `null` branch allows no string). Local `$ref`s are inlined before
+/// (see [`normalized`]).
 fn options(schema: &Value) -> Vec<String> {
     if let Some(values) = schema.get("enum").and_then(Value::as_array) {
         return values.iter().filter_map(Value::as_str).map(String::from).collect();
+    }
+    if let Some(constant) = schema.get("const") {
+        return constant.as_str().map(String::from).into_iter().collect();
     }
     ["oneOf", "anyOf"]
         .iter()
         .filter_map(|k| schema.get(*k).and_then(Value::as_array))
         .flatten()
-        .filter_map(|s| s.get("const").and_then(Value::as_str).map(String::from))
+        .flat_map(options)
         .collect()
+}
+
+/// Whether a property's schema lists its values (an enum, a const, or branches of them).
+fn lists_values(schema: &Value) -> bool {
+    schema.get("enum").is_some()
+        || schema.get("const").is_some()
+        || ["oneOf", "anyOf"]
+            .iter()
+            .filter_map(|k| schema.get(*k).and_then(Value::as_array))
+            .flatten()
+            .any(|branch| branch.get("type").and_then(Value::as_str) != Some("null") && lists_values(branch))
+}
+
+/// The tool with its argument schema's local `$ref`s inlined (`#/$defs/Colour`, as schemars
+/// writes a Rust enum), so that its enums are read where they are.
+fn normalized(tool: &ToolSpec) -> ToolSpec {
+    let mut tool = tool.clone();
+    tool.parameters = normalize_schema(&tool.parameters);
+    tool
+}
+
+/// Why an argument could not be filled.
+#[derive(Debug, Clone, PartialEq)]
+enum Unfilled {
+    /// A required argument the request says nothing about.
+    Missing(String),
+    /// The request names a value (`named`) that the property does not allow now.
+    NotAllowed { property: String, named: String, allowed: Vec<String> },
+}
+
+impl Unfilled {
+    /// The property that could not be filled.
+    fn property(&self) -> &str {
+        match self {
+            Self::Missing(property) | Self::NotAllowed { property, .. } => property,
+        }
+    }
+}
+
+/// Words that name no value: determiners, pronouns, numbers, politeness.
+const NAMES_NOTHING: [&str; 24] = [
+    "a", "an", "the", "my", "our", "your", "this", "that", "these", "those", "it", "them", "one", "ones", "some",
+    "please", "all", "of", "too", "also", "again", "more", "another", "as",
+];
+
+/// What the request names for a value, if anything: its words after the verb without the
+/// tool's own words, list words, determiners, pronouns and numbers ("delete groceries" →
+/// "groceries"; "remove it" → nothing).
+fn named_value(tool: &ToolSpec, request_text: &str) -> Option<String> {
+    let phrase = free_text(tool, request_text)?;
+    let mut context = words(&tool.name.replace(['_', '-'], " "));
+    context.extend(words(&tool.description));
+    let named: Vec<String> = words(&phrase)
+        .into_iter()
+        .filter(|w| {
+            !NAMES_NOTHING.contains(&w.as_str())
+                && !context.contains(w)
+                && quantity_in(std::slice::from_ref(w)).is_none()
+        })
+        .collect();
+    (!named.is_empty()).then_some(phrase)
 }
 
 /// The option sharing the most words with the request (ties go to the first); `None` if none shares any.
@@ -534,10 +605,9 @@ fn number_from_results(property: &str, steps: &[Step<'_>]) -> Option<u64> {
 /// The only required string property without allowed values, if the tool has exactly one.
 fn lone_required_string(properties: &Map<String, Value>, required: &[String]) -> Option<String> {
     let mut strings = required.iter().filter(|name| {
-        properties.get(name.as_str()).is_some_and(|schema| {
-            ["enum", "const", "oneOf", "anyOf"].iter().all(|k| schema.get(*k).is_none())
-                && schema.get("type").and_then(Value::as_str) == Some("string")
-        })
+        properties
+            .get(name.as_str())
+            .is_some_and(|schema| !lists_values(schema) && schema.get("type").and_then(Value::as_str) == Some("string"))
     });
     let first = strings.next()?;
     strings.next().is_none().then(|| first.clone())
@@ -572,7 +642,7 @@ fn free_text(tool: &ToolSpec, request_text: &str) -> Option<String> {
     context.extend(words(&tool.description));
     context.extend(["list", "lists", "todo", "todos", "to", "do", "task", "tasks", "item", "items"].map(String::from));
     let lower = phrase.to_ascii_lowercase();
-    let tail_at = [" to ", " on ", " onto ", " in "]
+    let tail_at = [" to ", " on ", " onto ", " in ", " from ", " off "]
         .iter()
         .filter_map(|marker| lower.rfind(marker).map(|at| (at, at + marker.len())))
         .max_by_key(|(at, _)| *at);
@@ -588,8 +658,25 @@ fn free_text(tool: &ToolSpec, request_text: &str) -> Option<String> {
     (!phrase.is_empty()).then(|| phrase.to_string())
 }
 
-/// The answer when a required argument cannot be filled: which one, and how to make it fillable.
-fn need_to_know(tool: &ToolSpec, missing: &str) -> String {
+/// The answer when an argument cannot be filled: a named value that is not allowed (nothing
+/// else is taken in its place), or which argument is missing and how to make it fillable.
+fn cannot_fill(tool: &ToolSpec, unfilled: &Unfilled) -> String {
+    let missing = match unfilled {
+        Unfilled::Missing(missing) => missing.as_str(),
+        Unfilled::NotAllowed { property, named, allowed } => {
+            let listed: Vec<String> = allowed.iter().take(8).map(|c| format!("\"{c}\"")).collect();
+            let now = if listed.is_empty() {
+                "nothing now (its enum is empty)".to_string()
+            } else {
+                format!("{} now", listed.join(", "))
+            };
+            return format!(
+                "There is no \"{named}\" here: {}'s {property} can be {now}, so I did not use {}.",
+                tool.name, tool.name
+            );
+        }
+    };
+    let tool = &normalized(tool);
     let schema = tool.parameters.get("properties").and_then(|p| p.get(missing)).cloned().unwrap_or(Value::Null);
     let choices = options(&schema);
     let kind = schema.get("type").and_then(Value::as_str).unwrap_or("");
@@ -616,7 +703,8 @@ fn need_to_know(tool: &ToolSpec, missing: &str) -> String {
 
 /// Fills a tool's arguments from the request and earlier results. `Err` names a required
 /// argument that cannot be filled.
-fn fill_args(tool: &ToolSpec, intent: Intent, request_text: &str, steps: &[Step<'_>]) -> Result<Value, String> {
+fn fill_args(tool: &ToolSpec, intent: Intent, request_text: &str, steps: &[Step<'_>]) -> Result<Value, Unfilled> {
+    let tool = &normalized(tool);
     let request = words(request_text);
     let mut args = Map::new();
     let properties = tool.parameters.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
@@ -628,6 +716,15 @@ fn fill_args(tool: &ToolSpec, intent: Intent, request_text: &str, steps: &[Step<
         .unwrap_or_default();
     let command = (intent == Intent::RunCommand).then(|| command_in(request_text)).flatten();
     let lone_string = lone_required_string(&properties, &required);
+    let required_strings: Vec<&str> = required
+        .iter()
+        .filter(|r| {
+            properties
+                .get(r.as_str())
+                .is_some_and(|p| p.get("type").and_then(Value::as_str) == Some("string") || lists_values(p))
+        })
+        .map(String::as_str)
+        .collect();
     for (name, schema) in &properties {
         let lower = name.to_lowercase();
         if let Some(command) = command.as_ref().filter(|_| command_property(tool) == Some(name.as_str())) {
@@ -636,14 +733,31 @@ fn fill_args(tool: &ToolSpec, intent: Intent, request_text: &str, steps: &[Step<
         }
         let kind = schema.get("type").and_then(Value::as_str).unwrap_or("");
         let choices = options(schema);
-        let value = if !choices.is_empty() {
+        // Strings from a list (an enum of the page's state may be empty: nothing goes then).
+        let from_list =
+            !choices.is_empty() || (lists_values(schema) && !matches!(kind, "integer" | "number" | "boolean"));
+        let value = if from_list {
             let comfortable = has(&request_text.to_lowercase(), &["comfortable", "best", "first class", "luxury"]);
             let wanted = if intent == Intent::BookTrip && comfortable && choices.iter().any(|c| c == "first") {
                 Some("first".to_string())
             } else {
                 best_option(&choices, &request)
             };
-            wanted.or_else(|| (choices.len() == 1).then(|| choices[0].clone())).map(Value::String)
+            match wanted {
+                Some(wanted) => Some(Value::String(wanted)),
+                // At most one value allowed, and the request names another: said so, never the
+                // allowed one taken instead ("delete groceries" with only "call mom" there).
+                None if choices.len() <= 1 => match named_value(tool, request_text) {
+                    // The words name a value for this property (the only required string one).
+                    Some(named) if required_strings == [name.as_str()] => {
+                        return Err(Unfilled::NotAllowed { property: name.clone(), named, allowed: choices });
+                    }
+                    Some(_) => None,
+                    // Nothing named ("remove it"): the only value there is.
+                    None => choices.first().cloned().map(Value::String),
+                },
+                None => None,
+            }
         } else if kind == "integer" || kind == "number" {
             if has(&lower, &["quantity", "qty", "count", "amount"]) {
                 quantity_in(&request).map(Value::from)
@@ -658,7 +772,8 @@ fn fill_args(tool: &ToolSpec, intent: Intent, request_text: &str, steps: &[Step<
             } else if lone_string.as_deref() == Some(name.as_str()) {
                 free_text(tool, request_text).map(Value::String)
             } else if has(&lower, &["query", "search", "text"]) {
-                Some(Value::String(request_text.to_string()))
+                // The words after the verb ("delete ghost" → "ghost"), else the whole request.
+                free_text(tool, request_text).or_else(|| Some(request_text.to_string())).map(Value::String)
             } else {
                 None
             }
@@ -669,7 +784,7 @@ fn fill_args(tool: &ToolSpec, intent: Intent, request_text: &str, steps: &[Step<
             Some(value) => {
                 args.insert(name.clone(), value);
             }
-            None if required.contains(name) => return Err(name.clone()),
+            None if required.contains(name) => return Err(Unfilled::Missing(name.clone())),
             None => {}
         }
     }
@@ -823,7 +938,7 @@ fn respond(request: &ChatRequest) -> ModelReply {
             if fill_args(book, intent, request_text, &steps).is_err() {
                 return match fill_args(find, Intent::FindTrains, request_text, &steps) {
                     Ok(args) => call(&find.name, args, n),
-                    Err(missing) => answer(format!("To look for trains I need the {missing}.")),
+                    Err(unfilled) => answer(format!("To look for trains I need the {}.", unfilled.property())),
                 };
             }
         }
@@ -858,7 +973,7 @@ fn respond(request: &ChatRequest) -> ModelReply {
     if let Some(goal) = goal {
         return match fill_args(goal, intent, request_text, &steps) {
             Ok(args) => call(&goal.name, args, n),
-            Err(missing) => answer(need_to_know(goal, &missing)),
+            Err(unfilled) => answer(cannot_fill(goal, &unfilled)),
         };
     }
     if let Some((navigation, args)) = navigation_tool(intent, tools) {
@@ -886,7 +1001,7 @@ fn respond(request: &ChatRequest) -> ModelReply {
             }
             return match fill_args(named, intent, request_text, &steps) {
                 Ok(args) => call(&named.name, args, n),
-                Err(missing) => answer(need_to_know(named, &missing)),
+                Err(unfilled) => answer(cannot_fill(named, &unfilled)),
             };
         }
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
@@ -1038,6 +1153,66 @@ mod tests {
 
     fn ask(text: &str, tools: Vec<ToolSpec>) -> ModelReply {
         respond(&ChatRequest { messages: vec![user(text)], tools, listed_tools: None })
+    }
+
+    /// A notes board as a Leptos app derives it: the colour an enum behind a `$ref` (each
+    /// variant with a doc comment: `oneOf` of `const`s), the border an `Option` of it.
+    fn notes_board() -> Vec<ToolSpec> {
+        let colour = json!({"oneOf": [{"const": "yellow", "description": "Yellow paper."}, {"const": "pink", "description": "Pink paper."}]});
+        vec![tool(
+            "note_colour",
+            "Change the colour of the board's notes.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "colour": {"$ref": "#/$defs/Colour"},
+                    "border": {"anyOf": [{"$ref": "#/$defs/Colour"}, {"type": "null"}]}
+                },
+                "required": ["colour"],
+                "$defs": {"Colour": colour}
+            }),
+        )]
+    }
+
+    #[test]
+    fn an_enum_behind_a_ref_is_read_where_it_is() {
+        let reply = ask("set the note colour to pink", notes_board());
+        assert_eq!(first_call(&reply), ("note_colour", &json!({"colour": "pink", "border": "pink"})));
+        let reply = ask("note colour: yellow", notes_board());
+        assert_eq!(first_call(&reply).1["colour"], json!("yellow"));
+    }
+
+    #[test]
+    fn a_named_value_that_is_not_allowed_is_said_so_and_nothing_else_is_taken() {
+        // Only "call mom" is on the list: "delete groceries" must not remove it.
+        for request in ["delete groceries", "Remove groceries from my list."] {
+            let reply = ask(request, todo_tools(&["call mom"]));
+            assert!(reply.tool_calls.is_empty(), "{request}: {reply:?}");
+            assert!(reply.text.contains("There is no \"groceries\""), "{request}: {}", reply.text);
+            assert!(reply.text.contains("\"call mom\""), "{}", reply.text);
+        }
+        // Nothing named: the only value there is.
+        let reply = ask("remove it", todo_tools(&["call mom"]));
+        assert_eq!(first_call(&reply), ("todo_remove", &json!({"title": "call mom"})));
+        // The list is empty: nothing to remove, nothing made up.
+        let reply = ask("delete ghost", todo_tools(&[]));
+        assert!(reply.tool_calls.is_empty(), "{reply:?}");
+        assert!(reply.text.contains("There is no \"ghost\""), "{}", reply.text);
+        // A name that matches is taken, as before.
+        let reply = ask("remove call mom", todo_tools(&["call mom", "buy milk"]));
+        assert_eq!(first_call(&reply), ("todo_remove", &json!({"title": "call mom"})));
+    }
+
+    #[test]
+    fn a_text_property_gets_the_words_after_the_verb() {
+        // Not required, so not the lone required string: the `text` rule fills it.
+        let tools = vec![tool(
+            "note_add",
+            "Add a note to the board.",
+            json!({"type": "object", "properties": {"text": {"type": "string"}, "pinned": {"type": "boolean"}}}),
+        )];
+        let reply = ask("add buy milk", tools);
+        assert_eq!(first_call(&reply), ("note_add", &json!({"text": "buy milk"})));
     }
 
     #[test]
