@@ -16,7 +16,8 @@
 // `cargo xtask bench --tasks` sets them from its flags. Prints one table per app, mode and suite
 // and a summary; writes BENCH_OUT/results.json and BENCH_OUT/report.md.
 
-import { execFileSync } from "node:child_process";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import { loadavg } from "node:os";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
@@ -25,6 +26,7 @@ import { SHOP_TASKS, SHOP_ORDER, TODO_TASKS, TODO_ORDER, TRAVEL_TASKS, TRAVEL_OR
 import { startProxy, runTask, openPage, shopState, shopSetUp, todoState, judge } from "./lib.mjs";
 
 const env = process.env;
+const execFileAsync = promisify(execFile);
 const list = (name, fallback) => (env[name] ? env[name].split(",").map((s) => s.trim()).filter(Boolean) : fallback);
 const MODES = list("BENCH_MODES", ["constrained"]);
 const APP_NAMES = list("BENCH_APPS", ["shop", "shop+instructions", "todo-react", "travel"]);
@@ -104,10 +106,11 @@ async function pageSuite(browser, server, proxy, app, suite) {
 }
 
 /** The travel example: bench/travel-local, a conversation or each request on its own. */
-function travelSuite(proxy, app, mode, suite) {
+async function travelSuite(proxy, app, mode, suite) {
   const tasks = suite.seed === null ? pick(app, app.order) : pick(app, orderOf(app, suite.seed));
   const args = [proxy.url, mode, ...(suite.seed === null ? [] : ["--conversation"]), ...tasks.map((t) => t.say)];
-  const out = execFileSync(env.TETHER_TRAVEL_BIN, args, { encoding: "utf8", timeout: 3_600_000, maxBuffer: 64 << 20 });
+  // Not execFileSync: the counting proxy the example calls lives in this process's event loop.
+  const { stdout: out } = await execFileAsync(env.TETHER_TRAVEL_BIN, args, { encoding: "utf8", timeout: 3_600_000, maxBuffer: 64 << 20 });
   const lines = out.trim().split("\n").map((line) => JSON.parse(line));
   return lines.map((run, n) => {
     const task = tasks[n];
@@ -190,7 +193,7 @@ async function main() {
       if (app.travel) {
         for (const suite of suites()) {
           log(`${name}, tool mode ${mode}, ${suite.name}`);
-          rows.push({ app: name, mode, suite: suite.name, banner: "travel-local", results: travelSuite(proxy, app, mode, suite) });
+          rows.push({ app: name, mode, suite: suite.name, banner: "travel-local", results: await travelSuite(proxy, app, mode, suite) });
           rows.at(-1).summary = summarise(rows.at(-1).results);
           save();
         }

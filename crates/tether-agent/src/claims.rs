@@ -339,6 +339,17 @@ pub(crate) fn nudge(claim: &str) -> String {
 /// the claim is not repeated to the user (the conversation keeps what the model wrote).
 pub(crate) const WITHDRAWN: &str = "I could not do that: no tool call in this request did it, so nothing was done. (Tether withheld an answer that said otherwise.)";
 
+/// [`WITHDRAWN`] for a run whose other calls did something: it says what (`done`, the run's
+/// "What was done:" list), never that nothing was done.
+pub(crate) fn withdrawn(done: Option<&str>) -> String {
+    match done {
+        None => WITHDRAWN.to_string(),
+        Some(done) => format!(
+            "I could not do that: no tool call in this request did it. (Tether withheld an answer that said otherwise.) {done}"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

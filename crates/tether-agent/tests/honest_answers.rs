@@ -125,6 +125,25 @@ async fn a_claim_no_tool_backs_is_withheld_and_the_model_is_told_once() {
 }
 
 #[tokio::test]
+async fn a_withheld_claim_says_what_the_run_did_do_never_that_nothing_was_done() {
+    // "Change the price of the red mug to $1.": the page has no such tool; the model adds a mug
+    // and claims the price was changed, twice.
+    let model = ReplayModel::new(vec![
+        call("cart_add", json!({"productId": "mug-red"})),
+        text("The price of the red mug has been changed to $1."),
+        text("The price of the red mug has been changed to $1."),
+    ]);
+    let agent = AgentLoop::new(model.clone());
+    let shop = Shop::new();
+    let run = run(&agent, &shop, "Change the price of the red mug to $1.").await;
+    assert_eq!(*shop.ran.lock().unwrap(), ["cart_add"]);
+    let answer = &run.outcome.answer;
+    assert!(answer.starts_with("I could not do that: no tool call in this request did it."), "{answer}");
+    assert!(!answer.contains("nothing was done"), "{answer}");
+    assert!(answer.contains("What was done:\n- cart_add {\"productId\":\"mug-red\"}: cart_add done"), "{answer}");
+}
+
+#[tokio::test]
 async fn a_claim_made_again_is_not_delivered() {
     let model = ReplayModel::new(vec![text("I have emptied your cart."), text("I have emptied your cart.")]);
     let agent = AgentLoop::new(model.clone());
