@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::cmd::{in_repo, repo_root, run, step};
 use crate::toolchain::{self, Needs, WasmToolchain};
-use crate::wasm::{ModuleSizes, finish_module, shipped_wasm};
+use crate::wasm::{ModuleSizes, finish_module, shipped_wasm_in};
 
 /// The profile shipping builds use (the workspace's `[profile.wasm-release]`), given on the
 /// command line so that a crate outside this workspace needs no profile of its own, and builds
@@ -23,15 +23,20 @@ const WASM_RELEASE_PROFILE: [&str; 6] = [
 ];
 
 const LEPTOS_APP_HELP: &str = "\
-cargo xtask leptos-app <CRATE_DIR> [--out DIR] [--serve] [--addr HOST:PORT]
+cargo xtask leptos-app <CRATE_DIR> [--out DIR] [--target-dir DIR] [--serve] [--addr HOST:PORT]
 
 Builds a Leptos (CSR) crate for the browser the way the storefront is built: cargo for
 wasm32-unknown-unknown (profile wasm-release, std from source where the toolchain needs it),
 wasm-bindgen --target web, wasm-opt -Oz. Writes <CRATE_DIR>/dist (or --out): index.html, the JS
-glue and the .wasm. A binary target (src/main.rs with `fn main() { mount_to_body(App) }`) runs
+glue (minified as <name>.min.js, which index.html loads) and the .wasm. A binary target (src/main.rs with `fn main() { mount_to_body(App) }`) runs
 at load; a library needs `#[wasm_bindgen(start)]`. Files in <CRATE_DIR>/static are copied into
 dist (an index.html there replaces the generated one). Without a Cargo.lock, the crate gets a
 copy of this checkout's, so it builds with the versions Tether is tested with.
+
+It installs only what the build takes (the wasm toolchain, wasm-bindgen, and binaryen and
+esbuild from npm into target/build-tools), not what the workspace's tests need. Cargo builds
+into --target-dir, else $CARGO_TARGET_DIR/wasm-ship, else this checkout's target/wasm-ship
+(shared with the examples, so a second app builds quickly).
 
 --serve then runs `tether serve --static <dist>` (built-in model) on --addr (default
 127.0.0.1:8787): open the printed URL and talk to the agent in the chat.
@@ -43,10 +48,12 @@ pub(crate) fn leptos_app(args: &[String]) -> Result<()> {
     let mut out = None;
     let mut serve = false;
     let mut addr = "127.0.0.1:8787".to_string();
+    let mut target_dir = None;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--out" => out = Some(PathBuf::from(args.next().context("--out needs a folder")?)),
+            "--target-dir" => target_dir = Some(PathBuf::from(args.next().context("--target-dir needs a folder")?)),
             "--serve" => serve = true,
             "--addr" => addr = args.next().context("--addr needs HOST:PORT")?.clone(),
             "--help" | "-h" => {
@@ -60,8 +67,9 @@ pub(crate) fn leptos_app(args: &[String]) -> Result<()> {
     let cwd = std::env::current_dir()?;
     let dir = cwd.join(dir.with_context(|| format!("which crate?\n\n{LEPTOS_APP_HELP}"))?);
     let out = out.map_or_else(|| dir.join("dist"), |out| cwd.join(out));
-    let toolchain = toolchain::setup(Needs::default())?;
-    let sizes = build_leptos_app(toolchain, &dir, &out)?;
+    let target_dir = app_target_dir(target_dir.map(|t| cwd.join(t)), std::env::var_os("CARGO_TARGET_DIR"));
+    let toolchain = toolchain::setup(Needs::app_build())?;
+    let sizes = build_leptos_app_into(toolchain, &dir, &out, &target_dir)?;
     crate::wasm::print_sizes(std::slice::from_ref(&sizes));
     eprintln!("[xtask] built {} into {}", dir.display(), out.display());
     if serve {
@@ -111,8 +119,31 @@ fn browser_target(manifest: &Path) -> Result<(String, &'static str, bool)> {
     }
 }
 
+/// Where `cargo xtask leptos-app` builds: `--target-dir`, else `$CARGO_TARGET_DIR/wasm-ship`,
+/// else the checkout's shipping target directory.
+fn app_target_dir(flag: Option<PathBuf>, env: Option<std::ffi::OsString>) -> PathBuf {
+    flag.or_else(|| env.filter(|e| !e.is_empty()).map(|e| PathBuf::from(e).join("wasm-ship")))
+        .unwrap_or_else(|| repo_root().join(toolchain::SHIPPING_TARGET_DIR))
+}
+
+/// The `index.html` written beside an app's module `name`: it loads the minified glue.
+fn index_html(name: &str) -> String {
+    format!(
+        "<!doctype html>\n<html lang=\"en\">\n<head>\n  <meta charset=\"utf-8\">\n  \
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n  <title>{name}</title>\n</head>\n\
+         <body>\n  <noscript>This app needs JavaScript and WebAssembly.</noscript>\n  <script type=\"module\">\n    \
+         import init from \"/{name}.min.js\";\n    await init({{ module_or_path: \"/{name}_bg.wasm\" }});\n  </script>\n\
+         </body>\n</html>\n"
+    )
+}
+
 /// Builds the crate in `dir` for the browser into `out` (shipping build, shared target folder).
 pub(crate) fn build_leptos_app(toolchain: WasmToolchain, dir: &Path, out: &Path) -> Result<ModuleSizes> {
+    build_leptos_app_into(toolchain, dir, out, &repo_root().join(toolchain::SHIPPING_TARGET_DIR))
+}
+
+/// [`build_leptos_app`] with cargo's target directory `target_dir`.
+fn build_leptos_app_into(toolchain: WasmToolchain, dir: &Path, out: &Path, target_dir: &Path) -> Result<ModuleSizes> {
     let manifest = dir.join("Cargo.toml");
     anyhow::ensure!(manifest.is_file(), "{} has no Cargo.toml", dir.display());
     let (name, kind, own_workspace) = browser_target(&manifest)?;
@@ -122,7 +153,7 @@ pub(crate) fn build_leptos_app(toolchain: WasmToolchain, dir: &Path, out: &Path)
         std::fs::copy(repo_root().join("Cargo.lock"), &lock)?;
     }
     step(format!("building {} for the browser", dir.display()));
-    let mut cargo = toolchain.cargo_shipping(if kind == "bin" { "build" } else { "rustc" });
+    let mut cargo = toolchain.cargo_shipping_into(if kind == "bin" { "build" } else { "rustc" }, target_dir);
     cargo.arg("--manifest-path").arg(&manifest).args(["--profile", "wasm-release"]);
     for setting in WASM_RELEASE_PROFILE {
         cargo.args(["--config", setting]);
@@ -136,15 +167,8 @@ pub(crate) fn build_leptos_app(toolchain: WasmToolchain, dir: &Path, out: &Path)
     if out.exists() {
         std::fs::remove_dir_all(out)?;
     }
-    let sizes = finish_module(&shipped_wasm(&name), out, &format!("{name} (whole app)"))?;
-    let html = format!(
-        "<!doctype html>\n<html lang=\"en\">\n<head>\n  <meta charset=\"utf-8\">\n  \
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n  <title>{name}</title>\n</head>\n\
-         <body>\n  <noscript>This app needs JavaScript and WebAssembly.</noscript>\n  <script type=\"module\">\n    \
-         import init from \"/{name}.js\";\n    await init({{ module_or_path: \"/{name}_bg.wasm\" }});\n  </script>\n\
-         </body>\n</html>\n"
-    );
-    std::fs::write(out.join("index.html"), html)?;
+    let sizes = finish_module(&shipped_wasm_in(target_dir, &name), out, &format!("{name} (whole app)"))?;
+    std::fs::write(out.join("index.html"), index_html(&name))?;
     let statics = dir.join("static");
     if statics.is_dir() {
         for entry in std::fs::read_dir(&statics)? {
@@ -222,4 +246,33 @@ pub(crate) fn pack_react(runtime: &ModuleSizes) -> Result<PathBuf> {
     anyhow::ensure!(tarball.is_file(), "npm pack wrote no {}", tarball.display());
     eprintln!("[xtask] @tether/react: {}", tarball.display());
     Ok(tarball)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_generated_page_loads_the_minified_glue() {
+        let html = index_html("notes");
+        assert!(html.contains("import init from \"/notes.min.js\""), "{html}");
+        assert!(html.contains("module_or_path: \"/notes_bg.wasm\""), "{html}");
+    }
+
+    #[test]
+    fn an_app_builds_where_the_user_says() {
+        let flag = PathBuf::from("/tmp/mine");
+        assert_eq!(app_target_dir(Some(flag.clone()), Some("/elsewhere".into())), flag);
+        assert_eq!(app_target_dir(None, Some("/elsewhere".into())), PathBuf::from("/elsewhere/wasm-ship"));
+        assert_eq!(app_target_dir(None, Some("".into())), repo_root().join("target/wasm-ship"));
+        assert_eq!(app_target_dir(None, None), repo_root().join("target/wasm-ship"));
+    }
+
+    #[test]
+    fn an_app_build_installs_only_what_it_takes() {
+        let app = Needs::app_build().installs();
+        assert!(!app.workspace_npm && !app.python_mcp && !app.services && !app.browser, "{app:?}");
+        let tests = Needs { browser: true, ..Needs::default() }.installs();
+        assert!(tests.workspace_npm && tests.python_mcp && tests.services && tests.browser, "{tests:?}");
+    }
 }

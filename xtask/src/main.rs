@@ -49,7 +49,7 @@ fn main() -> Result<()> {
         "setup" => tasks::setup(),
         "test" => tasks::test(rest),
         "demo" => tasks::demo(rest),
-        "react-package" => app::react_package(toolchain::setup(toolchain::Needs::default())?).map(drop),
+        "react-package" => app::react_package(toolchain::setup(toolchain::Needs::app_build())?).map(drop),
         "leptos-app" => app::leptos_app(rest),
         "e2e" => tasks::e2e(rest),
         "size" => tasks::size(),

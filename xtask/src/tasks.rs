@@ -44,7 +44,7 @@ fn size_ceiling(toolchain: WasmToolchain) -> Result<u64> {
 }
 
 pub(crate) fn setup() -> Result<()> {
-    toolchain::setup(Needs { browser: true })?;
+    toolchain::setup(Needs { browser: true, ..Needs::default() })?;
     Ok(())
 }
 
@@ -113,7 +113,7 @@ pub(crate) fn bench(args: &[String]) -> Result<()> {
 
 /// The latency benchmark in headless Chromium (bench/browser), ajv side by side.
 fn browser_latency() -> Result<()> {
-    let toolchain = toolchain::setup(Needs { browser: true })?;
+    let toolchain = toolchain::setup(Needs { browser: true, ..Needs::default() })?;
     // The runtime as shipped, plus the `dev-api` methods the benchmark calls (`invokeLocal`,
     // `validate`), in its own folder so that the shipped module is not overwritten.
     let runtime = build_module(
@@ -258,7 +258,7 @@ fn task_bench(args: &[String]) -> Result<()> {
         .iter()
         .find(|(var, _)| *var == "BENCH_APPS")
         .map_or("shop,shop+instructions,todo-react,travel".to_string(), |(_, v)| v.clone());
-    let toolchain = toolchain::setup(Needs { browser: true })?;
+    let toolchain = toolchain::setup(Needs { browser: true, ..Needs::default() })?;
     let (leptos, _) = build_storefront(toolchain)?;
     let runtime = runtime_module(toolchain)?;
     if apps.contains("shop-react") {
@@ -376,7 +376,7 @@ fn start_test_peer() -> Result<(Background, String)> {
 }
 
 pub(crate) fn test(_args: &[String]) -> Result<()> {
-    let toolchain = toolchain::setup(Needs { browser: true })?;
+    let toolchain = toolchain::setup(Needs { browser: true, ..Needs::default() })?;
 
     step("formatting");
     run(in_repo("cargo").args(["fmt", "--all", "--check"]))?;
@@ -480,7 +480,7 @@ fn walkthroughs_end_to_end(runtime: &ModuleSizes, storefront: &Path, only: &[Str
 /// what it needs built first (the runtime, the Leptos storefront, examples/todo-leptos, the React
 /// package and `tether`).
 pub(crate) fn e2e(args: &[String]) -> Result<()> {
-    let toolchain = toolchain::setup(Needs { browser: true })?;
+    let toolchain = toolchain::setup(Needs { browser: true, ..Needs::default() })?;
     let runtime = runtime_module(toolchain)?;
     let (storefront, _) = build_storefront(toolchain)?;
     let todo_leptos_dir = repo_root().join("examples/todo-leptos");

@@ -19,6 +19,8 @@ use crate::cmd::{in_repo, on_path, probe, repo_root, run, step};
 
 /// Must equal the `wasm-bindgen` version pinned in the root `Cargo.toml`.
 pub(crate) const WASM_BINDGEN_VERSION: &str = "0.2.130";
+/// The checkout's target directory of shipping builds (see [`WasmToolchain::cargo_shipping`]).
+pub(crate) const SHIPPING_TARGET_DIR: &str = "target/wasm-ship";
 /// The rustup name given to Debian's toolchain.
 const DEBIAN_TOOLCHAIN: &str = "deb-web";
 
@@ -46,14 +48,19 @@ impl WasmToolchain {
     /// A `cargo` command for the wasm32 target with its own target directory (so host and
     /// wasm builds never invalidate each other).
     pub(crate) fn cargo(self, subcommand: &str) -> Command {
-        self.cargo_in(subcommand, "target/wasm")
+        self.cargo_in(subcommand, &repo_root().join("target/wasm"))
     }
 
     /// A `cargo` command that builds what ships to browsers: with std built from source, so
     /// that panics abort immediately, without formatting machinery (about 9 kB gzip less).
     /// The flags differ from test builds, so it has its own target directory.
     pub(crate) fn cargo_shipping(self, subcommand: &str) -> Command {
-        let mut command = self.cargo_in(subcommand, "target/wasm-ship");
+        self.cargo_shipping_into(subcommand, &repo_root().join(SHIPPING_TARGET_DIR))
+    }
+
+    /// [`WasmToolchain::cargo_shipping`] with the target directory `target_dir`.
+    pub(crate) fn cargo_shipping_into(self, subcommand: &str, target_dir: &std::path::Path) -> Command {
+        let mut command = self.cargo_in(subcommand, target_dir);
         let from_source = self.ships_std_from_source();
         if self == WasmToolchain::Rustup && from_source {
             // rustup's prebuilt std cannot abort without formatting: build it from `rust-src`
@@ -77,7 +84,7 @@ impl WasmToolchain {
         }
     }
 
-    fn cargo_in(self, subcommand: &str, target_dir: &str) -> Command {
+    fn cargo_in(self, subcommand: &str, target_dir: &std::path::Path) -> Command {
         let mut command;
         match self {
             WasmToolchain::Rustup => {
@@ -97,7 +104,7 @@ impl WasmToolchain {
                 command.env("RUSTC_BOOTSTRAP", "1").env_remove("RUSTUP_TOOLCHAIN").env_remove("RUSTC");
             }
         }
-        command.env("CARGO_TARGET_DIR", repo_root().join(target_dir));
+        command.env("CARGO_TARGET_DIR", target_dir);
         command.env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", "wasm-bindgen-test-runner");
         command.env("WASM_BINDGEN_TEST_WEBDRIVER_JSON", repo_root().join("webdriver.json"));
         if std::path::Path::new("/usr/bin/chromedriver").exists() {
@@ -245,6 +252,40 @@ fn install_python_mcp() -> Result<()> {
 pub(crate) struct Needs {
     /// A headless Chromium and its driver.
     pub(crate) browser: bool,
+    /// Only what building a user's app takes (`cargo xtask leptos-app`, `react-package`): the
+    /// wasm toolchain, wasm-bindgen, wasm-opt and esbuild; not the workspace's npm packages, the
+    /// MCP Python SDK or the services the tests start.
+    pub(crate) app_build: bool,
+}
+
+impl Needs {
+    /// What building a user's app takes (see [`Needs::app_build`]).
+    pub(crate) fn app_build() -> Needs {
+        Needs { browser: false, app_build: true }
+    }
+
+    /// What [`setup`] installs for these needs, beside the wasm toolchain and wasm-bindgen.
+    pub(crate) fn installs(self) -> Installs {
+        Installs {
+            browser: self.browser,
+            services: !self.app_build,
+            workspace_npm: !self.app_build,
+            python_mcp: !self.app_build,
+        }
+    }
+}
+
+/// What [`setup`] installs beside the wasm toolchain and wasm-bindgen (see [`Needs::installs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Installs {
+    /// Chromium and chromedriver.
+    pub(crate) browser: bool,
+    /// jq, python3 and redis-server (the hook examples and the store tests).
+    pub(crate) services: bool,
+    /// `npm ci` of the whole workspace (else only binaryen and esbuild, see [`build_tool`]).
+    pub(crate) workspace_npm: bool,
+    /// The MCP Python SDK in `target/python-mcp`.
+    pub(crate) python_mcp: bool,
 }
 
 /// Installs everything, skipping what is already there. Returns the wasm toolchain to use.
@@ -266,21 +307,73 @@ pub(crate) fn setup(needs: Needs) -> Result<WasmToolchain> {
         }
     }
     install_wasm_bindgen_cli()?;
+    let installs = needs.installs();
     let browser_missing =
         !std::path::Path::new("/usr/bin/chromium").exists() || !std::path::Path::new("/usr/bin/chromedriver").exists();
-    if needs.browser && browser_missing {
+    if installs.browser && browser_missing {
         apt_install(&["chromium", "chromium-driver"])?;
     }
-    // The declarative-hook examples use jq and python3 (the hooks' PATH is /usr/local/bin:/usr/bin:/bin);
-    // the Redis store's tests start redis-server instances of their own (never the machine's 6379).
-    apt_install(&["jq", "python3", "redis-server"])?;
-    install_npm_packages()?;
-    install_python_mcp()?;
+    if installs.services {
+        // The declarative-hook examples use jq and python3 (the hooks' PATH is /usr/local/bin:/usr/bin:/bin);
+        // the Redis store's tests start redis-server instances of their own (never the machine's 6379).
+        apt_install(&["jq", "python3", "redis-server"])?;
+    }
+    if installs.workspace_npm {
+        install_npm_packages()?;
+    } else {
+        install_build_tools()?;
+    }
+    if installs.python_mcp {
+        install_python_mcp()?;
+    }
     eprintln!("[xtask] wasm toolchain: {toolchain:?}");
     Ok(toolchain)
 }
 
 /// The path of npm's `wasm-opt` (binaryen 132: Debian's binaryen 108 breaks wasm-bindgen output).
 pub(crate) fn wasm_opt() -> PathBuf {
-    repo_root().join("node_modules/.bin/wasm-opt")
+    build_tool("wasm-opt")
+}
+
+/// The npm packages an app build runs: wasm-opt and esbuild (for the `.min.js`).
+const BUILD_TOOL_PACKAGES: [&str; 2] = ["binaryen", "esbuild"];
+
+/// Where an app build's npm tools go when the workspace's `node_modules` lacks them.
+fn build_tools_dir() -> PathBuf {
+    repo_root().join("target/build-tools")
+}
+
+/// A command of the build tools' npm packages: the workspace's (after `npm ci`), else the one
+/// [`install_build_tools`] put in `target/build-tools`.
+pub(crate) fn build_tool(name: &str) -> PathBuf {
+    let workspace = repo_root().join("node_modules/.bin").join(name);
+    if workspace.exists() { workspace } else { build_tools_dir().join("node_modules/.bin").join(name) }
+}
+
+/// binaryen and esbuild alone, at the versions of the workspace's `package.json`, into
+/// `target/build-tools` (seconds, where `npm ci` of the workspace takes minutes).
+fn install_build_tools() -> Result<()> {
+    if ["wasm-opt", "esbuild"].iter().all(|tool| build_tool(tool).exists()) {
+        return Ok(());
+    }
+    if !on_path("npm") {
+        apt_install(&["nodejs", "npm"])?;
+    }
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(repo_root().join("package.json"))?)?;
+    let mut specs = Vec::new();
+    for package in BUILD_TOOL_PACKAGES {
+        let version = manifest["devDependencies"][package]
+            .as_str()
+            .or_else(|| manifest["dependencies"][package].as_str())
+            .with_context(|| format!("package.json pins no {package}"))?;
+        specs.push(format!("{package}@{version}"));
+    }
+    step(format!("npm install {} into target/build-tools", specs.join(" ")));
+    let dir = build_tools_dir();
+    std::fs::create_dir_all(&dir)?;
+    run(Command::new("npm")
+        .args(["install", "--no-audit", "--no-fund", "--no-save", "--prefix"])
+        .arg(&dir)
+        .args(&specs))
 }

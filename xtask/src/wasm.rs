@@ -48,7 +48,7 @@ pub(crate) fn gzip_size(path: &Path) -> Result<u64> {
 /// gzip -9 size of a JS file after `esbuild --minify`, as an app's bundler would ship it.
 pub(crate) fn minified_gzip_size(path: &Path) -> Result<u64> {
     let minified = path.with_extension("min.js");
-    let esbuild = crate::cmd::repo_root().join("node_modules/.bin/esbuild");
+    let esbuild = crate::toolchain::build_tool("esbuild");
     run(in_repo(esbuild)
         .arg(path)
         .args(["--minify", "--format=esm", "--log-level=warning"])
@@ -82,7 +82,12 @@ pub(crate) fn build_module(
 /// Where a shipping build leaves the `.wasm` of the cargo target `name` (a library's name has
 /// underscores; a binary's keeps its hyphens).
 pub(crate) fn shipped_wasm(name: &str) -> PathBuf {
-    crate::cmd::repo_root().join(format!("target/wasm-ship/wasm32-unknown-unknown/wasm-release/{name}.wasm"))
+    shipped_wasm_in(&crate::cmd::repo_root().join(crate::toolchain::SHIPPING_TARGET_DIR), name)
+}
+
+/// The module `name` a shipping build left in the target directory `target_dir`.
+pub(crate) fn shipped_wasm_in(target_dir: &Path, name: &str) -> PathBuf {
+    target_dir.join(format!("wasm32-unknown-unknown/wasm-release/{name}.wasm"))
 }
 
 /// `wasm-bindgen --target web` and `wasm-opt` for a module cargo built, into `out_dir`.
