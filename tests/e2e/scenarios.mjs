@@ -209,6 +209,59 @@ export function defineScenarios({ app, dist }) {
     }
   });
 
+  test(`${app}: the chat follows its newest line, unless the user scrolled up to read`, async () => {
+    const { page, errors, close } = await open();
+    const lines = page.locator(".tether-chat-lines");
+    const gap = () => lines.evaluate((list) => list.scrollHeight - list.scrollTop - list.clientHeight);
+    for (let n = 0; n < 8; n++) await ask(page, "what is in my cart?");
+    assert.ok(await lines.evaluate((list) => list.scrollHeight > list.clientHeight * 1.5), "the lines overflow the panel");
+    // The newest answer is in view once drawn (the panel scrolls after it is drawn).
+    await page.waitForFunction(() => {
+      const list = document.querySelector(".tether-chat-lines");
+      return list.scrollHeight - list.scrollTop - list.clientHeight <= 2;
+    });
+    // The user scrolls up to read: new lines do not take the view away.
+    await lines.evaluate((list) => {
+      list.scrollTop = 0;
+      list.dispatchEvent(new Event("scroll"));
+    });
+    await ask(page, "what is in my cart?");
+    assert.equal(await lines.evaluate((list) => list.scrollTop), 0);
+    assert.ok((await gap()) > 100, "still where the user scrolled");
+    // Back at the bottom, it follows again.
+    await lines.evaluate((list) => {
+      list.scrollTop = list.scrollHeight;
+      list.dispatchEvent(new Event("scroll"));
+    });
+    await ask(page, "what is in my cart?");
+    await page.waitForFunction(() => {
+      const list = document.querySelector(".tether-chat-lines");
+      return list.scrollHeight - list.scrollTop - list.clientHeight <= 2;
+    });
+    assert.deepEqual(errors, []);
+    await close();
+  });
+
+  test(`${app}: a server restarted: the outage's error line says it ended, in the past tense`, async () => {
+    const port = await freePort();
+    let restarted = await startServer(dist, `127.0.0.1:${port}`);
+    const { page, errors, close } = await open("/", port);
+    try {
+      await restarted.stopped();
+      const line = page.getByTestId("runtime-error").last();
+      await line.filter({ hasText: "lost the connection to the agent server" }).waitFor();
+      restarted = await startServer(dist, `127.0.0.1:${port}`);
+      await page.locator('[data-testid="inspector-connection"][data-state="open"]').waitFor();
+      await line.filter({ hasText: "was lost and is back" }).waitFor();
+      const texts = await page.getByTestId("runtime-error").allInnerTexts();
+      assert.ok(!texts.some((t) => /retrying|reconnecting/i.test(t)), JSON.stringify(texts));
+      assert.deepEqual(errors, []);
+    } finally {
+      await close();
+      restarted.stop();
+    }
+  });
+
   test(`${app}: "check out" needs a critical approval and places the order`, async () => {
     const { page, close } = await open();
     await ask(page, "add the black t-shirt in size M to my cart");
@@ -492,7 +545,11 @@ export function defineScenarios({ app, dist }) {
     await say(page, "remove the red mug");
     await page.getByTestId("approval-dialog").waitFor();
     await page.getByTestId("approval-edit").click();
-    await page.locator('[data-testid="approval-arg-input"][data-field="productId"]').fill("mug-blue");
+    // The product is a choice of the values the tool allows (the cart's products), not free text.
+    const product = page.locator('[data-testid="approval-arg-input"][data-field="productId"]');
+    assert.equal(await product.evaluate((field) => field.tagName), "SELECT");
+    assert.deepEqual((await product.locator("option").allInnerTexts()).sort(), ["mug-blue", "mug-red"]);
+    await product.selectOption("mug-blue");
     await page.screenshot({ path: artifactPath(app, "edit-args.png") });
     await page.getByTestId("approval-approve").click();
     const answer = await nextAnswer(page, count);

@@ -862,7 +862,8 @@ impl AgentLoop {
                             "the answer claims an action no tool took, again; withheld"
                         );
                         // What streamed before the claim stays; the claim is not delivered.
-                        let done = (!state.done.is_empty()).then(|| state.summary(RunStatus::Completed, self.max_turns));
+                        let done =
+                            (!state.done.is_empty()).then(|| state.summary(RunStatus::Completed, self.max_turns));
                         reply.text = claims::withdrawn(done.as_deref());
                         if hold_text {
                             held.lock().expect("held text").clone_from(&reply.text);

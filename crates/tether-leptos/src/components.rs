@@ -59,6 +59,53 @@ fn editable(value: &Value) -> bool {
     matches!(value, Value::String(_) | Value::Number(_) | Value::Bool(_))
 }
 
+/// How deep [`allowed_values`] follows a `$ref` into itself.
+const MAX_REF_DEPTH: usize = 8;
+
+/// The values a field of a tool's arguments allows, when its schema lists them: `enum`, `const`,
+/// or `oneOf`/`anyOf` of those, through local `$ref`s (`#/$defs/…`, `#/definitions/…`, as
+/// schemars writes a Rust enum), `null` left out. `None` when the schema does not list them (any
+/// value of its type goes). The approval dialog offers them as a choice.
+pub fn allowed_values(parameters: &Value, field: &str) -> Option<Vec<Value>> {
+    fn resolve<'a>(root: &'a Value, node: &'a Value, depth: usize) -> Option<&'a Value> {
+        match node.get("$ref").and_then(Value::as_str) {
+            Some(reference) if reference.starts_with('#') => {
+                if depth >= MAX_REF_DEPTH {
+                    return None;
+                }
+                resolve(root, root.pointer(&reference[1..])?, depth + 1)
+            }
+            _ => node.is_object().then_some(node),
+        }
+    }
+    fn values(root: &Value, node: &Value, depth: usize) -> Option<Vec<Value>> {
+        let schema = resolve(root, node, depth)?;
+        if let Some(listed) = schema.get("enum").and_then(Value::as_array) {
+            return Some(listed.iter().filter(|v| !v.is_null()).cloned().collect());
+        }
+        if let Some(constant) = schema.get("const") {
+            return Some(if constant.is_null() { Vec::new() } else { vec![constant.clone()] });
+        }
+        let branches = schema.get("oneOf").or_else(|| schema.get("anyOf")).and_then(Value::as_array)?;
+        let mut found = Vec::new();
+        for branch in branches {
+            if resolve(root, branch, depth + 1).and_then(|b| b.get("type")) == Some(&Value::from("null")) {
+                continue;
+            }
+            found.extend(values(root, branch, depth + 1)?);
+        }
+        Some(found)
+    }
+    values(parameters, parameters.get("properties")?.get(field)?, 0)
+}
+
+/// What the dialog offers for a field with [`allowed_values`]: each as the text an edit holds.
+fn choices(parameters: Option<&Value>, field: &str) -> Option<Vec<String>> {
+    let values = allowed_values(parameters?, field)?;
+    (!values.is_empty())
+        .then(|| values.iter().map(|v| v.as_str().map_or_else(|| v.to_string(), String::from)).collect())
+}
+
 /// Asks the user to approve `high` and `critical` tool calls, one at a time.
 ///
 /// It shows the tool, its risk, its description and the arguments, field by field
@@ -123,11 +170,16 @@ pub fn ApprovalDialog() -> impl IntoView {
                 current()
                     .map(|request| {
                         let can_edit = request.args.is_object();
+                        let parameters = context
+                            .state
+                            .tools
+                            .with_untracked(|tools| tools.iter().find(|t| t.name == request.tool).map(|t| t.parameters.clone()));
                         let args = args_summary(&request.args)
                             .into_iter()
                             .map(|(name, value)| {
                                 let field = name.clone();
                                 let can_edit = request.args.get(&name).is_some_and(editable);
+                                let allowed = choices(parameters.as_ref(), &name);
                                 let shown = move || {
                                     let field = field.clone();
                                     let value = value.clone();
@@ -136,6 +188,39 @@ pub fn ApprovalDialog() -> impl IntoView {
                                         Some(changed) => {
                                             let text = changed.iter().find(|(n, _)| *n == field).map_or(value, |(_, t)| t.clone());
                                             let name = field.clone();
+                                            // The field's new text, as the user types or picks it.
+                                            let edit = move |event: web_sys::Event| {
+                                                let text = event_target_value(&event);
+                                                edits.update(|edits| {
+                                                    if let Some(edits) = edits {
+                                                        edits.retain(|(n, _)| *n != name);
+                                                        edits.push((name.clone(), text));
+                                                    }
+                                                });
+                                            };
+                                            if let Some(allowed) = allowed.clone() {
+                                                // The values the tool allows: a choice, never a value its schema refuses.
+                                                let options = if allowed.contains(&text) { allowed } else { [vec![text.clone()], allowed].concat() };
+                                                let options = options
+                                                    .into_iter()
+                                                    .map(|choice| {
+                                                        let selected = choice == text;
+                                                        let shown = choice.clone();
+                                                        view! { <option value=choice selected=selected>{shown}</option> }
+                                                    })
+                                                    .collect_view();
+                                                return view! {
+                                                    <select
+                                                        aria-label=field.clone()
+                                                        data-testid="approval-arg-input"
+                                                        data-field=field
+                                                        on:change=edit
+                                                    >
+                                                        {options}
+                                                    </select>
+                                                }
+                                                .into_any();
+                                            }
                                             view! {
                                                 <input
                                                     type="text"
@@ -143,15 +228,7 @@ pub fn ApprovalDialog() -> impl IntoView {
                                                     data-testid="approval-arg-input"
                                                     data-field=field
                                                     prop:value=text
-                                                    on:input=move |event| {
-                                                        let text = event_target_value(&event);
-                                                        edits.update(|edits| {
-                                                            if let Some(edits) = edits {
-                                                                edits.retain(|(n, _)| *n != name);
-                                                                edits.push((name.clone(), text));
-                                                            }
-                                                        });
-                                                    }
+                                                    on:input=edit
                                                 />
                                             }
                                             .into_any()
@@ -252,11 +329,59 @@ fn default_tool_call(call: &ToolCallView) -> impl IntoView + use<> {
     }
 }
 
+/// How close to the bottom (in pixels) the chat counts as showing its newest line.
+const NEAR_BOTTOM_PX: i32 = 24;
+
+/// A scrolling list that follows its newest line (see [`follow_newest`]).
+#[derive(Clone, Copy)]
+struct FollowNewest {
+    list: NodeRef<html::Ol>,
+    following: StoredValue<bool>,
+    /// Where the list was scrolled to last to follow (its own scroll events are not the user's).
+    scrolled_to: StoredValue<i32>,
+}
+
+impl FollowNewest {
+    /// After a scroll: back at the bottom follows again; above where the list last put itself
+    /// (the user scrolled up) stops following. Lines that grew below change neither.
+    fn on_scroll(self) {
+        if let Some(list) = self.list.get_untracked() {
+            let gap = list.scroll_height() - list.scroll_top() - list.client_height();
+            if gap <= NEAR_BOTTOM_PX {
+                self.following.set_value(true);
+            } else if list.scroll_top() < self.scrolled_to.get_value() {
+                self.following.set_value(false);
+            }
+        }
+    }
+}
+
+/// Keeps the list at its newest line whenever `content` changes (lines arrive or grow), unless
+/// the user scrolled up to read older ones.
+fn follow_newest<T: Send + Sync + 'static>(content: RwSignal<T>) -> FollowNewest {
+    let follow =
+        FollowNewest { list: NodeRef::new(), following: StoredValue::new(true), scrolled_to: StoredValue::new(0) };
+    Effect::new(move |_| {
+        content.track();
+        // After the new lines are drawn.
+        request_animation_frame(move || {
+            if let Some(list) = follow.list.get_untracked()
+                && follow.following.get_value()
+            {
+                list.set_scroll_top(list.scroll_height());
+                follow.scrolled_to.set_value(list.scroll_top());
+            }
+        });
+    });
+    follow
+}
+
 /// A chat with the agent: the answer streams in as `AGENT_MESSAGE` frames arrive. Each tool
 /// call has its line at its place between the agent's words (`data-testid="chat-tool-call"`,
 /// `data-call-status`), drawn by its renderer ([`use_tool_call_renderer`](crate::use_tool_call_renderer)) if it has one. While not
 /// connected it says so, and a message written meanwhile is marked as waiting until it leaves.
-/// While a run is in progress, Stop ends it (`data-testid="chat-stop"`).
+/// While a run is in progress, Stop ends it (`data-testid="chat-stop"`). The lines follow the
+/// newest one unless the user has scrolled up.
 #[component]
 pub fn ChatPanel() -> impl IntoView {
     let context = agent_for("<ChatPanel/>");
@@ -269,6 +394,7 @@ pub fn ChatPanel() -> impl IntoView {
             && state.questions.with(|pending| pending.is_empty())
     };
     let draft = RwSignal::new(String::new());
+    let lines = follow_newest(state.messages);
     let on_submit = move |event: SubmitEvent| {
         event.prevent_default();
         let text = draft.get_untracked();
@@ -282,7 +408,7 @@ pub fn ChatPanel() -> impl IntoView {
     };
     view! {
         <section class="tether-chat" aria-label="Assistant" data-testid="chat-panel">
-            <ol class="tether-chat-lines" aria-live="polite">
+            <ol class="tether-chat-lines" aria-live="polite" node_ref=lines.list on:scroll=move |_| lines.on_scroll()>
                 <For
                     each=move || state.messages.get()
                     key=|line| {

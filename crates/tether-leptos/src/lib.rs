@@ -13,6 +13,54 @@
 //!
 //! Features: `csr` (default) turns on `leptos/csr`; an app that hydrates instead turns off the
 //! default features and turns on `hydrate`.
+//!
+//! # Risk
+//!
+//! A tool's risk is `none` unless its definition sets one (`ToolDef::new` gives `Risk::None`;
+//! `.risk(Risk::High)` changes it): `none` runs; `low` runs and the chat says so (a line
+//! `Running <tool> <args>`); `high` and `critical` wait for the user's approval
+//! ([`ApprovalDialog`]) and run only on a yes; `blocked` never runs. The server's
+//! `--risk-floor` can raise a tool's risk, never lower it.
+//!
+//! # Test ids
+//!
+//! The ready components carry these `data-testid`s for your own browser tests; they are part of
+//! the crate's public surface, and `@tether/react`'s components carry the same.
+//!
+//! | test id | element | attributes, and when it is there |
+//! | --- | --- | --- |
+//! | `chat-panel` | `<section>`, the chat | |
+//! | `chat-message` | `<li>`, a line of the user, the agent or the runtime | `data-status`: how the run ended (`completed`, `aborted`, `failed`, `refused`, `capped`, `max_turns`, `timed_out`, `loop_detected`) on the run's last agent line once it ended, else `""`; `data-waiting="true"` on a message written while offline, until it leaves |
+//! | `chat-tool-call` | `<li>`, a tool call at its place in the chat | `data-tool`: the tool's name; `data-call-status`: `streaming`, `approval`, `running`, `done`, `failed`, `refused` or `cancelled` |
+//! | `chat-status` | `<p role="status">` | only while not connected: says so, in words |
+//! | `chat-input` | `<input type="text">`, the message | |
+//! | `chat-send` | `<button type="submit">` | `disabled` while a run is in progress (not while it waits for an approval or an answer: then a message answers it) |
+//! | `chat-stop` | `<button>`, Stop | only while a run is in progress (as for `chat-send`) and connected |
+//! | `approval-dialog` | `<div role="dialog">` | only while a call waits for approval (the oldest first) |
+//! | `approval-risk` | `<span>` | text: the call's risk; class `tether-risk-<risk>` |
+//! | `approval-args` | `<dl>`, the arguments | |
+//! | `approval-arg` | `<div>`, one per field (`<dt>` name, `<dd>` value) | |
+//! | `approval-arg-input` | after Edit, per string, number or boolean field: a `<select>` when its schema lists the values (`enum`, `const`, `oneOf`/`anyOf` of them), else `<input type="text">` | `data-field`: the field's name |
+//! | `approval-reason` | `<input type="text">` | Enter there rejects, with its text as the reason |
+//! | `approval-approve` | `<button>` | text `Approve`, or `Approve with changes` after Edit |
+//! | `approval-edit` | `<button>` | only when the arguments are an object, until clicked |
+//! | `approval-reject` | `<button>` | has the focus when the dialog opens |
+//! | `approval-stop` | `<button>`, Stop the run | |
+//! | `tool-inspector` | `<aside>`, the inspector | |
+//! | `inspector-count` | `<span>` | text: how many tools the page has registered |
+//! | `inspector-connection` | `<span>` | `data-state`: `idle`, `connecting`, `open`, `reconnecting` or `closed`; text: the state in words |
+//! | `inspector-context-updates` | `<span>` | text: how many `CONTEXT_UPDATE`s were sent |
+//! | `inspector-note` | `<p>` | only while not connected |
+//! | `inspector-tool` | `<li>`, one per tool | `data-tool`: its name |
+//! | `inspector-refused` | `<li>`, one per refused registration | `data-event`: e.g. `tool.registry.limit` |
+//! | `inspector-call` | `<li>`, one per recent call | `data-status`: its result status (`ok`, `error`, `invalid_args`, `unknown_tool`, `denied`, `blocked`, `cancelled`, `timeout`, `interrupted`) |
+//! | `runtime-errors` | `<ul>`, the error list | |
+//! | `runtime-error` | `<li>`, one per error | text: the error |
+//! | `mcp-pair` | `<button>` ([`McpPairing`]) | only while not paired |
+//! | `mcp-pairing` | `<div role="region">` | only while paired |
+//! | `mcp-endpoint` | `<code>` | text: the endpoint |
+//! | `mcp-code` | `<span>` | text: the pairing code |
+//! | `mcp-unpair` | `<button>`, Stop sharing | |
 
 pub mod components;
 pub mod webmcp;
@@ -32,6 +80,7 @@ use tether_web::{
 
 pub use components::{
     ApprovalDialog, ChatPanel, MCP_PAIRING_KEY, McpPairing, McpPairingEntry, RuntimeErrors, ToolInspector,
+    allowed_values,
 };
 pub use tether_web::{ConnectionState, Risk, ToolDef, ToolSpec};
 pub use webmcp::use_webmcp;
@@ -284,8 +333,15 @@ pub fn connection_error(url: &str, attempt: u32, was_open: bool) -> String {
     }
 }
 
-fn is_connection_error(text: &str) -> bool {
-    text.starts_with("cannot reach the agent server") || text.starts_with("lost the connection to the agent server")
+/// What an outage's entry in the error list becomes once the connection is back: the same
+/// words in the past tense.
+pub fn connection_restored(url: &str, attempt: u32, was_lost: bool) -> String {
+    let tries = if attempt == 1 { "1 failed attempt".to_string() } else { format!("{attempt} failed attempts") };
+    if was_lost {
+        format!("the connection to the agent server at {url} was lost and is back ({tries})")
+    } else {
+        format!("the agent server at {url} could not be reached ({tries}); connected since")
+    }
 }
 
 /// The WebSocket URL of a `tether serve` on the page's own origin: `ws(s)://<host>/ws`. A dev
@@ -295,6 +351,15 @@ pub fn same_origin_url() -> String {
     let secure = location.as_ref().and_then(|l| l.protocol().ok()).is_some_and(|p| p == "https:");
     let host = location.and_then(|l| l.host().ok()).unwrap_or_else(|| "localhost".into());
     format!("{}://{host}/ws", if secure { "wss" } else { "ws" })
+}
+
+/// A connection outage going on: its entry in the error list, whether it began with a lost
+/// connection (rather than a server never reached), and the attempts that failed so far.
+#[derive(Clone)]
+struct Outage {
+    entry: String,
+    lost: bool,
+    attempts: u32,
 }
 
 /// What [`AgentProvider`] puts in the Leptos context.
@@ -313,6 +378,8 @@ pub struct AgentContext {
     renderers: StoredValue<HashMap<String, Renderer>, LocalStorage>,
     /// Opens a page of the app for a call whose tool is there (`None`: [`open_page`]).
     navigate: StoredValue<Option<Callback<String>>, LocalStorage>,
+    /// The outage going on now, if any.
+    outage: StoredValue<Option<Outage>, LocalStorage>,
     /// The reactive state.
     pub state: AgentState,
 }
@@ -585,18 +652,32 @@ fn apply_event(context: &AgentContext, url: &str, event: &ClientEvent) {
             match connection {
                 ConnectionState::Reconnecting => state.errors.update(|errors| {
                     // One entry per outage, updated as the attempts fail.
-                    let error = connection_error(url, *attempt, was_open);
-                    match errors.last_mut() {
-                        Some(last) if is_connection_error(last) && !was_open => *last = error,
-                        _ => push_kept(errors, error),
+                    let outage = context.outage.get_value();
+                    let lost = outage.as_ref().map_or(was_open, |o| o.lost);
+                    let error = connection_error(url, *attempt, lost);
+                    match outage.and_then(|o| errors.iter().rposition(|e| *e == o.entry)) {
+                        Some(at) => errors[at] = error.clone(),
+                        None => push_kept(errors, error.clone()),
                     }
+                    context.outage.set_value(Some(Outage { entry: error, lost, attempts: *attempt }));
                 }),
-                // Messages written while offline have now left.
-                ConnectionState::Open => state.messages.update(|lines| {
-                    for line in lines.iter_mut().filter(|l| l.waiting) {
-                        line.waiting = false;
+                ConnectionState::Open => {
+                    // The outage's entry says it ended.
+                    if let Some(outage) = context.outage.get_value() {
+                        context.outage.set_value(None);
+                        state.errors.update(|errors| {
+                            if let Some(at) = errors.iter().rposition(|e| *e == outage.entry) {
+                                errors[at] = connection_restored(url, outage.attempts, outage.lost);
+                            }
+                        });
                     }
-                }),
+                    // Messages written while offline have now left.
+                    state.messages.update(|lines| {
+                        for line in lines.iter_mut().filter(|l| l.waiting) {
+                            line.waiting = false;
+                        }
+                    });
+                }
                 _ => {}
             }
         }
@@ -869,6 +950,7 @@ pub fn AgentProvider(
         refresh_scheduled: StoredValue::new_local(false),
         renderers: StoredValue::new_local(HashMap::new()),
         navigate: StoredValue::new_local(navigate),
+        outage: StoredValue::new_local(None),
         state,
     };
 
@@ -913,14 +995,25 @@ pub fn AgentProvider(
     client.on_notify(move |notification: &Notification| {
         state.messages.update(|lines| {
             let text = format!("Running {} {}", notification.tool, notification.args);
-            lines.push(ChatLine {
+            let line = ChatLine {
                 key: format!("notify-{}", notification.call_id),
                 role: ChatRole::System,
                 text,
                 status: None,
                 waiting: false,
                 call: None,
-            });
+            };
+            // Before the call's own line when that is in the chat already (the notice may come after it).
+            let call_key = format!("call-{}", notification.call_id);
+            match lines.iter().position(|l| l.key == call_key) {
+                Some(at) => {
+                    lines.insert(at, line);
+                    if lines.len() > KEPT {
+                        lines.remove(0);
+                    }
+                }
+                None => push_kept(lines, line),
+            }
         });
     });
     client.on_error(move |error| state.errors.update(|errors| push_kept(errors, error.to_string())));

@@ -116,6 +116,50 @@ fn the_approval_dialog_lists_arguments_field_by_field() {
     assert_eq!(args_summary(&json!("plain")), vec![pair("", "plain")]);
 }
 
+/// A colour, each with a doc comment (schemars writes `oneOf` of `const`s behind a `$ref`).
+#[derive(Debug, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum Colour {
+    /// Yellow paper.
+    Yellow,
+    /// Pink paper.
+    Pink,
+}
+
+/// A note with a colour, an optional one, and free text.
+#[derive(Debug, Deserialize, JsonSchema, PartialEq)]
+struct NoteAdd {
+    text: String,
+    colour: Colour,
+    border: Option<Colour>,
+    shipping: Shipping,
+}
+
+#[test]
+fn the_approval_dialog_offers_the_values_a_derived_enum_allows() {
+    use tether_leptos::allowed_values;
+    let schema = schema_of::<NoteAdd>();
+    assert!(schema.to_string().contains("$ref"), "the enum is behind a $ref: {schema}");
+    let colours = Some(vec![json!("yellow"), json!("pink")]);
+    assert_eq!(allowed_values(&schema, "colour"), colours);
+    // `Option<Colour>`: the same values (null is no choice to offer).
+    assert_eq!(allowed_values(&schema, "border"), colours);
+    assert_eq!(allowed_values(&schema, "shipping"), Some(vec![json!("standard"), json!("express")]));
+    assert_eq!(allowed_values(&schema, "text"), None);
+    assert_eq!(allowed_values(&schema, "absent"), None);
+    // An enum of the page's state, emptied: nothing to choose (the dialog keeps a text box).
+    assert_eq!(allowed_values(&json!({"properties": {"title": {"enum": []}}}), "title"), Some(vec![]));
+    // A `$ref` that points nowhere, or into itself, lists nothing.
+    assert_eq!(allowed_values(&json!({"properties": {"x": {"$ref": "#/$defs/missing"}}}), "x"), None);
+    assert_eq!(
+        allowed_values(
+            &json!({"$defs": {"a": {"$ref": "#/$defs/a"}}, "properties": {"x": {"$ref": "#/$defs/a"}}}),
+            "x"
+        ),
+        None
+    );
+}
+
 #[test]
 fn a_lost_session_is_told_in_the_same_words_as_in_react() {
     let react = include_str!("../../../www/packages/react/src/store.ts");

@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState, type FormEvent, type KeyboardEvent } from "react";
+import { useEffect, useLayoutEffect, useRef, useState, type FormEvent, type KeyboardEvent } from "react";
 import type { Risk } from "../wasm/tether_web.js";
 import { useApprovalRequests, useRendererLookup, useTether, useTetherState } from "./hooks.js";
 import type { ToolCallView } from "./store.js";
@@ -39,6 +39,52 @@ export function editedArgs(args: Record<string, unknown>, edits: Record<string, 
   return result;
 }
 
+/** How deep `allowedValues` follows a `$ref` into itself. */
+const MAX_REF_DEPTH = 8;
+
+/**
+ * The values a field of a tool's arguments allows, when its schema lists them: `enum`, `const`,
+ * or `oneOf`/`anyOf` of those, through local `$ref`s (`#/$defs/…`, `#/definitions/…`), `null`
+ * left out. `null` when the schema does not list them (any value of its type goes).
+ */
+export function allowedValues(parameters: unknown, field: string): unknown[] | null {
+  const root = isRecord(parameters) ? parameters : {};
+  const resolve = (node: unknown, depth: number): Record<string, unknown> | null => {
+    if (!isRecord(node)) return null;
+    const ref = node.$ref;
+    if (typeof ref !== "string" || !ref.startsWith("#")) return node;
+    if (depth >= MAX_REF_DEPTH) return null;
+    let target: unknown = root;
+    for (const part of ref.slice(1).split("/").filter(Boolean)) {
+      const key = decodeURIComponent(part).replace(/~1/g, "/").replace(/~0/g, "~");
+      target = isRecord(target) ? target[key] : undefined;
+    }
+    return resolve(target, depth + 1);
+  };
+  const values = (node: unknown, depth: number): unknown[] | null => {
+    const schema = resolve(node, depth);
+    if (!schema) return null;
+    if (Array.isArray(schema.enum)) return schema.enum.filter((v) => v !== null);
+    if ("const" in schema) return schema.const === null ? [] : [schema.const];
+    const branches = Array.isArray(schema.oneOf) ? schema.oneOf : Array.isArray(schema.anyOf) ? schema.anyOf : null;
+    if (!branches) return null;
+    const found: unknown[] = [];
+    for (const branch of branches) {
+      const resolved = resolve(branch, depth + 1);
+      if (resolved?.type === "null") continue;
+      const listed = values(branch, depth + 1);
+      if (listed === null) return null;
+      found.push(...listed);
+    }
+    return found;
+  };
+  const properties = root.properties;
+  return isRecord(properties) && field in properties ? values(properties[field], 0) : null;
+}
+
+/** The choices a select offers: the allowed values, and the current one first if it is not among them. */
+const choiceList = (allowed: string[], current: string) => (allowed.includes(current) ? allowed : [current, ...allowed]);
+
 /** Whether the dialog lets the user edit a field: a string, a number or a boolean. */
 const editable = (value: unknown) => ["string", "number", "boolean"].includes(typeof value);
 
@@ -53,6 +99,7 @@ const editable = (value: unknown) => ["string", "number", "boolean"].includes(ty
 export function ApprovalDialog() {
   const { current, approve, approveWithArgs, reject } = useApprovalRequests();
   const { stop } = useTether();
+  const tools = useTetherState((s) => s.tools);
   const rejectButton = useRef<HTMLButtonElement>(null);
   // What the user typed: the reason a refusal gives the model (or what to do instead).
   const [reason, setReason] = useState("");
@@ -64,6 +111,11 @@ export function ApprovalDialog() {
   }, [current]);
   if (!current) return null;
   const canEdit = isRecord(current.args);
+  const parameters = tools.find((tool) => tool.name === current.tool)?.parameters;
+  const choicesOf = (name: string) => {
+    const values = allowedValues(parameters, name);
+    return values && values.length > 0 ? values.map((v) => (typeof v === "string" ? v : JSON.stringify(v))) : null;
+  };
   const refuse = (fallback: string) => {
     const typed = reason.trim();
     setReason("");
@@ -100,7 +152,22 @@ export function ApprovalDialog() {
             <div key={name} data-testid="approval-arg">
               <dt>{name}</dt>
               <dd>
-                {edits && editable((current.args as Record<string, unknown>)[name]) ? (
+                {edits && editable((current.args as Record<string, unknown>)[name]) && choicesOf(name) ? (
+                  // The values the tool allows: a choice, never a value its schema refuses.
+                  <select
+                    aria-label={name}
+                    data-testid="approval-arg-input"
+                    data-field={name}
+                    value={edits[name] ?? value}
+                    onChange={(event) => setEdits({ ...edits, [name]: event.target.value })}
+                  >
+                    {choiceList(choicesOf(name)!, edits[name] ?? value).map((choice) => (
+                      <option key={choice} value={choice}>
+                        {choice}
+                      </option>
+                    ))}
+                  </select>
+                ) : edits && editable((current.args as Record<string, unknown>)[name]) ? (
                   <input
                     type="text"
                     aria-label={name}
@@ -197,7 +264,8 @@ function DefaultToolCall(call: ToolCallView) {
  * call has its line at its place between the agent's words (`data-testid="chat-tool-call"`,
  * `data-call-status`), drawn by the tool's `render` if it has one. While not
  * connected it says so, and a message written meanwhile is marked as waiting until it leaves.
- * While a run is in progress, Stop ends it (`data-testid="chat-stop"`).
+ * While a run is in progress, Stop ends it (`data-testid="chat-stop"`). The lines follow the newest
+ * one unless the user has scrolled up.
  */
 export function ChatPanel() {
   const { sendMessage, stop } = useTether();
@@ -209,6 +277,7 @@ export function ChatPanel() {
   const attempt = useTetherState((s) => s.attempt);
   const open = connection === "open";
   const [draft, setDraft] = useState("");
+  const lines = useFollowNewest(messages);
   const onSubmit = (event: FormEvent) => {
     event.preventDefault();
     if (draft.trim() && !running) {
@@ -218,7 +287,7 @@ export function ChatPanel() {
   };
   return (
     <section className="tether-chat" aria-label="Assistant" data-testid="chat-panel">
-      <ol className="tether-chat-lines" aria-live="polite">
+      <ol className="tether-chat-lines" aria-live="polite" ref={lines.ref} onScroll={lines.onScroll}>
         {messages.map((line) =>
           line.call ? (
             <li
@@ -270,6 +339,36 @@ export function ChatPanel() {
       </form>
     </section>
   );
+}
+
+/** How close to the bottom (in pixels) the chat counts as showing its newest line. */
+const NEAR_BOTTOM_PX = 24;
+
+/**
+ * Keeps a scrolling list at its newest line as lines arrive or grow, unless the user scrolled up
+ * to read older ones (scrolling back to the bottom follows again).
+ */
+function useFollowNewest(content: unknown) {
+  const ref = useRef<HTMLOListElement>(null);
+  const following = useRef(true);
+  // Where the list was scrolled to last to follow (its own scroll events are not the user's).
+  const scrolledTo = useRef(0);
+  useLayoutEffect(() => {
+    const list = ref.current;
+    if (list && following.current) {
+      list.scrollTop = list.scrollHeight;
+      scrolledTo.current = list.scrollTop;
+    }
+  }, [content]);
+  // Back at the bottom follows again; above where the list last put itself (the user scrolled
+  // up) stops following. Lines that grew below change neither.
+  const onScroll = () => {
+    const list = ref.current;
+    if (!list) return;
+    if (list.scrollHeight - list.scrollTop - list.clientHeight <= NEAR_BOTTOM_PX) following.current = true;
+    else if (list.scrollTop < scrolledTo.current) following.current = false;
+  };
+  return { ref, onScroll };
 }
 
 /**

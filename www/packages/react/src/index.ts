@@ -29,9 +29,9 @@ export type {
   ResolverTool,
   ApprovalRequests,
 } from "./hooks.js";
-export { ApprovalDialog, ChatPanel, ToolInspector, RuntimeErrors, argsSummary, editedArgs, TOOL_CALL_STATUS_WORDS } from "./components.js";
+export { ApprovalDialog, ChatPanel, ToolInspector, RuntimeErrors, argsSummary, editedArgs, allowedValues, TOOL_CALL_STATUS_WORDS } from "./components.js";
 export { loadTether, wasmLoadError } from "./runtime.js";
-export { connectionWords, connectionError, SESSION_LOST, canonicalJson, editedArgsReason, openPage } from "./store.js";
+export { connectionWords, connectionError, connectionRestored, SESSION_LOST, canonicalJson, editedArgsReason, openPage } from "./store.js";
 export type { WasmSource } from "./runtime.js";
 export { toJsonSchema } from "./schema.js";
 export type { ToolSchema, JsonSchema, StandardSchemaLike, ArgsOf, NoArgs } from "./schema.js";

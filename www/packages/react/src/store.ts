@@ -65,6 +65,15 @@ export function connectionError(url: string, attempt: number, wasOpen: boolean):
     : `cannot reach the agent server at ${url} (${attempt} failed attempt${attempt === 1 ? "" : "s"}); is \`tether serve\` running there? Retrying`;
 }
 
+/** What an outage's entry in the error list becomes once the connection is back: the same words
+ * in the past tense; `wasLost` when it began with a lost connection. */
+export function connectionRestored(url: string, attempt: number, wasLost: boolean): string {
+  const tries = `${attempt} failed attempt${attempt === 1 ? "" : "s"}`;
+  return wasLost
+    ? `the connection to the agent server at ${url} was lost and is back (${tries})`
+    : `the agent server at ${url} could not be reached (${tries}); connected since`;
+}
+
 /** Draws a tool call in the chat (see `useAgentTool`'s `render` and `useToolCallRenderer`). */
 export type ToolCallRenderer = (call: ToolCallView) => ReactNode;
 
@@ -245,9 +254,6 @@ function runLine(lines: ChatLine[], runId: string): string {
   return lines[last]!.key;
 }
 
-const isConnectionFailure = (error: TetherError) =>
-  error.kind === "connection" && /^(cannot reach|lost the connection to) the agent server/.test(error.message);
-
 const initialState: TetherState = {
   connection: "idle",
   attempt: 0,
@@ -288,6 +294,8 @@ export class TetherStore {
   #preApproved: { tool: string; args: string }[] = [];
   /** How each tool's calls look in the chat (`"*"`: the rest). */
   readonly #renderers = new Map<string, ToolCallRenderer>();
+  /** The outage going on now: its entry in `errors`, whether it began with a lost connection, the attempts that failed. */
+  #outage: { entry: TetherError; lost: boolean; attempts: number } | null = null;
   #scheduled = false;
   #mounted = 0;
   #started = false;
@@ -350,15 +358,13 @@ export class TetherStore {
     this.client = client;
     this.#subscription = client.subscribe((event) => this.#onEvent(event));
     client.onError((error) => this.#pushError(error));
-    client.onNotify((n: TetherNotification) =>
-      this.#update({
-        messages: keep(this.#state.messages, {
-          key: `notify-${n.callId}`,
-          role: "system",
-          text: `Running ${n.tool} ${JSON.stringify(n.args)}`,
-        }),
-      }),
-    );
+    client.onNotify((n: TetherNotification) => {
+      // Before the call's own line when that is in the chat already (the notice may come after it).
+      const line: ChatLine = { key: `notify-${n.callId}`, role: "system", text: `Running ${n.tool} ${JSON.stringify(n.args)}` };
+      const messages = this.#state.messages;
+      const at = messages.findIndex((m) => m.key === `call-${n.callId}`);
+      this.#update({ messages: at < 0 ? keep(messages, line) : [...messages.slice(0, at), line, ...messages.slice(at)].slice(-KEPT) });
+    });
     client.setApprover((request) => {
       // The call the user approved with changed arguments: it runs without asking again.
       const approved = this.#preApproved.findIndex((p) => p.tool === request.tool && p.args === canonicalJson(request.args));
@@ -437,9 +443,19 @@ export class TetherStore {
         const patch: Partial<TetherState> = { connection: event.state, attempt: event.attempt };
         if (event.state === "reconnecting") {
           // One entry per outage, updated as the attempts fail.
-          const error: TetherError = { kind: "connection", message: connectionError(this.url, event.attempt, wasOpen) };
-          const last = s.errors.at(-1);
-          patch.errors = last && isConnectionFailure(last) && !wasOpen ? [...s.errors.slice(0, -1), error] : keep(s.errors, error);
+          const outage = this.#outage;
+          const lost = outage ? outage.lost : wasOpen;
+          const error: TetherError = { kind: "connection", message: connectionError(this.url, event.attempt, lost) };
+          const at = outage ? s.errors.lastIndexOf(outage.entry) : -1;
+          patch.errors = at >= 0 ? s.errors.map((e, n) => (n === at ? error : e)) : keep(s.errors, error);
+          this.#outage = { entry: error, lost, attempts: event.attempt };
+        }
+        if (event.state === "open" && this.#outage) {
+          // The outage's entry says it ended.
+          const { entry, lost, attempts } = this.#outage;
+          this.#outage = null;
+          const restored: TetherError = { kind: "connection", message: connectionRestored(this.url, attempts, lost) };
+          patch.errors = s.errors.map((e) => (e === entry ? restored : e));
         }
         if (event.state === "open" && s.messages.some((m) => m.waiting)) {
           // Messages written while offline have now left.

@@ -6,6 +6,7 @@ import {
   ApprovalDialog,
   ChatPanel,
   editedArgs,
+  allowedValues,
   OUTSIDE_PROVIDER,
   RuntimeErrors,
   SESSION_LOST,
@@ -457,6 +458,62 @@ describe("events, approvals and the chat", () => {
     expect(edited).toBeInstanceOf(Promise);
   });
 
+  it("ApprovalDialog offers the values an enum allows as a choice (through a $ref too)", async () => {
+    function Tools() {
+      useAgentTool(
+        {
+          name: "note_colour",
+          description: "Colour a note.",
+          risk: "high",
+          schema: {
+            type: "object",
+            properties: { id: { type: "string" }, colour: { $ref: "#/$defs/Colour" } },
+            required: ["id", "colour"],
+            $defs: { Colour: { oneOf: [{ const: "yellow" }, { const: "pink" }] } },
+          },
+        },
+        () => "ok",
+      );
+      return null;
+    }
+    const { client } = setup(
+      <>
+        <Tools />
+        <ApprovalDialog />
+      </>,
+    );
+    await settle();
+    let answer: Promise<unknown> | undefined;
+    act(() => {
+      answer = Promise.resolve(client.approver!({ callId: "c1", tool: "note_colour", description: "Colour a note.", risk: "high", args: { id: "n1", colour: "yellow" } }));
+    });
+    fireEvent.click(screen.getByTestId("approval-edit"));
+    const [id, colour] = screen.getAllByTestId("approval-arg-input");
+    expect(id!.tagName).toBe("INPUT");
+    expect(colour!.tagName).toBe("SELECT");
+    expect([...colour!.querySelectorAll("option")].map((o) => o.value)).toEqual(["yellow", "pink"]);
+    fireEvent.change(colour!, { target: { value: "pink" } });
+    fireEvent.click(screen.getByTestId("approval-approve"));
+    await expect(answer).resolves.toMatchObject({ approved: false, reason: expect.stringContaining('{"id":"n1","colour":"pink"}') });
+  });
+
+  it("allowedValues reads enum, const, oneOf/anyOf and local $refs, and leaves null out", () => {
+    const schema = {
+      properties: {
+        a: { enum: ["x", "y", null] },
+        b: { anyOf: [{ $ref: "#/$defs/C" }, { type: "null" }] },
+        c: { type: "string" },
+        d: { $ref: "#/$defs/missing" },
+      },
+      $defs: { C: { oneOf: [{ const: 1 }, { const: 2 }] } },
+    };
+    expect(allowedValues(schema, "a")).toEqual(["x", "y"]);
+    expect(allowedValues(schema, "b")).toEqual([1, 2]);
+    expect(allowedValues(schema, "c")).toBeNull();
+    expect(allowedValues(schema, "d")).toBeNull();
+    expect(allowedValues(schema, "nope")).toBeNull();
+  });
+
   it("editedArgs keeps strings as typed and reads numbers and booleans", () => {
     expect(editedArgs({ id: "7", n: 2, x: 0.5, flag: true, on: false }, { id: "8", n: "3", x: "2.5", flag: "nope", on: "true" })).toEqual({
       id: "8",
@@ -783,6 +840,19 @@ describe("events, approvals and the chat", () => {
     ]);
   });
 
+  it("a low-risk call's notice stands before the call's own line, even when it comes after it", async () => {
+    const { client } = setup(<ChatPanel />);
+    await settle();
+    act(() => client.emit({ type: "connection", state: "open", attempt: 0 }));
+    act(() => client.emit({ type: "callStarted", callId: "n1", tool: "note_add", args: { text: "milk" } }));
+    act(() => client.emit({ type: "callFinished", record: { callId: "n1", tool: "note_add", status: "ok", content: "added" } as never }));
+    act(() => client.notify!({ callId: "n1", tool: "note_add", args: { text: "milk" } }));
+    const lines = screen.getAllByRole("listitem").map((li) => li.textContent);
+    expect(lines[0]).toBe('Running note_add {"text":"milk"}');
+    expect(lines[1]).toContain("note_add");
+    expect(lines).toHaveLength(2);
+  });
+
   it("useApprovalRequests lists pending requests oldest first", async () => {
     let api: ReturnType<typeof useApprovalRequests> | undefined;
     function Custom() {
@@ -857,10 +927,18 @@ describe("every state in words", () => {
     expect(lines()).toEqual([
       "cannot reach the agent server at ws://test/ws (3 failed attempts); is `tether serve` running there? Retrying",
     ]);
+    // Back: the outage's line says it ended, in the past tense.
     act(() => client.emit({ type: "connection", state: "open", attempt: 0 }));
+    expect(lines()).toEqual(["the agent server at ws://test/ws could not be reached (3 failed attempts); connected since"]);
     act(() => client.emit({ type: "connection", state: "reconnecting", attempt: 1 }));
     expect(lines()).toHaveLength(2);
     expect(lines()[1]).toBe("lost the connection to the agent server at ws://test/ws; reconnecting");
+    act(() => client.emit({ type: "connection", state: "connecting", attempt: 1 }));
+    act(() => client.emit({ type: "connection", state: "reconnecting", attempt: 2 }));
+    expect(lines()).toHaveLength(2);
+    expect(lines()[1]).toBe("lost the connection to the agent server at ws://test/ws; reconnecting");
+    act(() => client.emit({ type: "connection", state: "open", attempt: 0 }));
+    expect(lines()[1]).toBe("the connection to the agent server at ws://test/ws was lost and is back (2 failed attempts)");
   });
 
   it("a message written offline says it waits, and leaves when the connection opens", async () => {
