@@ -39,6 +39,12 @@ function useStore(what: string): TetherStore {
   return store;
 }
 
+/** The URL a provider rendered on a server without `url` holds; it never connects (effects do not run there). */
+const SERVER_RENDER_URL = "ws://server-render.invalid/ws";
+
+/** Whether this runs in a browser page (a location with a host). */
+const hasPage = () => Boolean((globalThis as { location?: Location }).location?.host);
+
 /**
  * The WebSocket URL of a `tether serve` on the page's own origin: `ws(s)://<host>/ws`. A dev
  * server on another port reaches it through a proxy for `/ws` (Vite: `server.proxy`).
@@ -62,6 +68,8 @@ export interface TetherProviderProps {
   /**
    * The server's WebSocket URL, e.g. `ws://127.0.0.1:8787/ws`. Default: `/ws` on the page's own
    * origin (`sameOriginUrl()`), where `tether serve --static DIR` serves it. A new URL makes a new client.
+   * Rendered on a server (SSR) without it, the provider renders its children with the empty
+   * state and connects only in the page.
    */
   url?: string;
   /** Reconnect and settle timings. Read when the client is made. */
@@ -85,7 +93,9 @@ export interface TetherProviderProps {
  * loaded once per page; the client connects on mount and disconnects on unmount.
  */
 export function TetherProvider({ url: given, options, wasm, createClient, navigate, children }: TetherProviderProps) {
-  const url = given ?? sameOriginUrl();
+  // Rendered on a server (no page, no effects): the state is empty and nothing connects; the
+  // page's own render picks the URL.
+  const url = given ?? (hasPage() ? sameOriginUrl() : SERVER_RENDER_URL);
   const settings = useLatest({ options, wasm, createClient, navigate });
   const store = useMemo(
     () =>
@@ -135,8 +145,34 @@ export function useTetherState(): TetherState;
 export function useTetherState<T>(select: (state: TetherState) => T): T;
 export function useTetherState<T>(select?: (state: TetherState) => T): T | TetherState {
   const store = useStore("useTetherState()");
-  const get = () => (select ? select(store.getState()) : store.getState());
+  // The last selection: a selector that builds a new array or object each time (`s =>
+  // s.messages.filter(…)`) gives the same value again until the state changes, and a value equal
+  // to the last one (shallowly) keeps its identity, so React neither loops nor re-renders for it.
+  const last = useRef<{ state: TetherState; select: (state: TetherState) => T; value: T } | null>(null);
+  const get = () => {
+    const state = store.getState();
+    if (!select) return state;
+    const cached = last.current;
+    if (cached && cached.state === state && cached.select === select) return cached.value;
+    const selected = select(state);
+    const value = cached && shallowEqual(cached.value, selected) ? cached.value : selected;
+    last.current = { state, select, value };
+    return value;
+  };
   return useSyncExternalStore(store.subscribe, get, get);
+}
+
+/** Whether two values are equal, or arrays or plain objects with identical entries. */
+function shallowEqual(a: unknown, b: unknown): boolean {
+  if (Object.is(a, b)) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const keysA = Object.keys(a);
+  const keysB = Object.keys(b);
+  return (
+    keysA.length === keysB.length &&
+    keysA.every((key) => Object.prototype.hasOwnProperty.call(b, key) && Object.is((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key]))
+  );
 }
 
 /** Calls `listener` with every runtime event while the component is mounted (latest listener). */

@@ -19,6 +19,7 @@ import {
   useApprovalRequests,
   useHumanInTheLoop,
   useTetherEvents,
+  useTetherState,
   useToolCallRenderer,
 } from "../src/index.js";
 import type { TetherEvent } from "../src/index.js";
@@ -889,6 +890,24 @@ describe("events, approvals and the chat", () => {
       ["(scripted model) Done.", "completed"],
     ]);
     expect((screen.getByTestId("chat-send") as HTMLButtonElement).disabled).toBe(false);
+  });
+});
+
+describe("useTetherState", () => {
+  it("a selector that builds a new array each time neither loops nor re-renders for an equal value", async () => {
+    let renders = 0;
+    function Lines() {
+      const user = useTetherState((s) => s.messages.filter((m) => m.role === "user").map((m) => m.text));
+      renders++;
+      return <p data-testid="user-lines">{user.join("|")}</p>;
+    }
+    const { client } = setup(<Lines />);
+    await settle();
+    const before = renders;
+    // A change the selection does not see: no new render of the component.
+    act(() => client.emit({ type: "connection", state: "open", attempt: 0 }));
+    expect(renders).toBe(before);
+    expect(screen.getByTestId("user-lines").textContent).toBe("");
   });
 });
 
