@@ -182,6 +182,16 @@ impl ToolOutput {
     }
 }
 
+/// The status of a result as the model reads it ([`ToolOutput::for_model`]): the one its
+/// `[status]` prefix names, else `Ok` (a result that is a JSON array starts with `[` too).
+pub(crate) fn status_for_model(text: &str) -> ResultStatus {
+    text.strip_prefix('[')
+        .and_then(|rest| rest.split_once(']'))
+        .and_then(|(name, _)| ResultStatus::parse(name))
+        .filter(|status| !status.is_ok())
+        .unwrap_or(ResultStatus::Ok)
+}
+
 /// Input of `after_turn`.
 #[derive(Debug, Clone)]
 pub struct TurnEnd {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use tether_protocol::ToolSpec;
+use tether_protocol::{ResultStatus, ToolSpec};
 
 use super::schema::{STEP_KEY, answer_step, normalize_schema, reply_schema, signature};
 use super::tool_text::{decode_partial_string, parse_lenient, read_pieces, tidy};
@@ -25,6 +25,7 @@ use super::{
     partial_value,
 };
 use crate::AgentError;
+use crate::hooks::status_for_model;
 
 /// Settings of an [`OpenAiProvider`].
 #[derive(Clone)]
@@ -633,7 +634,7 @@ fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
 /// still answered after the single action of five other requests).
 pub(crate) fn reminder(asked: &str, done: &[String], last_result: &str) -> String {
     let asked: String = asked.chars().take(300).collect();
-    let refused = ["[denied]", "[blocked]"].iter().any(|status| last_result.starts_with(status));
+    let refused = matches!(status_for_model(last_result), ResultStatus::Denied | ResultStatus::Blocked);
     if refused || done.is_empty() {
         let next = if refused { REMINDER_AFTER_REFUSAL } else { REMINDER };
         return format!("(The request was: \"{asked}\". {next})");
@@ -641,8 +642,8 @@ pub(crate) fn reminder(asked: &str, done: &[String], last_result: &str) -> Strin
     format!("(The request was: \"{asked}\". {DONE_SO_FAR} {}. {NOT_DONE_YET})", done.join("; "))
 }
 
-/// The calls of a run (`run`: its messages from the user's request on) whose results were not
-/// refusals, as `name {arguments}`.
+/// The calls of a run (`run`: its messages from the user's request on) that succeeded, as
+/// `name {arguments}`.
 fn done_in_run(run: &[ChatMessage]) -> Vec<String> {
     let mut done = Vec::new();
     for (n, message) in run.iter().enumerate() {
@@ -652,8 +653,7 @@ fn done_in_run(run: &[ChatMessage]) -> Vec<String> {
                 ChatMessage::Tool { call_id, content, .. } if *call_id == call.id => Some(content.as_str()),
                 _ => None,
             });
-            let ok = result.is_some_and(|r| !r.starts_with('['));
-            if ok {
+            if result.is_some_and(|r| status_for_model(r).is_ok()) {
                 done.push(format!("{} {}", call.name, call.arguments));
             }
         }
@@ -1254,6 +1254,29 @@ mod tests {
         // Without tools (a judge's turn), the instructions stay in the first system message.
         let turn = Turn { mode: ToolMode::Constrained, tools: vec![], answer: None, late: true };
         assert_eq!(prompted_messages(&request, &turn)[3]["role"], "user");
+    }
+
+    #[test]
+    fn done_so_far_reads_the_status_prefix_not_any_bracket() {
+        let call = |id: &str, name: &str| ChatMessage::Assistant {
+            content: String::new(),
+            tool_calls: vec![ModelToolCall { id: id.into(), name: name.into(), arguments: json!({}) }],
+        };
+        let result = |id: &str, content: &str| ChatMessage::Tool {
+            call_id: id.into(),
+            name: String::new(),
+            content: content.into(),
+        };
+        let run = [
+            ChatMessage::User { content: "list and clear".into() },
+            call("1", "todo_list"),
+            // A result that is a JSON array: it succeeded.
+            result("1", "[\"buy milk\"]"),
+            call("2", "todo_clear"),
+            result("2", "[error] the list is locked"),
+        ];
+        assert_eq!(done_in_run(&run), ["todo_list {}"]);
+        assert!(reminder("x", &[], "[\"a\"]").contains("If part of it is not done yet"), "a list is no refusal");
     }
 
     #[test]
