@@ -22,7 +22,7 @@ use super::{
     partial_object,
 };
 use crate::AgentError;
-use crate::hooks::HOOK_LABEL;
+use crate::hooks::{HOOK_LABEL, status_for_model};
 
 /// Every answer of the built-in model starts with this, so nobody mistakes it for an LLM.
 pub const SCRIPTED_PREFIX: &str = "(scripted model) ";
@@ -52,7 +52,7 @@ starts with \"(scripted model)\". For each message it:
       number an earlier tool result gives after the property's name (\"Train 412\");
     - strings named destination/city/to: the words after \" to \"; date/day/when: a
       weekday, today, tomorrow or YYYY-MM-DD; query/search/text: the words after the verb
-      (\"find red mugs\" → \"red mugs\"), or the whole request without a verb; a
+      (\"add buy milk\" → \"buy milk\"), or the whole request without a verb; a
       command property: the text in backticks;
     - anything else stays out (schema defaults apply).
     When a required argument cannot be filled it answers \"I need to know the <name> to
@@ -138,7 +138,7 @@ struct Step<'a> {
 
 impl Step<'_> {
     fn failed(&self) -> bool {
-        self.result.is_some_and(|r| r.starts_with('['))
+        self.result.is_some_and(|r| !status_for_model(r).is_ok())
     }
 }
 
@@ -522,13 +522,19 @@ const NAMES_NOTHING: [&str; 24] = [
     "please", "all", "of", "too", "also", "again", "more", "another", "as",
 ];
 
-/// What the request names for a value, if anything: its words after the verb without the
-/// tool's own words, list words, determiners, pronouns and numbers ("delete groceries" →
-/// "groceries"; "remove it" → nothing).
+/// The words of a tool's name and description ("todo_remove" → "todo", "remove", …).
+fn own_words(tool: &ToolSpec) -> Vec<String> {
+    let mut words_of = words(&tool.name.replace(['_', '-'], " "));
+    words_of.extend(words(&tool.description));
+    words_of
+}
+
+/// What the request names for a value, if anything: its words after the verb (a trailing "to my
+/// list" gone) without the tool's own words, determiners, pronouns and numbers ("delete
+/// groceries" → "groceries"; "remove it" → nothing).
 fn named_value(tool: &ToolSpec, request_text: &str) -> Option<String> {
     let phrase = free_text(tool, request_text)?;
-    let mut context = words(&tool.name.replace(['_', '-'], " "));
-    context.extend(words(&tool.description));
+    let context = own_words(tool);
     let named: Vec<String> = words(&phrase)
         .into_iter()
         .filter(|w| {
@@ -638,8 +644,7 @@ fn free_text(tool: &ToolSpec, request_text: &str) -> Option<String> {
             }
         }
     }
-    let mut context = words(&tool.name.replace(['_', '-'], " "));
-    context.extend(words(&tool.description));
+    let mut context = own_words(tool);
     context.extend(["list", "lists", "todo", "todos", "to", "do", "task", "tasks", "item", "items"].map(String::from));
     let lower = phrase.to_ascii_lowercase();
     let tail_at = [" to ", " on ", " onto ", " in ", " from ", " off "]
