@@ -870,7 +870,12 @@ fn run_line(lines: &[ChatLine], run_id: &str) -> String {
 
 /// Adds to a list the provider keeps short: the last [`KEPT`] entries.
 fn push_kept<T>(list: &mut Vec<T>, item: T) {
-    list.push(item);
+    insert_kept(list, list.len(), item);
+}
+
+/// [`push_kept`] at `at`.
+fn insert_kept<T>(list: &mut Vec<T>, at: usize, item: T) {
+    list.insert(at, item);
     if list.len() > KEPT {
         list.remove(0);
     }
@@ -1005,15 +1010,8 @@ pub fn AgentProvider(
             };
             // Before the call's own line when that is in the chat already (the notice may come after it).
             let call_key = format!("call-{}", notification.call_id);
-            match lines.iter().position(|l| l.key == call_key) {
-                Some(at) => {
-                    lines.insert(at, line);
-                    if lines.len() > KEPT {
-                        lines.remove(0);
-                    }
-                }
-                None => push_kept(lines, line),
-            }
+            let at = lines.iter().position(|l| l.key == call_key).unwrap_or(lines.len());
+            insert_kept(lines, at, line);
         });
     });
     client.on_error(move |error| state.errors.update(|errors| push_kept(errors, error.to_string())));

@@ -148,40 +148,39 @@ export function ApprovalDialog() {
         </p>
         <p id="tether-approval-description">{current.description}</p>
         <dl className="tether-approval-args" data-testid="approval-args">
-          {argsSummary(current.args).map(([name, value]) => (
-            <div key={name} data-testid="approval-arg">
-              <dt>{name}</dt>
-              <dd>
-                {edits && editable((current.args as Record<string, unknown>)[name]) && choicesOf(name) ? (
-                  // The values the tool allows: a choice, never a value its schema refuses.
-                  <select
-                    aria-label={name}
-                    data-testid="approval-arg-input"
-                    data-field={name}
-                    value={edits[name] ?? value}
-                    onChange={(event) => setEdits({ ...edits, [name]: event.target.value })}
-                  >
-                    {choiceList(choicesOf(name)!, edits[name] ?? value).map((choice) => (
-                      <option key={choice} value={choice}>
-                        {choice}
-                      </option>
-                    ))}
-                  </select>
-                ) : edits && editable((current.args as Record<string, unknown>)[name]) ? (
-                  <input
-                    type="text"
-                    aria-label={name}
-                    data-testid="approval-arg-input"
-                    data-field={name}
-                    value={edits[name] ?? value}
-                    onChange={(event) => setEdits({ ...edits, [name]: event.target.value })}
-                  />
-                ) : (
-                  value
-                )}
-              </dd>
-            </div>
-          ))}
+          {argsSummary(current.args).map(([name, value]) => {
+            const editing = edits !== null && editable((current.args as Record<string, unknown>)[name]);
+            const choices = editing ? choicesOf(name) : null;
+            const text = edits?.[name] ?? value;
+            const field = {
+              "aria-label": name,
+              "data-testid": "approval-arg-input",
+              "data-field": name,
+              value: text,
+              onChange: (event: { target: { value: string } }) => setEdits({ ...edits, [name]: event.target.value }),
+            };
+            return (
+              <div key={name} data-testid="approval-arg">
+                <dt>{name}</dt>
+                <dd>
+                  {choices ? (
+                    // The values the tool allows: a choice, never a value its schema refuses.
+                    <select {...field}>
+                      {choiceList(choices, text).map((choice) => (
+                        <option key={choice} value={choice}>
+                          {choice}
+                        </option>
+                      ))}
+                    </select>
+                  ) : editing ? (
+                    <input type="text" {...field} />
+                  ) : (
+                    value
+                  )}
+                </dd>
+              </div>
+            );
+          })}
         </dl>
         {/* Enter here refuses, with these words as the reason. */}
         <form

@@ -234,7 +234,9 @@ export class Slot {
 
 const KEPT = 50;
 
-const keep = <T>(list: T[], item: T): T[] => [...list, item].slice(-KEPT);
+const keep = <T>(list: T[], item: T): T[] => keepAt(list, list.length, item);
+/** `item` inserted at `at`, the list kept to its last `KEPT` entries. */
+const keepAt = <T>(list: T[], at: number, item: T): T[] => [...list.slice(0, at), item, ...list.slice(at)].slice(-KEPT);
 
 /** Whether a chat line holds words of run `runId` (keyed `runId`, or `runId~n` after a call). */
 const ofRun = (key: string, runId: string) => key === runId || key.startsWith(`${runId}~`);
@@ -363,7 +365,7 @@ export class TetherStore {
       const line: ChatLine = { key: `notify-${n.callId}`, role: "system", text: `Running ${n.tool} ${JSON.stringify(n.args)}` };
       const messages = this.#state.messages;
       const at = messages.findIndex((m) => m.key === `call-${n.callId}`);
-      this.#update({ messages: at < 0 ? keep(messages, line) : [...messages.slice(0, at), line, ...messages.slice(at)].slice(-KEPT) });
+      this.#update({ messages: keepAt(messages, at < 0 ? messages.length : at, line) });
     });
     client.setApprover((request) => {
       // The call the user approved with changed arguments: it runs without asking again.
