@@ -61,7 +61,8 @@ async fn main() -> Result<()> {
     config.tool_mode = mode;
     config.temperature = Some(0.0);
     config.max_tokens = Some(300);
-    let agent = travel_agent(Arc::new(OpenAiProvider::new(config)?));
+    // As `tether serve` does for OpenAI-compatible models: a question changes nothing.
+    let agent = travel_agent(Arc::new(OpenAiProvider::new(config)?)).with_question_check(true);
     let mut desk = TravelDesk::default();
     let mut history = Vec::new();
     for (n, request) in requests.into_iter().enumerate() {

@@ -36,6 +36,7 @@ use crate::hooks::{
     ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart,
 };
 use crate::model::{BoxFuture, ChatMessage, ChatModel, ChatRequest, ModelToolCall, Streams, ToolCallDelta};
+use crate::questions::{MessageKind, QuestionCheck};
 
 /// Default most turns per run.
 pub const DEFAULT_MAX_TURNS: u32 = 10;
@@ -196,6 +197,9 @@ pub struct AgentLoop {
     max_turns: u32,
     run_timeout: Option<Duration>,
     loop_guard: LoopGuard,
+    /// Asks whether a run's message is a question, whose run is offered only tools that change
+    /// nothing ([`AgentLoop::with_question_check`]).
+    questions: Option<Arc<QuestionCheck>>,
 }
 
 impl std::fmt::Debug for AgentLoop {
@@ -306,6 +310,7 @@ impl AgentLoop {
             max_turns: DEFAULT_MAX_TURNS,
             run_timeout: Some(DEFAULT_RUN_TIMEOUT),
             loop_guard: LoopGuard::default(),
+            questions: None,
         }
         .with_system_prompt(DEFAULT_SYSTEM_PROMPT)
     }
@@ -320,6 +325,23 @@ impl AgentLoop {
     /// The loop guard.
     pub fn loop_guard(&self) -> LoopGuard {
         self.loop_guard
+    }
+
+    /// Whether each run first asks the model if the user's message is only a question; a
+    /// question's run is then offered only the tools that change nothing, as the model says of
+    /// each (`none`-risk tools only; asked once per tool name and description). Withheld tools
+    /// are still listed in a prompted turn, so the model can say what it could do. Costs a
+    /// small model request per run, and one per new tool. Default off; `tether serve` turns it
+    /// on for OpenAI-compatible models (docs/models.md).
+    #[must_use]
+    pub fn with_question_check(mut self, on: bool) -> Self {
+        self.questions = on.then(|| Arc::new(QuestionCheck::new()));
+        self
+    }
+
+    /// Whether runs ask first if the message is a question ([`with_question_check`](Self::with_question_check)).
+    pub fn question_check(&self) -> bool {
+        self.questions.is_some()
     }
 
     /// Adds a set of hooks; sets run in the order they were added.
@@ -645,6 +667,19 @@ impl AgentLoop {
         let mut first_view: Option<(Vec<ToolSpec>, Vec<ContextEntry>)> = None;
         // The most tokens a request may take (`window.rs`), when the model says.
         let budget = self.model.prompt_budget().await;
+        if let (Some(questions), 0) = (&self.questions, state.turns) {
+            let last_answer = state.messages[..state.run_start].iter().rev().find_map(|m| match m {
+                ChatMessage::Assistant { content, tool_calls }
+                    if tool_calls.is_empty() && !content.trim().is_empty() =>
+                {
+                    Some(content.as_str())
+                }
+                _ => None,
+            });
+            state.question =
+                questions.kind(self.model.as_ref(), &state.request, last_answer).await == MessageKind::Question;
+            tracing::info!(run = run_id, question = state.question, "what the message asks for");
+        }
         while state.turns < self.max_turns {
             if let Some(budget) = budget {
                 self.fit_window(host, run_id, state, first_view.as_ref(), budget)?;
@@ -685,6 +720,20 @@ impl AgentLoop {
                 call = guarded("before_provider_call", || hook(call)).await.inspect(|_| forward(sink, &info))?;
             }
             let (listed, _) = first_view.get_or_insert_with(|| (call.tools.clone(), context));
+            if let (Some(questions), true) = (&self.questions, state.question) {
+                // A question: only the tools that change nothing can be called (all stay listed).
+                let read_only = questions.read_only(self.model.as_ref(), &call.tools).await;
+                let before = call.tools.len();
+                call.tools.retain(|tool| read_only.contains(&tool.name));
+                if call.tools.len() < before {
+                    tracing::info!(
+                        run = run_id,
+                        offered = call.tools.len(),
+                        withheld = before - call.tools.len(),
+                        "a question: tools that change something are not offered"
+                    );
+                }
+            }
             let listed_tools = (*listed != call.tools).then(|| listed.clone());
             let request = ChatRequest { messages: call.messages, tools: call.tools, listed_tools };
             held.lock().expect("held text").clear();
@@ -1201,6 +1250,8 @@ struct RunState {
     answered_by_tool: bool,
     /// A request of this run was refused as too long and the history was cut for it.
     overflow_cut: bool,
+    /// The user's message only asks for information ([`QuestionCheck`]).
+    question: bool,
 }
 
 /// Where a run is, as [`ToolHost::checkpoint`] receives it and [`AgentLoop::resume`] goes on
@@ -1243,6 +1294,10 @@ pub struct RunCheckpoint {
     pub rejections: u32,
     /// Unreadable replies in a row.
     pub unreadable_in_a_row: u32,
+    /// The user's message only asks for information: the run is offered only tools that change
+    /// nothing ([`AgentLoop::with_question_check`]).
+    #[serde(default)]
+    pub question: bool,
 }
 
 impl RunState {
@@ -1265,6 +1320,7 @@ impl RunState {
             nudged_empty: self.nudged_empty,
             rejections: self.rejections,
             unreadable_in_a_row: self.unreadable_in_a_row,
+            question: self.question,
         }
     }
 
@@ -1289,6 +1345,7 @@ impl RunState {
             nudged_empty: checkpoint.nudged_empty,
             answered_by_tool: false,
             overflow_cut: false,
+            question: checkpoint.question,
         }
     }
 

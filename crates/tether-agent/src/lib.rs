@@ -12,6 +12,7 @@ mod claims;
 mod error;
 pub mod hooks;
 pub mod model;
+mod questions;
 mod window;
 
 pub use agent_loop::{
@@ -31,3 +32,4 @@ pub use model::{
 };
 #[cfg(feature = "openai")]
 pub use model::{OpenAiConfig, OpenAiProvider};
+pub use questions::{MessageKind, QuestionCheck};

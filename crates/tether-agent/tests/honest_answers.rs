@@ -2,11 +2,12 @@
 //! tool call of the run took is withheld and the model told (then delivered with a note if it
 //! claims it again), a call that changes the app's tools tells the model which tools it has
 //! now, and the app state the page shares reaches the model as labelled data before the user's
-//! message without entering the conversation.
+//! message without entering the conversation; with the question check, a question's run is
+//! offered only the tools that change nothing.
 
 mod common;
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use common::{ReplayModel, call, run, text};
 use serde_json::{Value, json};
@@ -376,4 +377,180 @@ async fn sentences_that_repeat_tethers_notes_to_the_model_never_reach_the_user()
         third.outcome.answer
     );
     assert_eq!(third.streamed, third.outcome.answer);
+}
+
+/// A model for the question check: each classifying request (`complete_json`) is answered by a
+/// rule a test can see (a message with `?` is a question; `open_*` tools only read), or fails
+/// when `classify_fails`; turns are answered from `turns`. Counts both at its end.
+struct Asker {
+    turns: Arc<ReplayModel>,
+    classify_fails: bool,
+    asked: Mutex<Vec<String>>,
+}
+
+impl Asker {
+    fn new(turns: Vec<ModelReply>) -> Arc<Self> {
+        Arc::new(Asker { turns: ReplayModel::new(turns), classify_fails: false, asked: Mutex::new(Vec::new()) })
+    }
+
+    fn asked(&self) -> Vec<String> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+impl ChatModel for Asker {
+    fn name(&self) -> &str {
+        "asker"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        on_delta: DeltaSink<'a>,
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
+        self.turns.complete(request, on_delta)
+    }
+
+    fn complete_json<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        answer_schema: &'a Value,
+        _: DeltaSink<'a>,
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
+        Box::pin(async move {
+            assert!(request.tools.is_empty(), "a classifying request offers no tools");
+            let prompt = last_user(request);
+            self.asked.lock().unwrap().push(prompt.clone());
+            if self.classify_fails {
+                return Err(AgentError::ProviderUnreachable("connection refused".into()));
+            }
+            let answer = if answer_schema["properties"].get("kind").is_some() {
+                let message = prompt.split("The user's message: ").nth(1).unwrap().lines().next().unwrap();
+                json!({"kind": if message.contains('?') { "question" } else { "request" }})
+            } else {
+                let tool = prompt.strip_prefix("Tool: ").unwrap().split(':').next().unwrap();
+                json!({"effect": if tool.starts_with("open_") { "only reads or shows" } else { "changes data" }})
+            };
+            Ok(text(&answer.to_string()))
+        })
+    }
+}
+
+fn names(tools: &[ToolSpec]) -> Vec<&str> {
+    tools.iter().map(|t| t.name.as_str()).collect()
+}
+
+#[tokio::test]
+async fn a_question_is_offered_only_the_tools_that_change_nothing() {
+    // "If I added one more blue mug, what would my cart total be?" added the mug (1.5B model).
+    let model = Asker::new(vec![text("It would be $12."), call("cart_add", json!({})), text("Added.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true);
+    let shop = Shop::new();
+    let first = run(&agent, &shop, "If I added a mug, what would my cart total be?").await;
+    assert_eq!(first.outcome.answer, "It would be $12.");
+    assert!(shop.ran.lock().unwrap().is_empty());
+    let turn = &model.turns.requests()[0];
+    assert_eq!(names(&turn.tools), ["open_cart"], "cart_add changes data: not offered");
+    // Still listed: the model can say what it could do.
+    assert_eq!(names(turn.listed_tools.as_deref().unwrap()), ["open_cart", "cart_add"]);
+    let asked = model.asked();
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    assert!(asked[0].starts_with("The user's message: \"If I added a mug"), "{}", asked[0]);
+    assert!(asked[1].starts_with("Tool: open_cart: ") && asked[2].starts_with("Tool: cart_add: "));
+
+    // A request: every tool. What a tool changes was asked once; the answer before the message
+    // goes with it (a short reply may pick from it).
+    let history = first.outcome.messages;
+    let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
+    let second = agent.run(&shop, &sink, "r2", "Add a mug to my cart.", history).await;
+    assert_eq!(second.answer, "Added.");
+    assert_eq!(*shop.ran.lock().unwrap(), ["cart_add"]);
+    assert_eq!(names(&model.turns.requests()[1].tools), ["open_cart", "cart_add"]);
+    let asked = model.asked();
+    assert_eq!(asked.len(), 4, "only the message's kind was asked: {asked:?}");
+    assert!(
+        asked[3].starts_with("Your last message: \"It would be $12.\"\nThe user's message: \"Add a mug"),
+        "{}",
+        asked[3]
+    );
+}
+
+#[tokio::test]
+async fn a_questions_call_of_a_withheld_tool_is_refused_as_unknown() {
+    // A model that writes the call anyway (a text-mode reply names any tool it read of).
+    let model = Asker::new(vec![call("cart_add", json!({})), text("I can add products to your cart.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true);
+    let shop = Shop::new();
+    let run = run(&agent, &shop, "What can you do?").await;
+    assert!(shop.ran.lock().unwrap().is_empty(), "nothing ran");
+    let result = run.outcome.messages.iter().find_map(|m| match m {
+        ChatMessage::Tool { content, .. } => Some(content.clone()),
+        _ => None,
+    });
+    assert!(result.unwrap().contains("Unknown tool \"cart_add\""));
+    assert_eq!(run.outcome.answer, "I can add products to your cart.");
+}
+
+#[tokio::test]
+async fn tools_that_declare_a_risk_are_never_offered_to_a_question_nor_asked_about() {
+    struct Risky;
+    impl ToolHost for Risky {
+        fn tools(&self) -> Vec<ToolSpec> {
+            let mut remove = spec("open_remove_dialog", "Remove a product.");
+            remove.risk = tether_protocol::Risk::High;
+            vec![spec("open_cart", "Open the cart page."), remove]
+        }
+        fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
+            Ok(())
+        }
+        fn execute<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str, _: Value) -> BoxFuture<'a, ToolOutput> {
+            Box::pin(async { ToolOutput::new(ResultStatus::Ok, "done") })
+        }
+    }
+    let model = Asker::new(vec![text("Nothing is removed.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true);
+    run(&agent, &Risky, "Is the mug removed?").await;
+    assert_eq!(names(&model.turns.requests()[0].tools), ["open_cart"]);
+    assert_eq!(model.asked().len(), 2, "the message, and open_cart: {:?}", model.asked());
+}
+
+#[tokio::test]
+async fn when_the_model_cannot_say_every_tool_is_offered_as_without_the_check() {
+    let model = Arc::new(Asker {
+        turns: ReplayModel::new(vec![text("It would be $12.")]),
+        classify_fails: true,
+        asked: Mutex::new(Vec::new()),
+    });
+    let agent = AgentLoop::new(model.clone()).with_question_check(true);
+    let run = run(&agent, &Shop::new(), "What would a mug cost?").await;
+    assert_eq!(run.outcome.status, RunStatus::Completed);
+    assert_eq!(names(&model.turns.requests()[0].tools), ["open_cart", "cart_add"]);
+    // Without the check nothing is asked.
+    let plain = Asker::new(vec![text("It would be $12.")]);
+    let agent = AgentLoop::new(plain.clone());
+    common::run(&agent, &Shop::new(), "What would a mug cost?").await;
+    assert!(plain.asked().is_empty());
+    assert_eq!(names(&plain.turns.requests()[0].tools), ["open_cart", "cart_add"]);
+}
+
+#[tokio::test]
+async fn a_resumed_question_stays_a_question() {
+    let checkpoint = RunCheckpoint {
+        run_id: "r1".into(),
+        request: "What would a mug cost?".into(),
+        messages: vec![ChatMessage::User { content: "What would a mug cost?".into() }],
+        turns: 1,
+        question: true,
+        ..RunCheckpoint::default()
+    };
+    let restored: RunCheckpoint = serde_json::from_value(serde_json::to_value(&checkpoint).unwrap()).unwrap();
+    assert!(restored.question);
+    let older: RunCheckpoint = serde_json::from_value(json!({"runId": "r1", "request": "x", "messages": [], "runStart": 0, "turns": 1, "seen": {}, "callsPerTool": {}, "repeats": 0, "done": [], "refusalsReported": [], "succeeded": [], "refusals": [], "claimNudged": false, "echoNudged": false, "nudgedEmpty": false, "rejections": 0, "unreadableInARow": 0})).unwrap();
+    assert!(!older.question, "a checkpoint from before the check reads as a request");
+    let model = Asker::new(vec![text("$12.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true);
+    let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
+    agent.resume(&Shop::new(), &sink, restored, std::future::pending()).await;
+    assert_eq!(names(&model.turns.requests()[0].tools), ["open_cart"]);
+    assert_eq!(model.asked().len(), 2, "not asked again what the message is: {:?}", model.asked());
 }

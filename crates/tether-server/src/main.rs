@@ -79,6 +79,12 @@ struct ServeArgs {
     /// run as `loop_detected`).
     #[arg(long)]
     allow_repeated_calls: bool,
+    /// Do not ask the model first whether each message is only a question. By default, with an
+    /// OpenAI-compatible model, every run starts with that small request, and a question's run
+    /// is offered only the tools that change nothing (the model says which, once per tool), so
+    /// a question never changes anything. See docs/models.md.
+    #[arg(long)]
+    no_question_check: bool,
     /// Declarative hooks file, recognised by its shape: Azure SRE Agent format (a `hooks:` block
     /// and/or an ExtendedAgent document with `spec.hooks` and `spec.instructions`) or Claude
     /// Code's settings format (`hooks.PreToolUse` …); may be given several times. See docs/hooks.md.
@@ -256,7 +262,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let mut agent = AgentLoop::new(model.clone())
         .with_max_turns(args.max_turns)
         .with_run_timeout(Duration::from_secs(args.max_run_seconds.max(1)))
-        .with_loop_guard(guard);
+        .with_loop_guard(guard)
+        .with_question_check(args.model != "scripted" && !args.no_question_check);
     if !args.hooks.is_empty() {
         // Invalid hooks refuse to start the server, with a message naming the hook and the field.
         let mut config = HookConfig::default();

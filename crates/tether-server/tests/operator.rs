@@ -49,7 +49,7 @@ async fn system_prompt_seen(served: &Served, requests: &Mutex<Vec<Value>>) -> St
 #[tokio::test]
 async fn instructions_from_a_file_or_an_extended_agent_become_the_system_prompt_with_the_data_rule_after() {
     let (base, requests) = provider().await;
-    let model = ["--model", base.as_str(), "--model-name", "test", "--tool-mode", "native"];
+    let model = ["--model", base.as_str(), "--model-name", "test", "--tool-mode", "native", "--no-question-check"];
 
     let file = write("instructions.md", "You sell mugs. Answer in French.\n");
     let served = Serve::new().args(model).args(["--instructions", file.to_str().unwrap()]).start();

@@ -109,7 +109,7 @@ async fn the_api_key_appears_in_no_log_frame_transcript_or_hook_environment() {
 
     let (base, authorizations) = provider().await;
     let served = Serve::new()
-        .args(["--model", base.as_str(), "--api-key-env", "TETHER_TEST_API_KEY"])
+        .args(["--model", base.as_str(), "--no-question-check", "--api-key-env", "TETHER_TEST_API_KEY"])
         .args([std::ffi::OsStr::new("--hooks"), hooks.as_os_str()])
         .env("TETHER_TEST_API_KEY", SENTINEL)
         .env("RUST_LOG", "trace")
