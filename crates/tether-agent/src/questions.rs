@@ -40,22 +40,13 @@ pub struct QuestionCheck {
     read_only: Mutex<HashMap<(String, String), bool>>,
 }
 
-/// The answer a message's kind is held to.
-fn kind_schema() -> Value {
+/// The answer a one-word question is held to: `{"<key>": <one of values>}` (`kind` of a message,
+/// `effect` of a tool).
+fn choice_schema(key: &str, values: &[&str]) -> Value {
     json!({
         "type": "object",
-        "properties": {"kind": {"type": "string", "enum": ["request", "question"]}},
-        "required": ["kind"],
-        "additionalProperties": false
-    })
-}
-
-/// The answer a tool's effect is held to.
-fn effect_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {"effect": {"type": "string", "enum": ["changes data", "only reads or shows"]}},
-        "required": ["effect"],
+        "properties": {key: {"type": "string", "enum": values}},
+        "required": [key],
         "additionalProperties": false
     })
 }
@@ -115,7 +106,9 @@ impl QuestionCheck {
     /// fails or answers something else makes it a [`MessageKind::Request`]: every tool is
     /// offered, as without the check.
     pub async fn kind(&self, model: &dyn ChatModel, message: &str, last_answer: Option<&str>) -> MessageKind {
-        match Self::ask(model, kind_prompt(message, last_answer), &kind_schema()).await {
+        match Self::ask(model, kind_prompt(message, last_answer), &choice_schema("kind", &["request", "question"]))
+            .await
+        {
             Ok(text) => match read_word(&text, "kind", &["question", "request"]) {
                 Some("question") => MessageKind::Question,
                 Some(_) => MessageKind::Request,
@@ -143,7 +136,13 @@ impl QuestionCheck {
             let read_only = match known {
                 Some(known) => known,
                 None => {
-                    let answer = match Self::ask(model, effect_prompt(tool), &effect_schema()).await {
+                    let answer = match Self::ask(
+                        model,
+                        effect_prompt(tool),
+                        &choice_schema("effect", &["changes data", "only reads or shows"]),
+                    )
+                    .await
+                    {
                         Ok(text) => read_word(&text, "effect", &["changes", "only reads"]),
                         Err(error) => {
                             tracing::warn!(tool = tool.name, %error, "could not ask what the tool changes");
