@@ -97,7 +97,19 @@ fn completion(message: &Value) -> axum::response::Response {
 }
 
 fn serve(store: &str, model: &str) -> Served {
-    Serve::new().args(["--store", store, "--model", model, "--tool-mode", "native", "--no-question-check", "--lease-ms", LEASE_MS]).start()
+    Serve::new()
+        .args([
+            "--store",
+            store,
+            "--model",
+            model,
+            "--tool-mode",
+            "native",
+            "--no-question-check",
+            "--lease-ms",
+            LEASE_MS,
+        ])
+        .start()
 }
 
 /// The servers' lease in the Redis deployment: short, so that a takeover comes soon.

@@ -224,7 +224,15 @@ async fn an_mcp_calls_progress_reaches_the_chat_and_a_stopped_run_cancels_its_ca
 async fn tether_serve_attaches_mcp_servers_given_by_flag() {
     let (base, requests) = recording_provider(|_| json!({"role": "assistant", "content": "Hello."})).await;
     let served = serve::Serve::new()
-        .args(["--model", &base, "--tool-mode", "native", "--no-question-check", "--mcp", &format!("fake=node {}", fake_script())])
+        .args([
+            "--model",
+            &base,
+            "--tool-mode",
+            "native",
+            "--no-question-check",
+            "--mcp",
+            &format!("fake=node {}", fake_script()),
+        ])
         .start();
     let health = served.health().await;
     assert_eq!(health["mcp"][0]["status"], "running", "{health}");
