@@ -41,14 +41,7 @@ struct PingHost;
 
 impl ToolHost for PingHost {
     fn tools(&self) -> Vec<ToolSpec> {
-        vec![ToolSpec {
-            name: "ping".into(),
-            description: "Ping.".into(),
-            parameters: json!({"type": "object"}),
-            risk: Default::default(),
-            global: false,
-            follow_up: true,
-        }]
+        vec![ToolSpec::new("ping", "Ping.")]
     }
     fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
         Ok(())

@@ -39,14 +39,7 @@ impl FakeHost {
         let schema = json!({"type": "object", "properties": {"seat_class": {"enum": ["first", "tourist"]}}});
         let tools = ["book_ticket", "cart_clear"]
             .iter()
-            .map(|name| ToolSpec {
-                name: (*name).into(),
-                description: "d".into(),
-                parameters: schema.clone(),
-                risk: Default::default(),
-                global: false,
-                follow_up: true,
-            })
+            .map(|name| ToolSpec::new(*name, "d").with_parameters(schema.clone()))
             .collect();
         FakeHost { tools, executed: Mutex::new(Vec::new()), output: output.into() }
     }

@@ -63,14 +63,9 @@ struct Notes;
 
 impl ToolHost for Notes {
     fn tools(&self) -> Vec<ToolSpec> {
-        vec![ToolSpec {
-            name: "note_add".into(),
-            description: "Add a note.".into(),
-            parameters: json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
-            risk: Default::default(),
-            global: false,
-            follow_up: true,
-        }]
+        vec![ToolSpec::new("note_add", "Add a note.").with_parameters(
+            json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+        )]
     }
 
     fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {

@@ -64,14 +64,7 @@ async fn a_request_for_an_action_becomes_the_call_in_any_wording_and_a_question_
 
 /// The red mug's page: `cart_add` takes only the red mug there.
 fn mug_page() -> Vec<ToolSpec> {
-    vec![ToolSpec {
-        name: "cart_add".into(),
-        description: "Add a product to the shopping cart.".into(),
-        parameters: json!({"type": "object", "properties": {"productId": {"type": "string", "enum": ["mug-red"]}, "quantity": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1}}, "required": ["productId"], "additionalProperties": false}),
-        risk: Default::default(),
-        global: false,
-        follow_up: true,
-    }]
+    vec![ToolSpec::new("cart_add", "Add a product to the shopping cart.").with_parameters(json!({"type": "object", "properties": {"productId": {"type": "string", "enum": ["mug-red"]}, "quantity": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1}}, "required": ["productId"], "additionalProperties": false}))]
 }
 
 #[tokio::test]

@@ -26,24 +26,7 @@ impl ToolHost for Shop {
             "properties": {"productId": {"type": "string"}, "quantity": {"type": "integer", "default": 1}},
             "required": ["productId"]
         });
-        vec![
-            ToolSpec {
-                name: "cart_add".into(),
-                description: "Add.".into(),
-                parameters: add,
-                risk: Default::default(),
-                global: false,
-                follow_up: true,
-            },
-            ToolSpec {
-                name: "cart_view".into(),
-                description: "View.".into(),
-                parameters: json!({"type": "object"}),
-                risk: Default::default(),
-                global: false,
-                follow_up: true,
-            },
-        ]
+        vec![ToolSpec::new("cart_add", "Add.").with_parameters(add), ToolSpec::new("cart_view", "View.")]
     }
 
     fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {

@@ -90,13 +90,12 @@ fn request_of(fixture: &Value) -> ChatRequest {
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| ToolSpec {
-            name: t["function"]["name"].as_str().unwrap().into(),
-            description: t["function"]["description"].as_str().unwrap().into(),
-            parameters: t["function"]["parameters"].clone(),
-            risk: Default::default(),
-            global: false,
-            follow_up: true,
+        .map(|t| {
+            ToolSpec::new(
+                t["function"]["name"].as_str().unwrap(),
+                t["function"]["description"].as_str().unwrap(),
+            )
+            .with_parameters(t["function"]["parameters"].clone())
         })
         .collect();
     ChatRequest { messages, tools, listed_tools: None }
@@ -293,14 +292,7 @@ async fn a_call_written_as_text_is_passed_on_as_it_is_written_and_nothing_of_it_
 }
 
 fn tool(name: &str) -> ToolSpec {
-    ToolSpec {
-        name: name.into(),
-        description: String::new(),
-        parameters: json!({"type": "object"}),
-        risk: Default::default(),
-        global: false,
-        follow_up: true,
-    }
+    ToolSpec::new(name, String::new())
 }
 
 #[tokio::test]
@@ -460,14 +452,7 @@ async fn a_provider_failure_ends_the_run_with_a_clear_error() {
 }
 
 fn spec(name: &str, parameters: Value) -> ToolSpec {
-    ToolSpec {
-        name: name.into(),
-        description: format!("The {name} tool."),
-        parameters,
-        risk: Default::default(),
-        global: false,
-        follow_up: true,
-    }
+    ToolSpec::new(name, format!("The {name} tool.")).with_parameters(parameters)
 }
 
 fn conversation(user: &str) -> Vec<ChatMessage> {

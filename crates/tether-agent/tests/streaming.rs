@@ -14,21 +14,14 @@ struct Shop {
 
 impl ToolHost for Shop {
     fn tools(&self) -> Vec<ToolSpec> {
-        vec![ToolSpec {
-            name: "cart_add".into(),
-            description: "Add a product to the cart.".into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "productId": {"enum": ["mug-red", "mug-blue", "tshirt-black"]},
-                    "quantity": {"type": "integer", "minimum": 1},
-                },
-                "required": ["productId", "quantity"],
-            }),
-            risk: Default::default(),
-            global: false,
-            follow_up: true,
-        }]
+        vec![ToolSpec::new("cart_add", "Add a product to the cart.").with_parameters(json!({
+            "type": "object",
+            "properties": {
+                "productId": {"enum": ["mug-red", "mug-blue", "tshirt-black"]},
+                "quantity": {"type": "integer", "minimum": 1},
+            },
+            "required": ["productId", "quantity"],
+        }))]
     }
 
     fn check(&self, _name: &str, _args: &Value) -> Result<(), ToolOutput> {

@@ -1,6 +1,7 @@
-//! Declarative hooks in the Azure SRE Agent format: `Stop`, `PostToolUse` and `PreToolUse` hooks
-//! of `type: command` (a process) or `type: prompt` (a model judges), loaded from YAML and run by
-//! the agent loop as one set of in-process [`Hooks`].
+//! Declarative hooks in the Azure SRE Agent format and in Claude Code's settings format:
+//! `Stop`, `PostToolUse` and `PreToolUse` hooks (and Claude Code's `UserPromptSubmit` and
+//! `SessionStart`) of `type: command` (a process) or `type: prompt` (a model judges), loaded
+//! from YAML or JSON and run by the agent loop as one set of in-process [`Hooks`].
 //!
 //! Load a [`HookConfig`], build [`DeclarativeHooks`] with the model that judges prompt hooks, and
 //! add [`DeclarativeHooks::hooks`] to an [`AgentLoop`](tether_agent::AgentLoop). Every hook call yields

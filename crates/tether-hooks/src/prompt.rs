@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use serde_json::{Value, json};
-use tether_protocol::{Risk, ToolSpec};
+use tether_protocol::ToolSpec;
 
 use tether_agent::{ChatMessage, ChatModel, ChatRequest, ModelToolCall};
 
@@ -33,38 +33,30 @@ pub fn render_prompt(prompt: &str, context: &Value) -> String {
 
 fn judge_tools() -> Vec<ToolSpec> {
     vec![
-        ToolSpec {
-            name: "ReadFile".into(),
-            description: "Reads the run's transcript file (the path in execution_summary). Optional 1-based \
-                          start line and line count."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "start_line": {"type": "integer", "minimum": 1},
-                    "line_count": {"type": "integer", "minimum": 1}
-                },
-                "required": ["path"]
-            }),
-            risk: Risk::None,
-            global: false,
-            follow_up: true,
-        },
-        ToolSpec {
-            name: "GrepSearch".into(),
-            description: "Searches the run's transcript file for a regular expression; returns matching lines \
-                          with their numbers."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {"pattern": {"type": "string"}, "path": {"type": "string"}},
-                "required": ["pattern"]
-            }),
-            risk: Risk::None,
-            global: false,
-            follow_up: true,
-        },
+        ToolSpec::new(
+            "ReadFile",
+            "Reads the run's transcript file (the path in execution_summary). Optional 1-based \
+                          start line and line count.",
+        )
+        .with_parameters(json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "start_line": {"type": "integer", "minimum": 1},
+                "line_count": {"type": "integer", "minimum": 1}
+            },
+            "required": ["path"]
+        })),
+        ToolSpec::new(
+            "GrepSearch",
+            "Searches the run's transcript file for a regular expression; returns matching lines \
+                          with their numbers.",
+        )
+        .with_parameters(json!({
+            "type": "object",
+            "properties": {"pattern": {"type": "string"}, "path": {"type": "string"}},
+            "required": ["pattern"]
+        })),
     ]
 }
 

@@ -50,14 +50,10 @@ impl McpTool {
             (Some(title), _) => title.to_string(),
             _ => format!("The tool {remote:?} of the MCP server {server:?}."),
         };
-        let spec = ToolSpec {
-            name,
-            description,
-            parameters,
-            risk: if read_only { Risk::None } else { Risk::Low },
-            global: true,
-            follow_up: true,
-        };
+        let spec = ToolSpec::new(name, description)
+            .with_parameters(parameters)
+            .with_risk(if read_only { Risk::None } else { Risk::Low })
+            .with_global(true);
         Ok(McpTool { spec, server: server.to_string(), remote, schema: Arc::new(schema) })
     }
 

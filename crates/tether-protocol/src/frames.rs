@@ -97,6 +97,56 @@ pub struct ToolSpec {
     pub follow_up: bool,
 }
 
+impl ToolSpec {
+    /// A tool that takes no arguments (`{"type": "object"}`), risk `none`, of the page (not
+    /// global), followed up: the defaults a client announces. The `with_*` methods change them.
+    ///
+    /// ```
+    /// use tether_protocol::{Risk, ToolSpec};
+    /// let tool = ToolSpec::new("checkout", "Place the order.").with_risk(Risk::High);
+    /// assert_eq!(tool.parameters, serde_json::json!({"type": "object"}));
+    /// assert!(tool.follow_up && !tool.global);
+    /// ```
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters: empty_object_schema(),
+            risk: Risk::default(),
+            global: false,
+            follow_up: true,
+        }
+    }
+
+    /// The JSON Schema of the arguments object.
+    #[must_use]
+    pub fn with_parameters(mut self, parameters: Value) -> Self {
+        self.parameters = parameters;
+        self
+    }
+
+    /// How dangerous the tool is.
+    #[must_use]
+    pub fn with_risk(mut self, risk: Risk) -> Self {
+        self.risk = risk;
+        self
+    }
+
+    /// Whether the tool survives navigation.
+    #[must_use]
+    pub fn with_global(mut self, global: bool) -> Self {
+        self.global = global;
+        self
+    }
+
+    /// Whether the model is asked again after the tool's result ([`ToolSpec::follow_up`]).
+    #[must_use]
+    pub fn with_follow_up(mut self, follow_up: bool) -> Self {
+        self.follow_up = follow_up;
+        self
+    }
+}
+
 /// Where the user is: the page whose tools are announced.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

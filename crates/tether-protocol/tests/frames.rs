@@ -17,14 +17,10 @@ fn checked_in_schema() -> Value {
 }
 
 fn tool(name: &str, risk: Risk, global: bool) -> ToolSpec {
-    ToolSpec {
-        name: name.into(),
-        description: format!("{name} does something"),
-        parameters: json!({"type": "object", "properties": {"id": {"type": "string"}}}),
-        risk,
-        global,
-        follow_up: true,
-    }
+    ToolSpec::new(name, format!("{name} does something"))
+        .with_parameters(json!({"type": "object", "properties": {"id": {"type": "string"}}}))
+        .with_risk(risk)
+        .with_global(global)
 }
 
 /// At least one frame of every type, with optional fields both present and absent.
@@ -48,7 +44,7 @@ fn sample_frames() -> (Vec<ClientFrame>, Vec<ServerFrame>) {
             tools: vec![
                 tool("cart_add", Risk::None, false),
                 tool("navigate", Risk::Low, true),
-                ToolSpec { follow_up: false, ..tool("product_view", Risk::None, false) },
+                tool("product_view", Risk::None, false).with_follow_up(false),
             ],
             page: Some(PageInfo { url: "/product/mug-red".into(), title: "Red mug".into() }),
             context: vec![
@@ -477,13 +473,12 @@ fn result_status() -> impl Strategy<Value = ResultStatus> {
 
 fn tool_spec() -> impl Strategy<Value = ToolSpec> {
     ("[a-z_]{1,12}", ".{0,20}", json_value(), risk(), any::<bool>(), any::<bool>()).prop_map(
-        |(name, description, parameters, risk, global, follow_up)| ToolSpec {
-            name,
-            description,
-            parameters,
-            risk,
-            global,
-            follow_up,
+        |(name, description, parameters, risk, global, follow_up)| {
+            ToolSpec::new(name, description)
+                .with_parameters(parameters)
+                .with_risk(risk)
+                .with_global(global)
+                .with_follow_up(follow_up)
         },
     )
 }

@@ -85,14 +85,10 @@ fn report(label: &str, mut samples: Vec<Duration>) {
 }
 
 fn cart_tools() -> Vec<ToolSpec> {
-    vec![ToolSpec {
-        name: "cart_add".into(),
-        description: "Add a product to the cart.".into(),
-        parameters: json!({"type": "object", "properties": {"productId": {"enum": ["mug-red"]}}}),
-        risk: Risk::None,
-        global: false,
-        follow_up: true,
-    }]
+    vec![
+        ToolSpec::new("cart_add", "Add a product to the cart.")
+            .with_parameters(json!({"type": "object", "properties": {"productId": {"enum": ["mug-red"]}}})),
+    ]
 }
 
 fn context(revision: u64) -> ClientFrame {

@@ -131,14 +131,7 @@ mod tests {
     use tether_core::validate::{FullValidator, Validator};
 
     fn tool(name: &str, ids: &[&str]) -> ToolSpec {
-        ToolSpec {
-            name: name.into(),
-            description: "Add a product to the cart.".into(),
-            parameters: json!({"type": "object", "properties": {"productId": {"type": "string", "enum": ids}}, "required": ["productId"]}),
-            risk: Default::default(),
-            global: false,
-            follow_up: true,
-        }
+        ToolSpec::new(name, "Add a product to the cart.").with_parameters(json!({"type": "object", "properties": {"productId": {"type": "string", "enum": ids}}, "required": ["productId"]}))
     }
 
     fn record(memory: &mut PageMemory, url: &str, tools: &[ToolSpec]) {

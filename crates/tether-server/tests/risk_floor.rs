@@ -16,7 +16,7 @@ fn floors(specs: &[&str]) -> Vec<RiskFloor> {
 }
 
 fn declared(name: &str, risk: Risk) -> ToolSpec {
-    ToolSpec { risk, ..tool(name, "A tool.", json!({"type": "object"})) }
+    tool(name, "A tool.", json!({"type": "object"})).with_risk(risk)
 }
 
 async fn server(specs: &[&str], model: &DirectModel) -> TestServer {

@@ -65,14 +65,7 @@ impl TravelDesk {
 }
 
 fn spec(name: &str, description: &str, parameters: Value) -> ToolSpec {
-    ToolSpec {
-        name: name.into(),
-        description: description.into(),
-        parameters,
-        risk: Default::default(),
-        global: false,
-        follow_up: true,
-    }
+    ToolSpec::new(name, description).with_parameters(parameters)
 }
 
 impl ToolHost for TravelDesk {

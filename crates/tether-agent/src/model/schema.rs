@@ -333,14 +333,7 @@ mod tests {
     use super::*;
 
     fn tool(name: &str, parameters: Value) -> ToolSpec {
-        ToolSpec {
-            name: name.into(),
-            description: "Does it.".into(),
-            parameters,
-            risk: Default::default(),
-            global: false,
-            follow_up: true,
-        }
+        ToolSpec::new(name, "Does it.").with_parameters(parameters)
     }
 
     #[test]

@@ -426,14 +426,7 @@ fn goal_tool(intent: Intent, tools: &[ToolSpec]) -> Option<&ToolSpec> {
 
 /// Whether a tool of this name (whatever its description) would be the goal of `intent`.
 fn is_goal_name(intent: Intent, name: &str) -> bool {
-    let named = ToolSpec {
-        name: name.to_string(),
-        description: String::new(),
-        parameters: Value::Null,
-        risk: Default::default(),
-        global: false,
-        follow_up: true,
-    };
+    let named = ToolSpec::new(name, String::new()).with_parameters(Value::Null);
     goal_tool(intent, std::slice::from_ref(&named)).is_some()
 }
 
@@ -1089,14 +1082,7 @@ mod tests {
     }
 
     fn tool(name: &str, description: &str, parameters: Value) -> ToolSpec {
-        ToolSpec {
-            name: name.into(),
-            description: description.into(),
-            parameters,
-            risk: Default::default(),
-            global: false,
-            follow_up: true,
-        }
+        ToolSpec::new(name, description).with_parameters(parameters)
     }
 
     fn storefront_home() -> Vec<ToolSpec> {

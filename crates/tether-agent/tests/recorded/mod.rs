@@ -42,32 +42,10 @@ pub fn storefront_home() -> Vec<ToolSpec> {
     let pages =
         json!(["home", "cart", "product/mug-red", "product/mug-blue", "product/tee-black", "product/poster-space"]);
     vec![
-        ToolSpec {
-            name: "navigate".into(),
-            description:
-                "Go to a page of the shop: home, the cart (to see, change or check out the cart) or a product page."
-                    .into(),
-            parameters: json!({"type": "object", "properties": {"to": {"type": "string", "enum": pages}}, "required": ["to"], "additionalProperties": false}),
-            risk: Default::default(),
-            global: true,
-            follow_up: true,
-        },
-        ToolSpec {
-            name: "product_view".into(),
-            description: "Open a product's page; the result has its price and description.".into(),
-            parameters: json!({"type": "object", "properties": {"productId": {"type": "string", "enum": ids}}, "required": ["productId"], "additionalProperties": false}),
-            risk: Default::default(),
-            global: false,
-            follow_up: true,
-        },
-        ToolSpec {
-            name: "cart_add".into(),
-            description: "Add a product to the shopping cart.".into(),
-            parameters: json!({"type": "object", "properties": {"productId": {"type": "string", "enum": ids}, "quantity": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1}}, "required": ["productId"], "additionalProperties": false}),
-            risk: Default::default(),
-            global: false,
-            follow_up: true,
-        },
+        ToolSpec::new("navigate", "Go to a page of the shop: home, the cart (to see, change or check out the cart) or a product page."
+                    ).with_parameters(json!({"type": "object", "properties": {"to": {"type": "string", "enum": pages}}, "required": ["to"], "additionalProperties": false})).with_global(true),
+        ToolSpec::new("product_view", "Open a product's page; the result has its price and description.").with_parameters(json!({"type": "object", "properties": {"productId": {"type": "string", "enum": ids}}, "required": ["productId"], "additionalProperties": false})),
+        ToolSpec::new("cart_add", "Add a product to the shopping cart.").with_parameters(json!({"type": "object", "properties": {"productId": {"type": "string", "enum": ids}, "quantity": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1}}, "required": ["productId"], "additionalProperties": false})),
     ]
 }
 
@@ -180,13 +158,8 @@ pub fn request(rest: Vec<ChatMessage>, tools: Vec<ToolSpec>) -> ChatRequest {
 
 /// The README's to-do example's tools with `items` on the list (examples/todo-react).
 pub fn todo_tools(items: &[&str]) -> Vec<ToolSpec> {
-    let tool = |name: &str, description: &str, title: Value| ToolSpec {
-        name: name.into(),
-        description: description.into(),
-        parameters: json!({"type": "object", "properties": {"title": title}, "required": ["title"], "additionalProperties": false}),
-        risk: Default::default(),
-        global: false,
-        follow_up: true,
+    let tool = |name: &str, description: &str, title: Value| {
+        ToolSpec::new(name, description).with_parameters(json!({"type": "object", "properties": {"title": title}, "required": ["title"], "additionalProperties": false}))
     };
     vec![
         tool("todo_add", "Add an item to the to-do list.", json!({"type": "string", "minLength": 1})),

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tether_agent::BoxFuture;
 use tether_agent::{AgentLoop, ChatMessage, ChatModel, RunOutcome, RunSink, ScriptedModel, ToolHost, ToolOutput};
 use tether_hooks::{DeclarativeHooks, HookConfig};
-use tether_protocol::{HookAudit, ResultStatus, Risk, RunEvent, ToolSpec};
+use tether_protocol::{HookAudit, ResultStatus, RunEvent, ToolSpec};
 
 /// What the fake shell tool returns; it must never reach the model when a hook blocks it.
 pub const RAW_RESULT: &str = "RAW-TOOL-RESULT-7f3a";
@@ -34,14 +34,12 @@ impl ShellHost {
 
     /// A host whose tool ends with `status` (content [`RAW_RESULT`]).
     pub fn with_status(status: ResultStatus) -> Self {
-        let tools = vec![ToolSpec {
-            name: "ExecuteShellCommand".into(),
-            description: "Runs a shell command on the server and returns its output.".into(),
-            parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
-            risk: Risk::None,
-            global: false,
-            follow_up: true,
-        }];
+        let tools = vec![
+            ToolSpec::new("ExecuteShellCommand", "Runs a shell command on the server and returns its output.")
+                .with_parameters(
+                    json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
+                ),
+        ];
         ShellHost {
             tools,
             executed: Mutex::new(Vec::new()),

@@ -230,14 +230,7 @@ impl Client {
 }
 
 pub fn tool(name: &str, description: &str, parameters: Value) -> ToolSpec {
-    ToolSpec {
-        name: name.into(),
-        description: description.into(),
-        parameters,
-        risk: Risk::None,
-        global: false,
-        follow_up: true,
-    }
+    ToolSpec::new(name, description).with_parameters(parameters)
 }
 
 /// The tools of the storefront's home page.
