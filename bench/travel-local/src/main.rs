@@ -62,7 +62,9 @@ async fn main() -> Result<()> {
     config.temperature = Some(0.0);
     config.max_tokens = Some(300);
     // As `tether serve` does for OpenAI-compatible models: a question changes nothing.
-    let agent = travel_agent(Arc::new(OpenAiProvider::new(config)?)).with_question_check(true);
+    let agent = travel_agent(Arc::new(OpenAiProvider::new(config)?))
+        .with_question_check(true)
+        .with_fit_check(Some(tether_agent::DEFAULT_FIT_THRESHOLD));
     let mut desk = TravelDesk::default();
     let mut history = Vec::new();
     for (n, request) in requests.into_iter().enumerate() {

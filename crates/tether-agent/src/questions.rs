@@ -2,7 +2,14 @@
 //! a change or only for information; a question's run is offered only the tools that change
 //! nothing (which the model also says, once per tool), so a model cannot act on a question.
 //!
-//! Both are asked of the model itself, each as a small request of its own with a constrained
+//! A request's calls are checked too: before a call that changes something runs, the model is
+//! asked, alone, whether the message asked for what the tool does, and the call is refused
+//! when the probability of its "yes" is below a threshold ([`QuestionCheck::fit`]). Measured
+//! with the 1.5B model, it answers "yes" to every such question, but the *probability* of its
+//! "yes" separates most calls that do something else (adding a product when asked to remove
+//! one) from those asked for.
+//!
+//! The message's kind and each tool's effect are asked of the model itself, each as a small request of its own with a constrained
 //! one-word answer: measured with the 1.5B model, it tells a question from a request far more
 //! reliably when asked that alone (27 of 29 messages, the two misses follow-ups it took for
 //! questions) than when it must choose between answering and calling a tool in the same reply
@@ -71,6 +78,19 @@ pub(crate) fn effect_prompt(tool: &ToolSpec) -> String {
          {{\"effect\": \"only reads or shows\"}}.",
         tool.name,
         tool.description.chars().take(400).collect::<String>()
+    )
+}
+
+/// The question whether a message asks for what a tool does (only the tool's description: the
+/// 1.5B model tells fitting from unfitting calls better without the arguments).
+pub(crate) fn fit_prompt(message: &str, last_answer: Option<&str>, tool: &ToolSpec) -> String {
+    let cut = |text: &str, most: usize| text.chars().take(most).collect::<String>();
+    let before = last_answer.map(|answer| format!("Your last message: \"{}\"\n", cut(answer, 300))).unwrap_or_default();
+    let action = if tool.description.trim().is_empty() { tool.name.as_str() } else { tool.description.as_str() };
+    format!(
+        "{before}Message: \"{}\"\nAction: {}\n\nDid the message ask for this action? Answer yes or no.",
+        cut(message, 600),
+        cut(action, 400)
     )
 }
 
@@ -169,6 +189,48 @@ impl QuestionCheck {
     }
 }
 
+impl QuestionCheck {
+    /// How likely it is that `message` asks for what `tool` does, from the model's token
+    /// probabilities ([`ChatModel::yes_probability`]); `None` when the provider does not give
+    /// them or could not be asked (the call is then not checked).
+    ///
+    /// The message is asked about alone first; only when that is below `threshold` is it asked
+    /// again as a reply to `last_answer` (a short reply, "the blue one", needs it), and the
+    /// higher of the two counts. Measured with the 1.5B model, an answer before the message
+    /// lowers the probability of calls it asked for (0.55 to 0.75 for "Go back to the home
+    /// page." and "Take me to my cart." in a conversation, ≥ 0.77 alone).
+    pub async fn fit(
+        &self,
+        model: &dyn ChatModel,
+        message: &str,
+        last_answer: Option<&str>,
+        tool: &ToolSpec,
+        threshold: f64,
+    ) -> Option<f64> {
+        let ask = |prompt: String| async move {
+            match model.yes_probability(&prompt).await {
+                Ok(probability) => probability,
+                Err(error) => {
+                    tracing::warn!(tool = tool.name, %error, "could not ask whether the message asks for the call; it runs unchecked");
+                    None
+                }
+            }
+        };
+        let alone = ask(fit_prompt(message, None, tool)).await?;
+        match last_answer {
+            Some(answer) if alone < threshold => {
+                Some(ask(fit_prompt(message, Some(answer), tool)).await.map_or(alone, |after| after.max(alone)))
+            }
+            _ => Some(alone),
+        }
+    }
+
+    /// Whether `tool` only reads or shows ([`read_only`](Self::read_only) for one tool).
+    pub async fn is_read_only(&self, model: &dyn ChatModel, tool: &ToolSpec) -> bool {
+        self.read_only(model, std::slice::from_ref(tool)).await.contains(&tool.name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,14 +257,12 @@ mod tests {
             "{prompt}"
         );
         assert!(kind_prompt("What can you do?", None).starts_with("The user's message: \"What can you do?\""));
-        let tool = ToolSpec {
-            name: "cart_add".into(),
-            description: "Add a product to the shopping cart.".into(),
-            parameters: json!({"type": "object"}),
-            risk: Risk::None,
-            global: false,
-            follow_up: true,
-        };
+        let tool = ToolSpec::new("cart_add", "Add a product to the shopping cart.");
         assert!(effect_prompt(&tool).starts_with("Tool: cart_add: Add a product to the shopping cart.\n"));
+        assert_eq!(
+            fit_prompt("the blue one", Some("Which mug, red or blue?"), &tool),
+            "Your last message: \"Which mug, red or blue?\"\nMessage: \"the blue one\"\nAction: Add a product to the \
+             shopping cart.\n\nDid the message ask for this action? Answer yes or no."
+        );
     }
 }

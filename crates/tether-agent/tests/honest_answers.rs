@@ -15,14 +15,7 @@ use tether_agent::*;
 use tether_protocol::{ContextEntry, ResultStatus, RunEvent, RunStatus, ToolSpec};
 
 fn spec(name: &str, description: &str) -> ToolSpec {
-    ToolSpec {
-        name: name.into(),
-        description: description.into(),
-        parameters: json!({"type": "object"}),
-        risk: Default::default(),
-        global: false,
-        follow_up: true,
-    }
+    ToolSpec::new(name, description)
 }
 
 /// A shop page: `open_cart` moves to the cart page, whose tools differ; `checkout` may be set to
@@ -382,15 +375,37 @@ async fn sentences_that_repeat_tethers_notes_to_the_model_never_reach_the_user()
 /// A model for the question check: each classifying request (`complete_json`) is answered by a
 /// rule a test can see (a message with `?` is a question; `open_*` tools only read), or fails
 /// when `classify_fails`; turns are answered from `turns`. Counts both at its end.
+///
+/// With `logprobs`, it also gives the probability of "yes" to the fit check's question: 0.9
+/// when the action's description opens with the message's first word ("Add …" for "Add a
+/// mug"), else 0.3; without, it gives none, as a provider without token probabilities.
 struct Asker {
     turns: Arc<ReplayModel>,
     classify_fails: bool,
+    logprobs: bool,
     asked: Mutex<Vec<String>>,
+    fit_asked: Mutex<Vec<String>>,
 }
 
 impl Asker {
     fn new(turns: Vec<ModelReply>) -> Arc<Self> {
-        Arc::new(Asker { turns: ReplayModel::new(turns), classify_fails: false, asked: Mutex::new(Vec::new()) })
+        Arc::new(Asker {
+            turns: ReplayModel::new(turns),
+            classify_fails: false,
+            logprobs: false,
+            asked: Mutex::new(Vec::new()),
+            fit_asked: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn with_logprobs(turns: Vec<ModelReply>) -> Arc<Self> {
+        let mut asker = Arc::into_inner(Asker::new(turns)).unwrap();
+        asker.logprobs = true;
+        Arc::new(asker)
+    }
+
+    fn fit_asked(&self) -> Vec<String> {
+        self.fit_asked.lock().unwrap().clone()
     }
 
     fn asked(&self) -> Vec<String> {
@@ -432,6 +447,19 @@ impl ChatModel for Asker {
                 json!({"effect": if tool.starts_with("open_") { "only reads or shows" } else { "changes data" }})
             };
             Ok(text(&answer.to_string()))
+        })
+    }
+
+    fn yes_probability<'a>(&'a self, prompt: &'a str) -> BoxFuture<'a, Result<Option<f64>, AgentError>> {
+        Box::pin(async move {
+            self.fit_asked.lock().unwrap().push(prompt.to_string());
+            if !self.logprobs {
+                return Ok(None);
+            }
+            let message = prompt.split("Message: \"").nth(1).unwrap();
+            let action = prompt.split("Action: ").nth(1).unwrap();
+            let verb = message.split_whitespace().next().unwrap();
+            Ok(Some(if action.starts_with(verb) { 0.9 } else { 0.3 }))
         })
     }
 }
@@ -516,11 +544,9 @@ async fn tools_that_declare_a_risk_are_never_offered_to_a_question_nor_asked_abo
 
 #[tokio::test]
 async fn when_the_model_cannot_say_every_tool_is_offered_as_without_the_check() {
-    let model = Arc::new(Asker {
-        turns: ReplayModel::new(vec![text("It would be $12.")]),
-        classify_fails: true,
-        asked: Mutex::new(Vec::new()),
-    });
+    let mut failing = Arc::into_inner(Asker::new(vec![text("It would be $12.")])).unwrap();
+    failing.classify_fails = true;
+    let model = Arc::new(failing);
     let agent = AgentLoop::new(model.clone()).with_question_check(true);
     let run = run(&agent, &Shop::new(), "What would a mug cost?").await;
     assert_eq!(run.outcome.status, RunStatus::Completed);
@@ -553,4 +579,116 @@ async fn a_resumed_question_stays_a_question() {
     agent.resume(&Shop::new(), &sink, restored, std::future::pending()).await;
     assert_eq!(names(&model.turns.requests()[0].tools), ["open_cart"]);
     assert_eq!(model.asked().len(), 2, "not asked again what the message is: {:?}", model.asked());
+}
+
+fn tool_results(messages: &[ChatMessage]) -> Vec<String> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_requests_call_of_a_tool_that_does_something_else_is_refused() {
+    // "Remove the red mug from my cart." with no remove tool on the page: the 1.5B model added it.
+    let model =
+        Asker::with_logprobs(vec![call("cart_add", json!({})), text("There is no way to remove products here.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let shop = Shop::new();
+    let run = run(&agent, &shop, "Remove the mug from my cart.").await;
+    assert!(shop.ran.lock().unwrap().is_empty(), "nothing ran: {:?}", shop.ran.lock().unwrap());
+    let results = tool_results(&run.outcome.messages);
+    assert_eq!(results.len(), 1);
+    assert!(
+        results[0].contains(
+            "Not run: the user's message does not ask for what cart_add does (Add a product to the shopping cart)"
+        ),
+        "{}",
+        results[0]
+    );
+    assert_eq!(run.outcome.answer, "There is no way to remove products here.");
+    // Asked at the model's end: the message and the tool's description, nothing of the app.
+    assert_eq!(
+        model.fit_asked(),
+        [
+            "Message: \"Remove the mug from my cart.\"\nAction: Add a product to the shopping cart.\n\nDid the message ask for this action? Answer yes or no."
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_call_the_message_asks_for_runs_and_read_only_tools_are_not_asked_about() {
+    let model = Asker::with_logprobs(vec![
+        call("cart_add", json!({"productId": "mug"})),
+        call("cart_add", json!({"productId": "poster"})),
+        call("open_cart", json!({})),
+        text("Added both; here is your cart."),
+    ]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let shop = Shop::new();
+    let run = run(&agent, &shop, "Add a mug and a poster, then show me my cart.").await;
+    assert_eq!(*shop.ran.lock().unwrap(), ["cart_add", "cart_add", "open_cart"]);
+    assert_eq!(run.outcome.answer, "Added both; here is your cart.");
+    // cart_add once per run (its second call is not asked about again); open_cart only reads.
+    let asked = model.fit_asked();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(asked[0].contains("Action: Add a product to the shopping cart."), "{}", asked[0]);
+}
+
+#[tokio::test]
+async fn without_token_probabilities_or_with_the_check_off_calls_run_unchecked() {
+    // The provider gives no probabilities: asked, and the call runs as without the check.
+    let model = Asker::new(vec![call("cart_add", json!({})), text("Added.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let shop = Shop::new();
+    run(&agent, &shop, "Remove the mug from my cart.").await;
+    assert_eq!(*shop.ran.lock().unwrap(), ["cart_add"]);
+    assert_eq!(model.fit_asked().len(), 1);
+    // The check off: nothing is asked, the call runs.
+    let model = Asker::with_logprobs(vec![call("cart_add", json!({})), text("Added.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true);
+    let shop = Shop::new();
+    run(&agent, &shop, "Remove the mug from my cart.").await;
+    assert_eq!(*shop.ran.lock().unwrap(), ["cart_add"]);
+    assert!(model.fit_asked().is_empty());
+}
+
+#[tokio::test]
+async fn the_answer_before_a_short_reply_goes_along_as_words_not_as_the_json_around_them() {
+    // A constrained turn's answer is kept as the model wrote it: `{"next": "answer", …}`.
+    let history = vec![
+        ChatMessage::User { content: "Add a mug.".into() },
+        ChatMessage::Assistant {
+            content: r#"{"next": "answer", "answer": "Which mug would you like, red or blue?"}"#.into(),
+            tool_calls: Vec::new(),
+        },
+    ];
+    // (The fake's rule refuses the call: "the" is not "Add". Only the questions matter here.)
+    let model =
+        Asker::with_logprobs(vec![call("cart_add", json!({"productId": "mug-blue"})), text("I could not add it.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let shop = Shop::new();
+    let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
+    agent.run(&shop, &sink, "r2", "the blue one", history).await;
+    let before = "Your last message: \"Which mug would you like, red or blue?\"\n";
+    assert!(model.asked()[0].starts_with(before), "{}", model.asked()[0]);
+    // The fit check asks about the message alone first, then, below the threshold, as a reply.
+    let fit = model.fit_asked();
+    assert_eq!(fit.len(), 2, "{fit:?}");
+    assert!(fit[0].starts_with("Message: \"the blue one\""), "{}", fit[0]);
+    assert!(fit[1].starts_with(&format!("{before}Message: \"the blue one\"")), "{}", fit[1]);
+
+    // A message that asks for the call by itself: asked once, alone, and the call runs.
+    let model = Asker::with_logprobs(vec![call("cart_add", json!({"productId": "mug-red"})), text("Added.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let history = vec![
+        ChatMessage::User { content: "Hi.".into() },
+        ChatMessage::Assistant { content: "Hello! What can I do for you?".into(), tool_calls: Vec::new() },
+    ];
+    agent.run(&shop, &sink, "r3", "Add a red mug.", history).await;
+    assert_eq!(*shop.ran.lock().unwrap(), ["cart_add"]);
+    assert_eq!(model.fit_asked().len(), 1, "{:?}", model.fit_asked());
 }

@@ -85,6 +85,13 @@ struct ServeArgs {
     /// a question never changes anything. See docs/models.md.
     #[arg(long)]
     no_question_check: bool,
+    /// With the question check on, a request's call of a tool that changes something runs only
+    /// when the model, asked alone whether the message asked for what the tool does, gives
+    /// "yes" at least this probability (from 0 to 1; 0 turns the check off). Needs a provider
+    /// that gives token probabilities (`logprobs`); without them calls run unchecked. See
+    /// docs/models.md.
+    #[arg(long, default_value_t = tether_agent::DEFAULT_FIT_THRESHOLD, value_parser = probability)]
+    fit_threshold: f64,
     /// Declarative hooks file, recognised by its shape: Azure SRE Agent format (a `hooks:` block
     /// and/or an ExtendedAgent document with `spec.hooks` and `spec.instructions`) or Claude
     /// Code's settings format (`hooks.PreToolUse` …); may be given several times. See docs/hooks.md.
@@ -189,6 +196,14 @@ fn parse_tool_mode(name: &str) -> Result<ToolMode, String> {
     name.parse().map_err(|error: tether_agent::AgentError| error.to_string())
 }
 
+/// A probability from 0 to 1 (`--fit-threshold`).
+fn probability(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if (0.0..=1.0).contains(&value) => Ok(value),
+        _ => Err(format!("expected a probability from 0 to 1, got {text:?}")),
+    }
+}
+
 fn model(args: &ServeArgs) -> Result<Arc<dyn ChatModel>> {
     if args.model == "scripted" {
         let pace = Duration::from_millis(args.scripted_call_pace_ms);
@@ -263,7 +278,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
         .with_max_turns(args.max_turns)
         .with_run_timeout(Duration::from_secs(args.max_run_seconds.max(1)))
         .with_loop_guard(guard)
-        .with_question_check(args.model != "scripted" && !args.no_question_check);
+        .with_question_check(args.model != "scripted" && !args.no_question_check)
+        .with_fit_check((args.fit_threshold > 0.0).then_some(args.fit_threshold));
     if !args.hooks.is_empty() {
         // Invalid hooks refuse to start the server, with a message naming the hook and the field.
         let mut config = HookConfig::default();

@@ -12,6 +12,7 @@ mod tool_text;
 pub use openai::{OpenAiConfig, OpenAiProvider};
 pub use partial::{partial_object, partial_value};
 pub use scripted::{SCRIPTED_CONTRACT, SCRIPTED_PREFIX, ScriptedModel};
+pub(crate) use tool_text::answer_of;
 pub use tool_text::{ReadReply, json_values, read_reply};
 
 use std::future::Future;
@@ -237,6 +238,15 @@ pub trait ChatModel: Send + Sync {
     ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
         let _ = answer_schema;
         self.complete(request, on_delta)
+    }
+
+    /// How likely the model's first word in reply to `prompt` (a yes-or-no question, asked
+    /// alone) is "yes" rather than "no", from the provider's token probabilities: a number
+    /// from 0 to 1. `None` when the provider does not give token probabilities (the default,
+    /// and a provider that answers without them), so that a check built on it is skipped.
+    fn yes_probability<'a>(&'a self, prompt: &'a str) -> BoxFuture<'a, Result<Option<f64>, AgentError>> {
+        let _ = prompt;
+        Box::pin(async { Ok(None) })
     }
 
     /// As [`complete`](Self::complete), and passes on each tool call's arguments while the

@@ -123,6 +123,9 @@ pub struct OpenAiProvider {
     late_tools: std::sync::atomic::AtomicBool,
     /// The context window, once known (from the configuration or the provider).
     window: tokio::sync::OnceCell<Option<u32>>,
+    /// The provider answered a request for token probabilities without them (or refused it):
+    /// [`ChatModel::yes_probability`] asks no more.
+    no_logprobs: std::sync::atomic::AtomicBool,
 }
 
 /// What a request sends besides the conversation.
@@ -151,6 +154,7 @@ impl OpenAiProvider {
             refused: Mutex::new(HashMap::new()),
             late_tools,
             window: tokio::sync::OnceCell::new(),
+            no_logprobs: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -173,14 +177,7 @@ impl OpenAiProvider {
     }
 
     async fn probe(&self) -> Result<(ToolMode, String), AgentError> {
-        let ping = ToolSpec {
-            name: "ping".into(),
-            description: "Answers pong.".into(),
-            parameters: json!({"type": "object", "properties": {}}),
-            risk: Default::default(),
-            global: false,
-            follow_up: true,
-        };
+        let ping = ToolSpec::new("ping", "Answers pong.").with_parameters(json!({"type": "object", "properties": {}}));
         let ask = vec![json!({"role": "user", "content": "Call the ping tool now."})];
         // Only the call is allowed: a provider that honours the schema can answer nothing else,
         // and one that ignores it rarely writes exactly this.
@@ -1024,6 +1021,26 @@ async fn read_response(
     Ok(finish_reply(tools, partial, gate))
 }
 
+/// The share of "yes" among the first token's likeliest choices that are "yes" or "no" (any
+/// case, spaces around), from an OpenAI-style `choices[0].logprobs.content[0].top_logprobs`.
+fn yes_share(reply: &Value) -> Option<f64> {
+    let choices = reply.pointer("/choices/0/logprobs/content/0/top_logprobs")?.as_array()?;
+    let (mut yes, mut no) = (0.0, 0.0);
+    for choice in choices {
+        let (Some(token), Some(logprob)) =
+            (choice.get("token").and_then(Value::as_str), choice.get("logprob").and_then(Value::as_f64))
+        else {
+            continue;
+        };
+        match token.trim().to_ascii_lowercase().as_str() {
+            "yes" => yes += logprob.exp(),
+            "no" => no += logprob.exp(),
+            _ => {}
+        }
+    }
+    (yes + no > 0.0).then(|| yes / (yes + no))
+}
+
 impl ChatModel for OpenAiProvider {
     fn name(&self) -> &str {
         &self.config.model
@@ -1052,6 +1069,42 @@ impl ChatModel for OpenAiProvider {
         on_delta: DeltaSink<'a>,
     ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
         Box::pin(self.complete_inner(request, Some(answer_schema), Streams::text(on_delta)))
+    }
+
+    fn yes_probability<'a>(&'a self, prompt: &'a str) -> BoxFuture<'a, Result<Option<f64>, AgentError>> {
+        use std::sync::atomic::Ordering;
+        Box::pin(async move {
+            if self.no_logprobs.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            let body = json!({
+                "model": self.config.model,
+                "messages": [{"role": "user", "content": prompt}],
+                "temperature": 0,
+                "max_tokens": 1,
+                "stream": false,
+                "logprobs": true,
+                "top_logprobs": 10,
+            });
+            let response = match self.send(&body).await {
+                Ok(response) => response,
+                Err(AgentError::ProviderStatus { status: 400 | 422, message }) => {
+                    tracing::info!(%message, "the provider refuses to give token probabilities; checks that need them are off");
+                    self.no_logprobs.store(true, Ordering::Relaxed);
+                    return Ok(None);
+                }
+                Err(error) => return Err(error),
+            };
+            let text = response.text().await.map_err(|error| AgentError::ProviderUnreachable(describe(&error)))?;
+            let probability = serde_json::from_str::<Value>(&text).ok().and_then(|reply| yes_share(&reply));
+            if probability.is_none() {
+                tracing::info!(
+                    "the provider gives no token probabilities for yes or no; checks that need them are off"
+                );
+                self.no_logprobs.store(true, Ordering::Relaxed);
+            }
+            Ok(probability)
+        })
     }
 
     fn prompt_budget(&self) -> BoxFuture<'_, Option<u32>> {
@@ -1115,6 +1168,21 @@ mod tests {
     }
 
     #[test]
+    fn yes_share_reads_the_first_tokens_probabilities() {
+        let reply = |choices: Value| json!({"choices": [{"logprobs": {"content": [{"top_logprobs": choices}]}}]});
+        let share = yes_share(&reply(json!([
+            {"token": "Yes", "logprob": (0.6f64).ln()},
+            {"token": " no", "logprob": (0.2f64).ln()},
+            {"token": "yes", "logprob": (0.1f64).ln()},
+            {"token": "Maybe", "logprob": (0.1f64).ln()},
+        ])))
+        .unwrap();
+        assert!((share - 0.7 / 0.9).abs() < 1e-9, "{share}");
+        assert_eq!(yes_share(&reply(json!([{"token": "Perhaps", "logprob": -0.1}]))), None);
+        assert_eq!(yes_share(&json!({"choices": [{"message": {"content": "yes"}}]})), None);
+    }
+
+    #[test]
     fn the_api_key_never_appears_in_debug_output() {
         let mut config = OpenAiConfig::new("http://h", "m");
         config.api_key = Some("sk-secret-sentinel".into());
@@ -1166,14 +1234,7 @@ mod tests {
 
     /// A tool with no arguments, for the prompt-shape tests.
     fn cart_add() -> ToolSpec {
-        ToolSpec {
-            name: "cart_add".into(),
-            description: "Add.".into(),
-            parameters: json!({"type": "object"}),
-            risk: Default::default(),
-            global: false,
-            follow_up: true,
-        }
+        ToolSpec::new("cart_add", "Add.")
     }
 
     #[test]
