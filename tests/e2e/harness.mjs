@@ -17,7 +17,8 @@ export const ARTIFACTS = resolve(ROOT, "target/e2e-artifacts");
  * and a tool mode).
  */
 export async function startServer(dist, addr = "127.0.0.1:0", modelArgs = ["--model", "scripted"]) {
-  const binary = resolve(ROOT, "target/debug/tether");
+  // A benchmark may compare another build (`bench/browser/wire.mjs`).
+  const binary = process.env.TETHER_BINARY ?? resolve(ROOT, "target/debug/tether");
   const pages = dist ? ["--static", dist] : [];
   // In memory unless a test names a store: the default SQLite file is one server's at a time.
   const store = modelArgs.includes("--store") ? [] : ["--store", "memory"];

@@ -178,6 +178,11 @@ fn build_leptos_app_into(toolchain: WasmToolchain, dir: &Path, out: &Path, targe
             }
         }
     }
+    let compressed = crate::precompress::precompress(out)?;
+    eprintln!(
+        "[xtask] precompressed {} files ({} bytes; {} as brotli) for tether serve --static",
+        compressed.files, compressed.bytes, compressed.brotli_bytes
+    );
     Ok(sizes)
 }
 

@@ -8,6 +8,7 @@
 mod app;
 mod cmd;
 mod local_model;
+mod precompress;
 mod snippets;
 mod tasks;
 #[cfg(test)]
@@ -36,6 +37,8 @@ cargo xtask <task>
                    `--tasks`: the task benchmark with a real local model (see docs/models.md;
                    --model 1.5b|0.5b; narrow it with --apps, --modes, --suites, --orders, --only,
                    --task-timeout, --serve-args, --no-extras)
+                   `--wire`: bytes over the wire for a first load and a reload of both
+                   storefronts in headless Chromium (TETHER_BINARY=path compares another build)
   fuzz             explore the fuzz targets from fresh seeds (--seconds N each, default 300);
                    `test` runs them 30 s each from a fixed seed
   protocol-schema  regenerate crates/tether-protocol/protocol.schema.json after a version bump

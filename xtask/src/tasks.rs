@@ -103,12 +103,31 @@ pub(crate) fn bench(args: &[String]) -> Result<()> {
     if args.iter().any(|a| a == "--tasks") {
         return task_bench(args);
     }
+    if args.iter().any(|a| a == "--wire") {
+        return wire_bench();
+    }
     let only_browser = args.iter().any(|a| a == "--browser");
     if !only_browser {
         run(in_repo("cargo").args(["bench", "-p", "tether-core"]))?;
         run(in_repo("cargo").args(["bench", "-p", "tether-agent", "-p", "tether-hooks", "-p", "tether-server"]))?;
     }
     browser_latency()
+}
+
+/// Bytes over the wire for a first load and a reload of both storefronts as `tether serve
+/// --static` sends them, in headless Chromium (bench/browser/wire.mjs). `TETHER_BINARY` names
+/// another build of `tether` to compare.
+fn wire_bench() -> Result<()> {
+    let toolchain = toolchain::setup(Needs { browser: true, ..Needs::default() })?;
+    let (leptos, _) = build_storefront(toolchain)?;
+    runtime_module(toolchain)?;
+    build_react_storefront()?;
+    run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether"]))?;
+    step("bytes over the wire: first load and reload of both storefronts in headless Chromium");
+    run(in_repo("node")
+        .arg("bench/browser/wire.mjs")
+        .arg(format!("storefront-leptos={}", leptos.display()))
+        .arg(format!("storefront-react={}", repo_root().join("www/storefront-react/dist").display())))
 }
 
 /// The latency benchmark in headless Chromium (bench/browser), ajv side by side.
@@ -159,7 +178,15 @@ pub(crate) fn build_storefront(toolchain: WasmToolchain) -> Result<(std::path::P
     for file in ["index.html", "styles.css"] {
         std::fs::copy(repo_root().join("examples/storefront-leptos/static").join(file), dist.join(file))?;
     }
+    crate::precompress::precompress(&dist)?;
     Ok((dist, sizes))
+}
+
+/// Builds the React storefront into `www/storefront-react/dist`, precompressed.
+fn build_react_storefront() -> Result<()> {
+    run(in_repo("npm").args(["run", "--silent", "storefront-react:build"]))?;
+    crate::precompress::precompress(&repo_root().join("www/storefront-react/dist"))?;
+    Ok(())
 }
 
 pub(crate) fn demo(args: &[String]) -> Result<()> {
@@ -262,7 +289,7 @@ fn task_bench(args: &[String]) -> Result<()> {
     let (leptos, _) = build_storefront(toolchain)?;
     let runtime = runtime_module(toolchain)?;
     if apps.contains("shop-react") {
-        run(in_repo("npm").args(["run", "--silent", "storefront-react:build"]))?;
+        build_react_storefront()?;
     }
     if apps.contains("todo-react") {
         build_todo_react(&runtime)?;
@@ -449,6 +476,7 @@ fn build_todo_react(runtime: &ModuleSizes) -> Result<(std::path::PathBuf, std::p
     }
     run(Command::new("npm").args(["install", "--no-audit", "--no-fund", "--prefer-offline"]).current_dir(&todo_react))?;
     run(Command::new("npm").args(["run", "build"]).current_dir(&todo_react))?;
+    crate::precompress::precompress(&todo_react.join("dist"))?;
     Ok((tarball, todo_react))
 }
 
@@ -460,7 +488,7 @@ fn build_todo_react(runtime: &ModuleSizes) -> Result<(std::path::PathBuf, std::p
 fn walkthroughs_end_to_end(runtime: &ModuleSizes, storefront: &Path, only: &[String]) -> Result<()> {
     let (tarball, todo_react) = build_todo_react(runtime)?;
     run(in_repo("node").arg("www/packages/react/scripts/pack-test.mjs").arg(&tarball).arg(&todo_react))?;
-    run(in_repo("npm").args(["run", "--silent", "storefront-react:build"]))?;
+    build_react_storefront()?;
 
     step("end to end: the real server, both storefronts and both to-do examples in headless Chromium (Playwright)");
     let all = ["leptos", "react", "todo"].map(String::from);

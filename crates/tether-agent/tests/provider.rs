@@ -91,11 +91,8 @@ fn request_of(fixture: &Value) -> ChatRequest {
         .unwrap()
         .iter()
         .map(|t| {
-            ToolSpec::new(
-                t["function"]["name"].as_str().unwrap(),
-                t["function"]["description"].as_str().unwrap(),
-            )
-            .with_parameters(t["function"]["parameters"].clone())
+            ToolSpec::new(t["function"]["name"].as_str().unwrap(), t["function"]["description"].as_str().unwrap())
+                .with_parameters(t["function"]["parameters"].clone())
         })
         .collect();
     ChatRequest { messages, tools, listed_tools: None }

@@ -17,6 +17,7 @@ mod policy;
 mod run;
 mod server;
 mod session;
+mod static_files;
 pub mod store;
 mod tools;
 

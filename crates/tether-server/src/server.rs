@@ -205,8 +205,7 @@ impl TetherServer {
             router = router.merge(mcp);
         }
         if let Some(dir) = &self.static_dir {
-            let index = tower_http::services::ServeFile::new(dir.join("index.html"));
-            router = router.fallback_service(tower_http::services::ServeDir::new(dir).fallback(index));
+            router = router.merge(crate::static_files::router(dir));
         }
         router
     }
