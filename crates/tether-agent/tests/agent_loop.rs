@@ -85,17 +85,7 @@ async fn run(agent: &AgentLoop, host: &FakeHost) -> (RunOutcome, Vec<RunEvent>, 
 }
 
 fn tool_messages(model: &ReplayModel) -> Vec<String> {
-    let requests = model.requests();
-    requests
-        .last()
-        .unwrap()
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            ChatMessage::Tool { content, .. } => Some(content.clone()),
-            _ => None,
-        })
-        .collect()
+    common::tool_results(&model.requests().last().unwrap().messages)
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
-use common::{ReplayModel, call, run, text};
+use common::{ReplayModel, call, run, text, tool_results};
 use serde_json::{Value, json};
 use tether_agent::*;
 use tether_protocol::{ContextEntry, ResultStatus, RunEvent, RunStatus, ToolSpec};
@@ -579,16 +579,6 @@ async fn a_resumed_question_stays_a_question() {
     agent.resume(&Shop::new(), &sink, restored, std::future::pending()).await;
     assert_eq!(names(&model.turns.requests()[0].tools), ["open_cart"]);
     assert_eq!(model.asked().len(), 2, "not asked again what the message is: {:?}", model.asked());
-}
-
-fn tool_results(messages: &[ChatMessage]) -> Vec<String> {
-    messages
-        .iter()
-        .filter_map(|m| match m {
-            ChatMessage::Tool { content, .. } => Some(content.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test]

@@ -49,14 +49,7 @@ impl ToolHost for Shop {
 }
 
 fn tool_results(request: &ChatRequest) -> Vec<String> {
-    request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            ChatMessage::Tool { content, .. } => Some(content.clone()),
-            _ => None,
-        })
-        .collect()
+    common::tool_results(&request.messages)
 }
 
 #[tokio::test]

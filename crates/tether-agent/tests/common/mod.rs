@@ -8,10 +8,21 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tether_agent::{
-    AgentError, AgentLoop, BoxFuture, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, RunOutcome,
-    RunSink, ToolHost,
+    AgentError, AgentLoop, BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall,
+    RunOutcome, RunSink, ToolHost,
 };
 use tether_protocol::RunEvent;
+
+/// What the tool results among `messages` said, in order.
+pub fn tool_results(messages: &[ChatMessage]) -> Vec<String> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect()
+}
 
 /// A reply that is only text.
 pub fn text(text: &str) -> ModelReply {
