@@ -280,7 +280,8 @@ impl Needs {
 pub(crate) struct Installs {
     /// Chromium and chromedriver.
     pub(crate) browser: bool,
-    /// jq, python3 and redis-server (the hook examples and the store tests).
+    /// jq, python3, redis-server and nginx (the hook examples, the store tests, the tests of
+    /// the deployment's nginx configuration).
     pub(crate) services: bool,
     /// `npm ci` of the whole workspace (else only binaryen and esbuild, see [`build_tool`]).
     pub(crate) workspace_npm: bool,
@@ -315,8 +316,9 @@ pub(crate) fn setup(needs: Needs) -> Result<WasmToolchain> {
     }
     if installs.services {
         // The declarative-hook examples use jq and python3 (the hooks' PATH is /usr/local/bin:/usr/bin:/bin);
-        // the Redis store's tests start redis-server instances of their own (never the machine's 6379).
-        apt_install(&["jq", "python3", "redis-server"])?;
+        // the Redis store's tests start redis-server instances of their own (never the machine's 6379);
+        // the nginx tests start nginx with deploy/nginx/tether.conf on free ports of their own.
+        apt_install(&["jq", "python3", "redis-server", "nginx"])?;
     }
     if installs.workspace_npm {
         install_npm_packages()?;

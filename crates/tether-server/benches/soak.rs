@@ -6,11 +6,14 @@
 //!
 //! `cargo bench -p tether-server --bench soak` (SESSIONS=1000 CALLS=10 DROP=0.1 by default, in
 //! memory; `STORE=sqlite`: on a SQLite file; `STORE=redis INSTANCES=3`: three servers on a Redis
-//! of its own, behind a proxy that sends every new connection to a random one;
+//! of its own, behind a proxy that sends every new connection to a random one, or with
+//! `FRONT=nginx` behind Debian's nginx configured as docs/deploy.md says;
 //! `RESTART_SECONDS=5`: a server killed with SIGKILL and started again every 5 s, in turn).
 
 #[path = "../tests/common/dir.rs"]
 mod dir;
+#[path = "../tests/common/nginx.rs"]
+mod nginx;
 #[path = "../tests/common/proxy.rs"]
 mod proxy;
 #[path = "../tests/common/redis.rs"]
@@ -20,7 +23,7 @@ mod serve;
 #[path = "../tests/common/soak.rs"]
 mod soak;
 
-use soak::{SoakPlan, SoakStore, soak};
+use soak::{Front, SoakPlan, SoakStore, soak};
 
 fn setting<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -40,6 +43,11 @@ async fn main() {
             Ok(other) => panic!("STORE={other}: expected memory, sqlite or redis"),
         },
         instances: setting("INSTANCES", 1),
+        front: match std::env::var("FRONT").as_deref() {
+            Ok("nginx") => Front::Nginx,
+            Ok("proxy") | Err(_) => Front::RandomProxy,
+            Ok(other) => panic!("FRONT={other}: expected proxy or nginx"),
+        },
         restart_every: match setting("RESTART_SECONDS", 0.0) {
             seconds if seconds > 0.0 => Some(std::time::Duration::from_secs_f64(seconds)),
             _ => None,

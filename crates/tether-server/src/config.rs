@@ -44,8 +44,15 @@ pub struct ServerConfig {
     pub max_description_chars: usize,
     /// Most sessions (connected, or waiting for their client to come back) one client IP
     /// address may have; a `HELLO` over it gets `ERROR limit_exceeded` and the socket is closed.
-    /// Needs the peer address (`TetherServer::serve` provides it). Default 256.
+    /// Needs the peer address (`TetherServer::serve` provides it); behind a reverse proxy, see
+    /// [`trusted_proxies`](Self::trusted_proxies). Default 256.
     pub max_sessions_per_ip: usize,
+    /// Reverse proxies (nginx, a load balancer) whose `X-Forwarded-For` is believed: a
+    /// connection from one of these addresses counts as the client's address the header names
+    /// (its last entry that is not itself a trusted proxy), for
+    /// [`max_sessions_per_ip`](Self::max_sessions_per_ip) and the logs. A connection from any
+    /// other address is its own client whatever it sends. Default empty.
+    pub trusted_proxies: Vec<std::net::IpAddr>,
     /// Most tool calls one session may have outstanding (asked for by the model, not yet
     /// answered). The calls of a model reply beyond it are not run: the model reads why and the
     /// client gets `ERROR limit_exceeded`. Default 16.
@@ -99,6 +106,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("max_schema_depth", &self.max_schema_depth)
             .field("max_description_chars", &self.max_description_chars)
             .field("max_sessions_per_ip", &self.max_sessions_per_ip)
+            .field("trusted_proxies", &self.trusted_proxies)
             .field("max_pending_calls", &self.max_pending_calls)
             .field("allowed_origins", &self.allowed_origins)
             // The tokens are secrets: only how many there are.
@@ -126,6 +134,7 @@ impl Default for ServerConfig {
             max_description_chars: DEFAULT_MAX_DESCRIPTION_CHARS,
             max_sessions_per_ip: DEFAULT_MAX_SESSIONS_PER_IP,
             max_pending_calls: DEFAULT_MAX_PENDING_CALLS,
+            trusted_proxies: Vec::new(),
             allowed_origins: vec!["localhost".to_string()],
             auth_tokens: Vec::new(),
             risk_floors: Vec::new(),

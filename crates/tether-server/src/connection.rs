@@ -69,10 +69,11 @@ pub(crate) async fn websocket(
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
 ) -> Response {
     let peer = peer.map(|Extension(ConnectInfo(addr))| addr);
+    let client_ip = peer.map(|addr| client_ip(addr.ip(), &headers, &app.config.trusted_proxies));
     let refusal = admission(&app.config, &headers, uri.query());
     if let Some(reason) = &refusal {
         // The reason names the origin, never a token.
-        tracing::warn!(peer = ?peer, reason = ?reason, "WebSocket connection refused");
+        tracing::warn!(peer = ?peer, client = ?client_ip, reason = ?reason, "WebSocket connection refused");
     }
     // The transport limit is far above the protocol limit, so that an oversized frame gets a
     // typed ERROR from the decoder and the session goes on; beyond it the socket closes (1009).
@@ -85,10 +86,29 @@ pub(crate) async fn websocket(
         .on_upgrade(move |socket| async move {
             match refusal {
                 Some(reason) => refuse(socket, &reason).await,
-                None => connection(socket, app, peer.map(|addr| addr.ip())).await,
+                None => connection(socket, app, client_ip).await,
             }
         })
         .into_response()
+}
+
+/// The client's address: the peer's, or, when the peer is a trusted reverse proxy, the last
+/// address in `X-Forwarded-For` that is not itself a trusted proxy (entries before it could be
+/// written by anyone). A header that is missing or does not parse leaves the peer's address.
+fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpAddr]) -> IpAddr {
+    if !trusted.contains(&peer) {
+        return peer;
+    }
+    let forwarded = headers.get_all("x-forwarded-for").iter().filter_map(|value| value.to_str().ok());
+    let entries: Vec<&str> = forwarded.flat_map(|value| value.split(',')).map(str::trim).collect();
+    for entry in entries.iter().rev() {
+        match entry.parse::<IpAddr>() {
+            Ok(ip) if trusted.contains(&ip) => continue,
+            Ok(ip) => return ip,
+            Err(_) => return peer,
+        }
+    }
+    peer
 }
 
 /// Tells a refused client why (an `ERROR unauthorized`, then a close frame with the reason) and
@@ -568,5 +588,35 @@ fn handle(app: &Arc<App>, session: &Arc<Session>, frame: ClientFrame) {
                 tracing::info!(session = session.id(), "the user stopped the run");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn forwarded(values: &[&str]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for value in values {
+            headers.append("x-forwarded-for", value.parse().unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn the_client_address_comes_from_x_forwarded_for_only_through_a_trusted_proxy() {
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        let proxy = ip("10.0.0.5");
+        let trusted = [proxy, ip("10.0.0.6")];
+        // Not trusted: the header is ignored.
+        assert_eq!(client_ip(ip("192.0.2.1"), &forwarded(&["203.0.113.7"]), &trusted), ip("192.0.2.1"));
+        // Trusted: the last entry that is not a trusted proxy, across repeated headers too.
+        assert_eq!(client_ip(proxy, &forwarded(&["203.0.113.7"]), &trusted), ip("203.0.113.7"));
+        assert_eq!(client_ip(proxy, &forwarded(&["1.2.3.4, 203.0.113.7, 10.0.0.6"]), &trusted), ip("203.0.113.7"));
+        assert_eq!(client_ip(proxy, &forwarded(&["1.2.3.4", "2001:db8::1"]), &trusted), ip("2001:db8::1"));
+        // Missing, unparsable, or only proxies: the peer.
+        assert_eq!(client_ip(proxy, &forwarded(&[]), &trusted), proxy);
+        assert_eq!(client_ip(proxy, &forwarded(&["unknown"]), &trusted), proxy);
+        assert_eq!(client_ip(proxy, &forwarded(&["10.0.0.6"]), &trusted), proxy);
     }
 }

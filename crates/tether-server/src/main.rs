@@ -132,6 +132,10 @@ struct ServeArgs {
     /// Most sessions one client IP address may have at once; 0: no limit.
     #[arg(long, default_value_t = tether_server::DEFAULT_MAX_SESSIONS_PER_IP)]
     max_sessions_per_ip: usize,
+    /// A reverse proxy in front (nginx) whose X-Forwarded-For names the client, for
+    /// --max-sessions-per-ip and the logs (repeatable; docs/deploy.md).
+    #[arg(long = "trusted-proxy", value_name = "IP")]
+    trusted_proxies: Vec<std::net::IpAddr>,
     /// Most tool calls one session may have outstanding at once.
     #[arg(long, default_value_t = tether_server::DEFAULT_MAX_PENDING_CALLS)]
     max_pending_calls: usize,
@@ -234,6 +238,7 @@ fn server_config(args: &ServeArgs) -> Result<ServerConfig> {
         max_schema_depth: args.max_schema_depth,
         max_description_chars: args.max_description_chars,
         max_sessions_per_ip: args.max_sessions_per_ip,
+        trusted_proxies: args.trusted_proxies.clone(),
         max_pending_calls: args.max_pending_calls,
         reconnect_grace: Duration::from_secs(args.reconnect_grace_seconds),
         session_ttl: Duration::from_secs(args.session_ttl_seconds.max(1)),

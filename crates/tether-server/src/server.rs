@@ -193,12 +193,15 @@ impl TetherServer {
         self
     }
 
-    /// The routes: `/ws`, `/healthz` and, when set, the static pages. (With a store shared by
+    /// The routes: `/ws`, `/healthz`, `/readyz` and, when set, the static pages. (With a store shared by
     /// several servers, use [`TetherServer::serve`]: it keeps this server's heartbeat and
     /// answers other servers' requests for its sessions.)
     pub fn router(&self) -> Router {
-        let mut router =
-            Router::new().route("/ws", get(websocket)).route("/healthz", get(healthz)).with_state(self.app.clone());
+        let mut router = Router::new()
+            .route("/ws", get(websocket))
+            .route("/healthz", get(healthz))
+            .route("/readyz", get(readyz))
+            .with_state(self.app.clone());
         if self.app.config.expose_mcp {
             let pairing = axum::middleware::from_fn_with_state(self.app.clone(), crate::expose::require_pairing);
             let mcp = Router::new().route_service("/mcp", crate::expose::service(self.app.clone())).layer(pairing);
@@ -325,6 +328,33 @@ impl App {
         if tokio::time::timeout(DRAIN_TIMEOUT, closed).await.is_err() {
             tracing::warn!("some clients did not close within {} s", DRAIN_TIMEOUT.as_secs());
         }
+    }
+}
+
+/// How long `/readyz` waits for the store before it says the server is not ready.
+const READY_STORE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Readiness, for a load balancer or an orchestrator (`/healthz` is liveness): `200` when the
+/// server takes new sessions and its store answers within [`READY_STORE_TIMEOUT`]; `503` while
+/// it drains for a shutdown, or when the store fails or does not answer in time.
+async fn readyz(State(app): State<Arc<App>>) -> (axum::http::StatusCode, Json<Value>) {
+    use axum::http::StatusCode;
+    let unready = |status: &str, reason: Option<String>| {
+        (StatusCode::SERVICE_UNAVAILABLE, Json(serde_json::json!({"status": status, "reason": reason})))
+    };
+    if app.draining.load(Ordering::Relaxed) {
+        return unready("draining", None);
+    }
+    let Some(store) = &app.store else {
+        return (StatusCode::OK, Json(serde_json::json!({"status": "ready", "store": "memory"})));
+    };
+    match tokio::time::timeout(READY_STORE_TIMEOUT, store.count()).await {
+        Ok(Ok(stored)) => (
+            StatusCode::OK,
+            Json(serde_json::json!({"status": "ready", "store": store.describe(), "storedSessions": stored})),
+        ),
+        Ok(Err(error)) => unready("store failing", Some(error.to_string())),
+        Err(_) => unready("store not answering", Some(format!("no answer within {} s", READY_STORE_TIMEOUT.as_secs()))),
     }
 }
 

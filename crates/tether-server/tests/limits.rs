@@ -168,6 +168,39 @@ async fn sessions_over_max_sessions_per_ip_are_refused_and_the_others_keep_worki
 }
 
 #[tokio::test]
+async fn behind_a_trusted_proxy_the_limit_counts_the_forwarded_client_addresses() {
+    // One session per address; every connection comes from 127.0.0.1, the "proxy".
+    let trusted = ServerConfig {
+        max_sessions_per_ip: 1,
+        trusted_proxies: vec!["127.0.0.1".parse().unwrap()],
+        ..ServerConfig::default()
+    };
+    let server = TestServer::start(trusted, scripted()).await;
+    let mut alice = Client::connect_with(&server.url(), &[("X-Forwarded-For", "203.0.113.7")]).await;
+    alice.hello(None).await;
+    // Another client behind the same proxy is not refused: it is another address.
+    let mut bob = Client::connect_with(&server.url(), &[("X-Forwarded-For", "198.51.100.2")]).await;
+    bob.hello(None).await;
+    assert_eq!(server.server.session_count(), 2);
+    // A second session of the same client is; an entry the client wrote before it does not help.
+    let mut again = Client::connect_with(&server.url(), &[("X-Forwarded-For", "10.9.9.9, 203.0.113.7")]).await;
+    let id = again.id();
+    again.send(ClientFrame::Hello(Hello { id, protocol_version: PROTOCOL_VERSION, resume: None, client: None })).await;
+    assert_eq!(again.error().await.code, ErrorCode::LimitExceeded);
+    run_works(&mut alice, 1).await;
+
+    // Without the proxy trusted, the header is the client's own words: one address, one session.
+    let untrusted = ServerConfig { max_sessions_per_ip: 1, ..ServerConfig::default() };
+    let server = TestServer::start(untrusted, scripted()).await;
+    let mut first = Client::connect_with(&server.url(), &[("X-Forwarded-For", "203.0.113.7")]).await;
+    first.hello(None).await;
+    let mut forged = Client::connect_with(&server.url(), &[("X-Forwarded-For", "198.51.100.2")]).await;
+    let id = forged.id();
+    forged.send(ClientFrame::Hello(Hello { id, protocol_version: PROTOCOL_VERSION, resume: None, client: None })).await;
+    assert_eq!(forged.error().await.code, ErrorCode::LimitExceeded);
+}
+
+#[tokio::test]
 async fn calls_over_max_pending_calls_are_not_run_and_the_model_reads_why() {
     let model = DirectModel::default();
     let config = ServerConfig { max_pending_calls: 2, ..ServerConfig::default() };

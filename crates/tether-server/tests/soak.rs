@@ -1,13 +1,14 @@
 //! Small soaks on loopback, counted at the clients: 50 sessions on one server, one call in five
 //! dropping the socket; 30 sessions moving between three instances on Redis; 30 sessions on
-//! three instances killed (SIGKILL) in turn. Each time: every handler ran once, every result was
-//! applied once (as the client sees in its runs' events) and unaltered, every run completed,
-//! every session resumed. The full runs are `cargo bench -p tether-server --bench soak` (1,000
-//! sessions; `STORE=sqlite|redis`, `INSTANCES=3`, `RESTART_SECONDS=N`).
+//! three instances behind nginx, killed (SIGKILL) in turn. Each time: every handler ran once,
+//! every result was applied once (as the client sees in its runs' events) and unaltered, every
+//! run completed, every session resumed. The full runs are `cargo bench -p tether-server --bench
+//! soak` (1,000 sessions; `STORE=sqlite|redis`, `INSTANCES=3`, `RESTART_SECONDS=N`,
+//! `FRONT=nginx`).
 
 mod common;
 
-use common::soak::{SoakPlan, SoakReport, SoakStore, soak};
+use common::soak::{Front, SoakPlan, SoakReport, SoakStore, soak};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_sessions_with_random_drops_run_every_handler_once_and_apply_every_result_once() {
@@ -26,12 +27,14 @@ async fn sessions_moving_between_three_instances_on_redis_lose_nothing_and_apply
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rolling_kill_of_all_three_instances_under_load_loses_nothing() {
+async fn a_rolling_kill_of_all_three_instances_behind_nginx_under_load_loses_nothing() {
     // Each instance is killed (SIGKILL) and started again in turn, every 0.5 s, while the
-    // sessions run: each kill's clients reconnect elsewhere and the sessions are taken over.
+    // sessions run: each kill's clients reconnect through nginx (the deployment's configuration,
+    // round robin, no stickiness) to another instance, which takes the session over.
     let plan = SoakPlan {
         store: SoakStore::Redis,
         instances: 3,
+        front: Front::Nginx,
         restart_every: Some(std::time::Duration::from_millis(500)),
         ..SoakPlan::new(30, 30, 0.1)
     };

@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod dir;
+pub mod nginx;
 pub mod proxy;
 pub mod redis;
 pub mod serve;

@@ -42,12 +42,23 @@ pub struct SoakPlan {
     /// Where the servers keep sessions.
     pub store: SoakStore,
     /// How many `tether serve` instances (more than one needs [`SoakStore::Redis`]); with more
-    /// than one, the clients connect through a proxy that sends each new connection to a random
-    /// instance.
+    /// than one, the clients connect through [`SoakPlan::front`].
     pub instances: usize,
+    /// What spreads the connections over several instances.
+    pub front: Front,
     /// Kill a server (SIGKILL; the next one in turn, with several) this often and start it again
     /// on the same port and store (needs a durable store); `None`: no restarts.
     pub restart_every: Option<Duration>,
+}
+
+/// What stands in front of several instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Front {
+    /// A proxy of the tests' own that sends each new connection to a random instance.
+    RandomProxy,
+    /// Debian's nginx with the deployment's configuration (`deploy/nginx/tether.conf`): round
+    /// robin, an instance that refuses a connection skipped.
+    Nginx,
 }
 
 /// Where a soak's servers keep sessions.
@@ -64,7 +75,15 @@ pub enum SoakStore {
 impl SoakPlan {
     /// One server, sessions in memory, no restarts.
     pub fn new(sessions: usize, calls: usize, drop_chance: f64) -> SoakPlan {
-        SoakPlan { sessions, calls, drop_chance, store: SoakStore::Memory, instances: 1, restart_every: None }
+        SoakPlan {
+            sessions,
+            calls,
+            drop_chance,
+            store: SoakStore::Memory,
+            instances: 1,
+            front: Front::RandomProxy,
+            restart_every: None,
+        }
     }
 }
 
@@ -527,8 +546,16 @@ pub async fn soak(plan: SoakPlan) -> SoakReport {
     }
     let mut report = SoakReport { rss_before_kib: rss_kib(servers[0].pid()), ..SoakReport::default() };
     let addrs: Vec<String> = servers.iter().map(|server| server.addr.clone()).collect();
-    let proxy = if servers.len() > 1 { Some(super::proxy::Proxy::start(addrs.clone(), 0x5EED).await) } else { None };
-    let url = proxy.as_ref().map_or_else(|| servers[0].url(), super::proxy::Proxy::url);
+    let (proxy, nginx) = match (servers.len() > 1, plan.front) {
+        (false, _) => (None, None),
+        (true, Front::RandomProxy) => (Some(super::proxy::Proxy::start(addrs.clone(), 0x5EED).await), None),
+        (true, Front::Nginx) => (None, Some(super::nginx::Nginx::start("soak", &addrs))),
+    };
+    let url = match (&proxy, &nginx) {
+        (Some(proxy), _) => proxy.url(),
+        (_, Some(nginx)) => nginx.url(),
+        _ => servers[0].url(),
+    };
     // With restarts, each later server takes its predecessor's address and store.
     let servers: Arc<Mutex<Vec<Option<Served>>>> = Arc::new(Mutex::new(servers.into_iter().map(Some).collect()));
     let stop = Arc::new(tokio::sync::Notify::new());
