@@ -45,6 +45,11 @@ pub const DEFAULT_MAX_TURNS: u32 = 10;
 /// the 1.5B model on 38 calls of 9 apps, every call asked for scored at least 0.77, and 10 of 16
 /// calls of a tool that does something else scored below 0.75 (docs/models.md).
 pub const DEFAULT_FIT_THRESHOLD: f64 = 0.75;
+/// With the fit check on, a call is refused when the message is this many times likelier to ask
+/// for another action that changes something, or for none of them
+/// ([`QuestionCheck::rival`](crate::QuestionCheck::rival)): measured with the 1.5B model, calls
+/// that fit their message scored at most 2.0, most that do not over 3.
+pub const RIVAL_RATIO: f64 = 3.0;
 /// Default longest wall time of a run; a run over it ends as `timed_out`.
 pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(600);
 /// Longest tool result the model reads, in bytes; longer ones are cut and marked. Hook
@@ -356,6 +361,12 @@ impl AgentLoop {
     /// is below `threshold`. Needs token probabilities from the provider
     /// ([`ChatModel::yes_probability`]); without them calls run unchecked. `None` (the
     /// default) checks nothing; `tether serve` uses [`DEFAULT_FIT_THRESHOLD`].
+    ///
+    /// A call that passes is compared with the others the app offers that change something
+    /// (those that succeeded earlier in the run aside: a request's later steps): the model is
+    /// asked which of them the message asks for, and the call is refused when another answer,
+    /// or "none of these", is [`RIVAL_RATIO`] times likelier
+    /// ([`ChatModel::choice_probabilities`]).
     #[must_use]
     pub fn with_fit_check(mut self, threshold: Option<f64>) -> Self {
         self.fit_threshold = threshold;
@@ -1106,7 +1117,11 @@ impl AgentLoop {
                 probability
             }
         };
-        let probability = probability.filter(|probability| *probability < threshold)?;
+        // Read-only tools, and providers without token probabilities, are not checked.
+        let probability = probability?;
+        if probability >= threshold {
+            return self.rival(questions, state, visible, tool, run_id).await;
+        }
         tracing::info!(
             run = run_id,
             tool = tool.name,
@@ -1119,6 +1134,65 @@ impl AgentLoop {
             format!(
                 "Not run: the user's message does not ask for what {} does ({}). If another tool does what the user \
                  asked, call that one; if none does, tell the user it cannot be done here. Never say it was done.",
+                tool.name,
+                tool.description.trim().trim_end_matches('.')
+            ),
+        ))
+    }
+
+    /// The second half of the fit check ([`AgentLoop::with_fit_check`]): the call's refusal when
+    /// the message is [`RIVAL_RATIO`] times likelier to ask for another action that changes
+    /// something, or for none of them. Asked once per run for each tool and set of rivals.
+    async fn rival(
+        &self,
+        questions: &QuestionCheck,
+        state: &mut RunState,
+        visible: &[&ToolSpec],
+        tool: &ToolSpec,
+        run_id: &str,
+    ) -> Option<ToolOutput> {
+        let offered: Vec<ToolSpec> = visible.iter().map(|t| (*t).clone()).collect();
+        // Each tool's effect is asked once per server (remembered by name and description).
+        let read_only = questions.read_only(self.model.as_ref(), &offered).await;
+        let done: HashSet<&str> = state.succeeded.iter().map(|(name, _)| name.as_str()).collect();
+        let actions: Vec<&ToolSpec> = visible
+            .iter()
+            .copied()
+            .filter(|t| t.name == tool.name || (!read_only.contains(&t.name) && !done.contains(t.name.as_str())))
+            .collect();
+        if actions.len() < 2 {
+            // Nothing to compare with: the yes-or-no question has asked about this tool alone.
+            return None;
+        }
+        let key =
+            format!("{} among {}", tool.name, actions.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(","));
+        let rival = match state.rivals.get(&key) {
+            Some(known) => known.clone(),
+            None => {
+                let rival = questions.rival(self.model.as_ref(), &state.request, &tool.name, &actions).await;
+                if let Some(rival) = &rival {
+                    tracing::info!(run = run_id, tool = tool.name, rival = ?rival.tool, ratio = rival.ratio, "which action does the message ask for");
+                }
+                state.rivals.insert(key, rival.clone());
+                rival
+            }
+        };
+        let rival = rival.filter(|rival| rival.ratio >= RIVAL_RATIO)?;
+        tracing::info!(run = run_id, tool = tool.name, rival = ?rival.tool, ratio = rival.ratio, "the message asks for another action; refused");
+        let instead = match rival.tool.as_deref().and_then(|name| visible.iter().find(|t| t.name == name)) {
+            Some(other) => format!(
+                "It asks rather for what {} does ({}): call that one if so.",
+                other.name,
+                other.description.trim().trim_end_matches('.')
+            ),
+            None => "None of the app's actions seems to be what it asks for: if none does, tell the user it cannot \
+                     be done here."
+                .to_string(),
+        };
+        Some(ToolOutput::new(
+            ResultStatus::Denied,
+            format!(
+                "Not run: the user's message does not ask for what {} does ({}). {instead} Never say it was done.",
                 tool.name,
                 tool.description.trim().trim_end_matches('.')
             ),
@@ -1331,6 +1405,8 @@ struct RunState {
     question: bool,
     /// The fit check's probability per tool asked about in this run (`None`: not checked).
     fits: HashMap<String, Option<f64>>,
+    /// The fit check's multiple-choice answers in this run, by the actions compared.
+    rivals: HashMap<String, Option<crate::questions::Rival>>,
 }
 
 /// Where a run is, as [`ToolHost::checkpoint`] receives it and [`AgentLoop::resume`] goes on
@@ -1426,6 +1502,7 @@ impl RunState {
             overflow_cut: false,
             question: checkpoint.question,
             fits: HashMap::new(),
+            rivals: HashMap::new(),
         }
     }
 

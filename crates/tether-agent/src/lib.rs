@@ -18,7 +18,7 @@ mod window;
 pub use agent_loop::{
     AgentLoop, CONTEXT_CHANGED_LABEL, CONTEXT_LABEL, DATA_RULE, DEFAULT_FIT_THRESHOLD, DEFAULT_INSTRUCTIONS,
     DEFAULT_MAX_CALLS_PER_TOOL, DEFAULT_MAX_TURNS, DEFAULT_RUN_TIMEOUT, DEFAULT_SYSTEM_PROMPT, LoopGuard,
-    MAX_TOOL_RESULT_BYTES, RunCheckpoint, RunOutcome, RunSink, ToolHost, context_changes, context_message,
+    MAX_TOOL_RESULT_BYTES, RIVAL_RATIO, RunCheckpoint, RunOutcome, RunSink, ToolHost, context_changes, context_message,
 };
 pub use error::AgentError;
 pub use hooks::{
@@ -32,4 +32,4 @@ pub use model::{
 };
 #[cfg(feature = "openai")]
 pub use model::{OpenAiConfig, OpenAiProvider};
-pub use questions::{MessageKind, QuestionCheck};
+pub use questions::{MessageKind, QuestionCheck, Rival};

@@ -385,6 +385,10 @@ struct Asker {
     logprobs: bool,
     asked: Mutex<Vec<String>>,
     fit_asked: Mutex<Vec<String>>,
+    /// With scripted choices: every yes-or-no question scores 0.9, and each multiple-choice
+    /// question gets the next of these (none left: no probabilities).
+    choices: Option<Mutex<Vec<Vec<f64>>>>,
+    choice_asked: Mutex<Vec<String>>,
 }
 
 impl Asker {
@@ -395,7 +399,20 @@ impl Asker {
             logprobs: false,
             asked: Mutex::new(Vec::new()),
             fit_asked: Mutex::new(Vec::new()),
+            choices: None,
+            choice_asked: Mutex::new(Vec::new()),
         })
+    }
+
+    fn with_choices(turns: Vec<ModelReply>, mut choices: Vec<Vec<f64>>) -> Arc<Self> {
+        let mut asker = Arc::into_inner(Asker::with_logprobs(turns)).unwrap();
+        choices.reverse();
+        asker.choices = Some(Mutex::new(choices));
+        Arc::new(asker)
+    }
+
+    fn choice_asked(&self) -> Vec<String> {
+        self.choice_asked.lock().unwrap().clone()
     }
 
     fn with_logprobs(turns: Vec<ModelReply>) -> Arc<Self> {
@@ -456,10 +473,28 @@ impl ChatModel for Asker {
             if !self.logprobs {
                 return Ok(None);
             }
+            if self.choices.is_some() {
+                return Ok(Some(0.9));
+            }
             let message = prompt.split("Message: \"").nth(1).unwrap();
             let action = prompt.split("Action: ").nth(1).unwrap();
             let verb = message.split_whitespace().next().unwrap();
             Ok(Some(if action.starts_with(verb) { 0.9 } else { 0.3 }))
+        })
+    }
+
+    fn choice_probabilities<'a>(
+        &'a self,
+        prompt: &'a str,
+        labels: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Option<Vec<f64>>, AgentError>> {
+        Box::pin(async move {
+            self.choice_asked.lock().unwrap().push(prompt.to_string());
+            let next = self.choices.as_ref().and_then(|choices| choices.lock().unwrap().pop());
+            if let Some(shares) = &next {
+                assert_eq!(shares.len(), labels.len(), "one share per option: {prompt}");
+            }
+            Ok(next)
         })
     }
 }
@@ -681,4 +716,79 @@ async fn the_answer_before_a_short_reply_goes_along_as_words_not_as_the_json_aro
     agent.run(&shop, &sink, "r3", "Add a red mug.", history).await;
     assert_eq!(*shop.ran.lock().unwrap(), ["cart_add"]);
     assert_eq!(model.fit_asked().len(), 1, "{:?}", model.fit_asked());
+}
+
+#[tokio::test]
+async fn a_call_when_the_message_asks_rather_for_another_action_is_refused_and_the_model_reads_which() {
+    // "Move my 3pm meeting to 4pm." → cancel_event passed the yes-or-no question (0.86, 1.5B
+    // model); asked which action the message asks for, the model chose move_event 10 to 1.
+    let model = Asker::with_choices(
+        vec![call("checkout", json!({})), call("cart_clear", json!({})), text("Your cart is empty now.")],
+        vec![vec![0.1, 0.8, 0.1], vec![0.1, 0.8, 0.1]],
+    );
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let shop = Shop::new();
+    *shop.on_cart_page.lock().unwrap() = true;
+    let run = run(&agent, &shop, "Empty my cart.").await;
+    assert_eq!(*shop.ran.lock().unwrap(), ["cart_clear"], "checkout never reached the page");
+    let results = tool_results(&run.outcome.messages);
+    assert_eq!(
+        results[0],
+        "[denied] Not run: the user's message does not ask for what checkout does (Place the order and pay for everything in \
+         the cart). It asks rather for what cart_clear does (Empty the cart): call that one if so. Never say it was \
+         done."
+    );
+    assert_eq!(run.outcome.answer, "Your cart is empty now.");
+    // Asked at the model's end: the message and the actions that change something (open_cart
+    // only opens a page), in the page's order, once for each call.
+    let asked = model.choice_asked();
+    assert_eq!(
+        asked[0],
+        "Message: \"Empty my cart.\"\n\nWhich of these actions does the message ask for?\nA) Place the order and pay \
+         for everything in the cart.\nB) Empty the cart.\nC) None of these\nAnswer with the letter."
+    );
+    assert_eq!(asked.len(), 2, "cart_clear asked about on its own: {asked:?}");
+}
+
+#[tokio::test]
+async fn a_requests_later_step_is_compared_only_with_what_is_left_and_none_of_these_refuses_too() {
+    // "Buy what is in my cart, then empty it.": checkout first, then cart_clear, compared with
+    // nothing once checkout succeeded (a request's later steps are not rivals of its first).
+    let model = Asker::with_choices(
+        vec![call("checkout", json!({})), call("cart_clear", json!({})), text("Ordered, and the cart is empty.")],
+        vec![vec![0.6, 0.3, 0.1]],
+    );
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let shop = Shop::new();
+    *shop.on_cart_page.lock().unwrap() = true;
+    run(&agent, &shop, "Buy what is in my cart, then empty it.").await;
+    assert_eq!(*shop.ran.lock().unwrap(), ["checkout", "cart_clear"]);
+    assert_eq!(model.choice_asked().len(), 1, "{:?}", model.choice_asked());
+
+    // A message that asks for none of the actions: refused, and the model is told so.
+    let model = Asker::with_choices(
+        vec![call("cart_clear", json!({})), text("I can't do that here.")],
+        vec![vec![0.05, 0.15, 0.8]],
+    );
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let shop = Shop::new();
+    *shop.on_cart_page.lock().unwrap() = true;
+    let refused = run(&agent, &shop, "Tell my boss I'm late.").await;
+    assert!(shop.ran.lock().unwrap().is_empty());
+    let results = tool_results(&refused.outcome.messages);
+    assert!(
+        results[0].ends_with(
+            "None of the app's actions seems to be what it asks for: if none does, tell the user it cannot be done \
+             here. Never say it was done."
+        ),
+        "{}",
+        results[0]
+    );
+    // A call whose rivals score under three times its own runs.
+    let model = Asker::with_choices(vec![call("cart_clear", json!({})), text("Emptied.")], vec![vec![0.3, 0.4, 0.3]]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let shop = Shop::new();
+    *shop.on_cart_page.lock().unwrap() = true;
+    run(&agent, &shop, "Clear it all out.").await;
+    assert_eq!(*shop.ran.lock().unwrap(), ["cart_clear"]);
 }

@@ -249,6 +249,19 @@ pub trait ChatModel: Send + Sync {
         Box::pin(async { Ok(None) })
     }
 
+    /// How likely the model's first word in reply to `prompt` (a multiple-choice question,
+    /// asked alone) is each of `labels` (`"A"`, `"B"`, …), from the provider's token
+    /// probabilities: one number per label, summing to 1. `None` when the provider does not
+    /// give token probabilities (the default), or gave none for any of the labels.
+    fn choice_probabilities<'a>(
+        &'a self,
+        prompt: &'a str,
+        labels: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Option<Vec<f64>>, AgentError>> {
+        let _ = (prompt, labels);
+        Box::pin(async { Ok(None) })
+    }
+
     /// As [`complete`](Self::complete), and passes on each tool call's arguments while the
     /// model writes them (`streams.tool_call`). The default passes on text only.
     fn complete_streaming<'a>(

@@ -138,6 +138,36 @@ struct Turn<'a> {
 }
 
 impl OpenAiProvider {
+    /// The reply to `prompt` asked alone, one token long, with the probabilities of the
+    /// first token's top ten choices; `None` once the provider refused them (then never asked
+    /// again).
+    async fn first_token(&self, prompt: &str) -> Result<Option<Value>, AgentError> {
+        use std::sync::atomic::Ordering;
+        if self.no_logprobs.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let body = json!({
+            "model": self.config.model,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0,
+            "max_tokens": 1,
+            "stream": false,
+            "logprobs": true,
+            "top_logprobs": 10,
+        });
+        let response = match self.send(&body).await {
+            Ok(response) => response,
+            Err(AgentError::ProviderStatus { status: 400 | 422, message }) => {
+                tracing::info!(%message, "the provider refuses to give token probabilities; checks that need them are off");
+                self.no_logprobs.store(true, Ordering::Relaxed);
+                return Ok(None);
+            }
+            Err(error) => return Err(error),
+        };
+        let text = response.text().await.map_err(|error| AgentError::ProviderUnreachable(describe(&error)))?;
+        Ok(Some(serde_json::from_str::<Value>(&text).unwrap_or(Value::Null)))
+    }
+
     /// A provider for `config`.
     pub fn new(config: OpenAiConfig) -> Result<Self, AgentError> {
         // reqwest is built without a bundled crypto provider; ring is the one we ship.
@@ -1023,6 +1053,25 @@ async fn read_response(
 
 /// The share of "yes" among the first token's likeliest choices that are "yes" or "no" (any
 /// case, spaces around), from an OpenAI-style `choices[0].logprobs.content[0].top_logprobs`.
+/// Each label's share of the first token's probability (its top choices, whitespace and case
+/// aside), or `None` when none of them is among those choices.
+fn label_shares(reply: &Value, labels: &[&str]) -> Option<Vec<f64>> {
+    let choices = reply.pointer("/choices/0/logprobs/content/0/top_logprobs")?.as_array()?;
+    let mut shares = vec![0.0; labels.len()];
+    for choice in choices {
+        let (Some(token), Some(logprob)) =
+            (choice.get("token").and_then(Value::as_str), choice.get("logprob").and_then(Value::as_f64))
+        else {
+            continue;
+        };
+        if let Some(at) = labels.iter().position(|label| label.eq_ignore_ascii_case(token.trim())) {
+            shares[at] += logprob.exp();
+        }
+    }
+    let total: f64 = shares.iter().sum();
+    (total > 0.0).then(|| shares.iter().map(|share| share / total).collect())
+}
+
 fn yes_share(reply: &Value) -> Option<f64> {
     let choices = reply.pointer("/choices/0/logprobs/content/0/top_logprobs")?.as_array()?;
     let (mut yes, mut no) = (0.0, 0.0);
@@ -1072,38 +1121,32 @@ impl ChatModel for OpenAiProvider {
     }
 
     fn yes_probability<'a>(&'a self, prompt: &'a str) -> BoxFuture<'a, Result<Option<f64>, AgentError>> {
-        use std::sync::atomic::Ordering;
         Box::pin(async move {
-            if self.no_logprobs.load(Ordering::Relaxed) {
-                return Ok(None);
-            }
-            let body = json!({
-                "model": self.config.model,
-                "messages": [{"role": "user", "content": prompt}],
-                "temperature": 0,
-                "max_tokens": 1,
-                "stream": false,
-                "logprobs": true,
-                "top_logprobs": 10,
-            });
-            let response = match self.send(&body).await {
-                Ok(response) => response,
-                Err(AgentError::ProviderStatus { status: 400 | 422, message }) => {
-                    tracing::info!(%message, "the provider refuses to give token probabilities; checks that need them are off");
-                    self.no_logprobs.store(true, Ordering::Relaxed);
-                    return Ok(None);
-                }
-                Err(error) => return Err(error),
-            };
-            let text = response.text().await.map_err(|error| AgentError::ProviderUnreachable(describe(&error)))?;
-            let probability = serde_json::from_str::<Value>(&text).ok().and_then(|reply| yes_share(&reply));
+            let Some(reply) = self.first_token(prompt).await? else { return Ok(None) };
+            let probability = yes_share(&reply);
             if probability.is_none() {
                 tracing::info!(
                     "the provider gives no token probabilities for yes or no; checks that need them are off"
                 );
-                self.no_logprobs.store(true, Ordering::Relaxed);
+                self.no_logprobs.store(true, std::sync::atomic::Ordering::Relaxed);
             }
             Ok(probability)
+        })
+    }
+
+    fn choice_probabilities<'a>(
+        &'a self,
+        prompt: &'a str,
+        labels: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Option<Vec<f64>>, AgentError>> {
+        Box::pin(async move {
+            let Some(reply) = self.first_token(prompt).await? else { return Ok(None) };
+            if reply.pointer("/choices/0/logprobs/content/0/top_logprobs").is_none() {
+                tracing::info!("the provider gives no token probabilities; checks that need them are off");
+                self.no_logprobs.store(true, std::sync::atomic::Ordering::Relaxed);
+                return Ok(None);
+            }
+            Ok(label_shares(&reply, labels))
         })
     }
 
@@ -1165,6 +1208,23 @@ mod tests {
         let text = ordered_json(&value);
         assert_eq!(text, r#"{"a":"\"q\"","b":[1,{"name":"cart_add","arguments":{"name":"x","z":1},"a":null}]}"#);
         assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value);
+    }
+
+    #[test]
+    fn label_shares_read_each_labels_share_of_the_first_token() {
+        let reply = |choices: Value| json!({"choices": [{"logprobs": {"content": [{"top_logprobs": choices}]}}]});
+        let shares = label_shares(
+            &reply(json!([
+                {"token": "A", "logprob": (0.5f64).ln()},
+                {"token": " c", "logprob": (0.2f64).ln()},
+                {"token": "The", "logprob": (0.2f64).ln()},
+                {"token": "a", "logprob": (0.1f64).ln()},
+            ])),
+            &["A", "B", "C"],
+        )
+        .unwrap();
+        assert!((shares[0] - 0.6 / 0.8).abs() < 1e-9 && shares[1] == 0.0 && (shares[2] - 0.2 / 0.8).abs() < 1e-9);
+        assert_eq!(label_shares(&reply(json!([{"token": "Sure", "logprob": -0.1}])), &["A", "B"]), None);
     }
 
     #[test]
