@@ -45,10 +45,12 @@ pub const DEFAULT_MAX_TURNS: u32 = 10;
 /// the 1.5B model on 38 calls of 9 apps, every call asked for scored at least 0.77, and 10 of 16
 /// calls of a tool that does something else scored below 0.75 (docs/models.md).
 pub const DEFAULT_FIT_THRESHOLD: f64 = 0.75;
-/// With the fit check on, a call is refused when the message is this many times likelier to ask
-/// for another action that changes something, or for none of them
-/// ([`QuestionCheck::rival`](crate::QuestionCheck::rival)): measured with the 1.5B model, calls
-/// that fit their message scored at most 2.0, most that do not over 3.
+/// The rival check's ratio measured best ([`AgentLoop::with_rival_check`]): a call is refused when
+/// the message is this many times likelier to ask for another action that changes something, or
+/// for none of them ([`QuestionCheck::rival`](crate::QuestionCheck::rival)). With the 1.5B model,
+/// in a probe, calls that fit their message scored at most 2.0 and most that do not over 3; in the
+/// task benchmark it refused right calls too ("Check out, please." lost to `open_cart`), so the
+/// check is off unless asked for (docs/models.md).
 pub const RIVAL_RATIO: f64 = 3.0;
 /// Default longest wall time of a run; a run over it ends as `timed_out`.
 pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(600);
@@ -213,6 +215,8 @@ pub struct AgentLoop {
     /// A request's calls of tools that change something run only when the probability that the
     /// message asked for them is at least this ([`AgentLoop::with_fit_check`]).
     fit_threshold: Option<f64>,
+    /// See [`AgentLoop::with_rival_check`].
+    rival_ratio: Option<f64>,
 }
 
 impl std::fmt::Debug for AgentLoop {
@@ -325,6 +329,7 @@ impl AgentLoop {
             loop_guard: LoopGuard::default(),
             questions: None,
             fit_threshold: None,
+            rival_ratio: None,
         }
         .with_system_prompt(DEFAULT_SYSTEM_PROMPT)
     }
@@ -362,14 +367,24 @@ impl AgentLoop {
     /// ([`ChatModel::yes_probability`]); without them calls run unchecked. `None` (the
     /// default) checks nothing; `tether serve` uses [`DEFAULT_FIT_THRESHOLD`].
     ///
-    /// A call that passes is compared with the others the app offers that change something
-    /// (those that succeeded earlier in the run aside: a request's later steps): the model is
-    /// asked which of them the message asks for, and the call is refused when another answer,
-    /// or "none of these", is [`RIVAL_RATIO`] times likelier
-    /// ([`ChatModel::choice_probabilities`]).
+    /// With [`with_rival_check`](Self::with_rival_check) a call that passes is also compared
+    /// with the app's other actions.
     #[must_use]
     pub fn with_fit_check(mut self, threshold: Option<f64>) -> Self {
         self.fit_threshold = threshold;
+        self
+    }
+
+    /// With the fit check on, compares each call that passes it with the others the app offers
+    /// that change something (those that succeeded earlier in the run aside: a request's later
+    /// steps): the model is asked, in a one-token multiple choice, which of them the message asks
+    /// for, and the call is refused when another answer, or "none of these", is `ratio` times
+    /// likelier ([`ChatModel::choice_probabilities`]). `None` (the default, and `tether serve`'s
+    /// unless `--rival-ratio` is given) asks nothing: measured with the 1.5B model it refused
+    /// calls that were asked for (docs/models.md); [`RIVAL_RATIO`] is the ratio measured best.
+    #[must_use]
+    pub fn with_rival_check(mut self, ratio: Option<f64>) -> Self {
+        self.rival_ratio = ratio;
         self
     }
 
@@ -1120,7 +1135,8 @@ impl AgentLoop {
         // Read-only tools, and providers without token probabilities, are not checked.
         let probability = probability?;
         if probability >= threshold {
-            return self.rival(questions, state, visible, tool, run_id).await;
+            let ratio = self.rival_ratio?;
+            return self.rival(questions, state, visible, tool, ratio, run_id).await;
         }
         tracing::info!(
             run = run_id,
@@ -1140,15 +1156,16 @@ impl AgentLoop {
         ))
     }
 
-    /// The second half of the fit check ([`AgentLoop::with_fit_check`]): the call's refusal when
-    /// the message is [`RIVAL_RATIO`] times likelier to ask for another action that changes
-    /// something, or for none of them. Asked once per run for each tool and set of rivals.
+    /// The rival check ([`AgentLoop::with_rival_check`]): the call's refusal when the message is
+    /// `ratio` times likelier to ask for another action that changes something, or for none of
+    /// them. Asked once per run for each tool and set of rivals.
     async fn rival(
         &self,
         questions: &QuestionCheck,
         state: &mut RunState,
         visible: &[&ToolSpec],
         tool: &ToolSpec,
+        ratio: f64,
         run_id: &str,
     ) -> Option<ToolOutput> {
         let offered: Vec<ToolSpec> = visible.iter().map(|t| (*t).clone()).collect();
@@ -1177,7 +1194,7 @@ impl AgentLoop {
                 rival
             }
         };
-        let rival = rival.filter(|rival| rival.ratio >= RIVAL_RATIO)?;
+        let rival = rival.filter(|rival| rival.ratio >= ratio)?;
         tracing::info!(run = run_id, tool = tool.name, rival = ?rival.tool, ratio = rival.ratio, "the message asks for another action; refused");
         let instead = match rival.tool.as_deref().and_then(|name| visible.iter().find(|t| t.name == name)) {
             Some(other) => format!(

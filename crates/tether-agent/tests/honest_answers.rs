@@ -726,7 +726,10 @@ async fn a_call_when_the_message_asks_rather_for_another_action_is_refused_and_t
         vec![call("checkout", json!({})), call("cart_clear", json!({})), text("Your cart is empty now.")],
         vec![vec![0.1, 0.8, 0.1], vec![0.1, 0.8, 0.1]],
     );
-    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let agent = AgentLoop::new(model.clone())
+        .with_question_check(true)
+        .with_fit_check(Some(0.75))
+        .with_rival_check(Some(RIVAL_RATIO));
     let shop = Shop::new();
     *shop.on_cart_page.lock().unwrap() = true;
     let run = run(&agent, &shop, "Empty my cart.").await;
@@ -748,6 +751,15 @@ async fn a_call_when_the_message_asks_rather_for_another_action_is_refused_and_t
          for everything in the cart.\nB) Empty the cart.\nC) None of these\nAnswer with the letter."
     );
     assert_eq!(asked.len(), 2, "cart_clear asked about on its own: {asked:?}");
+
+    // Off by default: nothing is asked, and the call runs.
+    let model = Asker::with_choices(vec![call("checkout", json!({})), text("Ordered.")], vec![vec![0.1, 0.8, 0.1]]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let shop = Shop::new();
+    *shop.on_cart_page.lock().unwrap() = true;
+    common::run(&agent, &shop, "Empty my cart.").await;
+    assert_eq!(*shop.ran.lock().unwrap(), ["checkout"]);
+    assert!(model.choice_asked().is_empty(), "{:?}", model.choice_asked());
 }
 
 #[tokio::test]
@@ -758,7 +770,10 @@ async fn a_requests_later_step_is_compared_only_with_what_is_left_and_none_of_th
         vec![call("checkout", json!({})), call("cart_clear", json!({})), text("Ordered, and the cart is empty.")],
         vec![vec![0.6, 0.3, 0.1]],
     );
-    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let agent = AgentLoop::new(model.clone())
+        .with_question_check(true)
+        .with_fit_check(Some(0.75))
+        .with_rival_check(Some(RIVAL_RATIO));
     let shop = Shop::new();
     *shop.on_cart_page.lock().unwrap() = true;
     run(&agent, &shop, "Buy what is in my cart, then empty it.").await;
@@ -770,7 +785,10 @@ async fn a_requests_later_step_is_compared_only_with_what_is_left_and_none_of_th
         vec![call("cart_clear", json!({})), text("I can't do that here.")],
         vec![vec![0.05, 0.15, 0.8]],
     );
-    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let agent = AgentLoop::new(model.clone())
+        .with_question_check(true)
+        .with_fit_check(Some(0.75))
+        .with_rival_check(Some(RIVAL_RATIO));
     let shop = Shop::new();
     *shop.on_cart_page.lock().unwrap() = true;
     let refused = run(&agent, &shop, "Tell my boss I'm late.").await;
@@ -786,7 +804,10 @@ async fn a_requests_later_step_is_compared_only_with_what_is_left_and_none_of_th
     );
     // A call whose rivals score under three times its own runs.
     let model = Asker::with_choices(vec![call("cart_clear", json!({})), text("Emptied.")], vec![vec![0.3, 0.4, 0.3]]);
-    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let agent = AgentLoop::new(model.clone())
+        .with_question_check(true)
+        .with_fit_check(Some(0.75))
+        .with_rival_check(Some(RIVAL_RATIO));
     let shop = Shop::new();
     *shop.on_cart_page.lock().unwrap() = true;
     run(&agent, &shop, "Clear it all out.").await;
