@@ -116,7 +116,7 @@ pub trait ToolHost: Send + Sync {
     /// (before any of them runs) and after each tool result. A host that keeps it (the server's
     /// session store) can go on with the run after a restart ([`AgentLoop::resume`]). The
     /// default keeps nothing.
-    fn checkpoint(&self, checkpoint: &RunCheckpoint) {
+    fn checkpoint(&self, checkpoint: RunCheckpoint) {
         let _ = checkpoint;
     }
 
@@ -628,7 +628,7 @@ impl AgentLoop {
                 name: call.name.clone(),
                 content: for_model,
             });
-            host.checkpoint(&state.checkpoint(run_id));
+            host.checkpoint(state.checkpoint(run_id));
         }
         Ok(())
     }
@@ -731,7 +731,7 @@ impl AgentLoop {
                 self.fit_window(host, run_id, state, first_view.as_ref(), budget)?;
             }
             // Where the run is, before the model is asked: a restart repeats this turn.
-            host.checkpoint(&state.checkpoint(run_id));
+            host.checkpoint(state.checkpoint(run_id));
             state.turns += 1;
             let info = self.info(run_id, state.turns, &state.events);
             if self.hooks.iter().any(|h| h.before_turn.is_some()) {
@@ -1006,7 +1006,7 @@ impl AgentLoop {
             }
             state.messages.push(ChatMessage::Assistant { content: written, tool_calls: reply.tool_calls.clone() });
             // The calls are asked for before any of them leaves: a restart knows of each.
-            host.checkpoint(&state.checkpoint(run_id));
+            host.checkpoint(state.checkpoint(run_id));
             let mut extra_context = Vec::new();
             // A call of a `followUp: false` tool that succeeded ends the run after this turn.
             let mut no_follow_up = None;
@@ -1081,7 +1081,7 @@ impl AgentLoop {
                     name: tool_call.name.clone(),
                     content: for_model,
                 });
-                host.checkpoint(&state.checkpoint(run_id));
+                host.checkpoint(state.checkpoint(run_id));
                 extra_context.extend(output.extra_context);
             }
             for context in extra_context {

@@ -9,7 +9,13 @@
 //!
 //! The state is a [`Snapshot`] as JSON: the session machine's bookkeeping (the replay log lives
 //! in the store's own log), the page's tools and state, the conversation, what the user saw, and
-//! the run in progress at its last checkpoint.
+//! the run in progress at its last checkpoint. A write carries a [`Patch`] rather than the whole
+//! snapshot: the small part whole, and of the three lists that grow with the conversation (the
+//! model's conversation, what the user saw, the run's messages) only what is new since the last
+//! write ([`Tail`]). So a write costs the same at run 2,000 as at run 20. [`StoreCopy`] knows what
+//! the store holds, and when the patches since the last whole snapshot add up to more than that
+//! snapshot, the next write is a whole snapshot again (which drops them): a session read back
+//! applies at most about its own size again in patches.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,23 +45,294 @@ pub(crate) const STORED_IDS_KEPT: usize = 512;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Snapshot {
+    /// Everything but the lists that grow with the conversation.
+    #[serde(flatten)]
+    pub(crate) head: Head,
+    /// The conversation as the model reads it (between runs; during one, as it was before it).
+    pub(crate) history: Vec<ChatMessage>,
+    /// The conversation as the user saw it.
+    pub(crate) transcript: Vec<HistoryLine>,
+    /// The number of the last [`Patch`] this snapshot includes (0 in sessions stored before
+    /// patches).
+    #[serde(default)]
+    pub(crate) patched: u64,
+}
+
+/// The part of a [`Snapshot`] that does not grow with the conversation: each write carries it
+/// whole.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Head {
     /// The machine's bookkeeping; its `log` is empty (the store keeps the frames itself).
     pub(crate) machine: ServerSessionSnapshot,
     pub(crate) tools: Vec<ToolSpec>,
     pub(crate) revision: u64,
     pub(crate) page: Option<PageInfo>,
     pub(crate) context: Vec<ContextEntry>,
-    /// The conversation as the model reads it (between runs).
-    pub(crate) history: Vec<ChatMessage>,
-    /// The conversation as the user saw it.
-    pub(crate) transcript: Vec<HistoryLine>,
-    /// The run in progress, at its last checkpoint.
+    /// The run in progress, at its last checkpoint. (In a [`Patch`], its checkpoint's messages
+    /// are empty: they come as the patch's `run`.)
     pub(crate) run: Option<StoredRun>,
     pub(crate) run_counter: u64,
     /// The `USER_MESSAGE` ids of the last runs that ended (absent in sessions stored before it
     /// was kept).
     #[serde(default)]
     pub(crate) messages: Vec<String>,
+}
+
+/// The new end of a list: the first `keep` items the store holds stay, the rest is replaced by
+/// `add`. Applying it twice changes nothing more.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Tail<L> {
+    pub(crate) keep: usize,
+    pub(crate) add: L,
+}
+
+impl<T> Tail<Vec<T>> {
+    fn apply(self, list: &mut Vec<T>, what: &str) -> Result<(), String> {
+        if self.keep > list.len() {
+            return Err(format!("it keeps {} items of {what}, which has only {}", self.keep, list.len()));
+        }
+        list.truncate(self.keep);
+        list.extend(self.add);
+        Ok(())
+    }
+}
+
+/// What a write stores instead of the whole [`Snapshot`]: the head whole, and the ends of the
+/// lists that changed. Generic over its parts so that a write borrows them (`&Head`, `&[T]`) and
+/// a read owns them (`Head`, `Vec<T>`).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Patch<H, M, L> {
+    pub(crate) head: H,
+    pub(crate) history: Tail<M>,
+    pub(crate) transcript: Tail<L>,
+    /// The run's messages (present when `head.run` is): after the store's run's messages, or,
+    /// when the state before had no run, after the history (a run starts with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) run: Option<Tail<M>>,
+    /// The answered call ids that are new (`head.machine.answered` is empty).
+    pub(crate) answered: NewIds,
+    /// The abandoned call ids that are new (`head.machine.abandoned` is empty).
+    pub(crate) abandoned: NewIds,
+}
+
+/// Ids added to a list that keeps the last [`STORED_IDS_KEPT`].
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(crate) struct NewIds {
+    /// The list starts again (the store's last id is no longer in it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) reset: bool,
+    pub(crate) add: Vec<String>,
+}
+
+impl NewIds {
+    /// The ids of `now` after the store's last one, `last` (all of them if it is not there).
+    fn after(last: Option<&str>, now: &[String]) -> NewIds {
+        match last.and_then(|last| now.iter().rposition(|id| id == last)) {
+            Some(at) => NewIds { reset: false, add: now[at + 1..].to_vec() },
+            None => NewIds { reset: last.is_some() || !now.is_empty(), add: now.to_vec() },
+        }
+    }
+
+    fn apply(self, ids: &mut Vec<String>) {
+        if self.reset {
+            ids.clear();
+        }
+        ids.extend(self.add);
+        let extra = ids.len().saturating_sub(STORED_IDS_KEPT);
+        ids.drain(..extra);
+    }
+}
+
+/// A patch as written.
+pub(crate) type PatchOut<'a> = Patch<&'a Head, &'a [ChatMessage], &'a [HistoryLine]>;
+/// A patch as read back.
+pub(crate) type PatchIn = Patch<Head, Vec<ChatMessage>, Vec<HistoryLine>>;
+
+impl Snapshot {
+    /// The state stored whole and the patches after it, applied in order. An error says why it
+    /// cannot be read (a patch that does not fit the state before it).
+    pub(crate) fn read(state: &str, patches: &[(u64, String)]) -> Result<Snapshot, String> {
+        let mut snapshot: Snapshot =
+            serde_json::from_str(state).map_err(|error| format!("the stored session cannot be read ({error})"))?;
+        for (n, text) in patches {
+            if *n <= snapshot.patched {
+                continue;
+            }
+            if *n != snapshot.patched + 1 {
+                return Err(format!(
+                    "the stored session misses changes: after change {} comes change {n}",
+                    snapshot.patched
+                ));
+            }
+            let patch: PatchIn = serde_json::from_str(text)
+                .map_err(|error| format!("change {n} of the stored session cannot be read ({error})"))?;
+            snapshot.apply(patch).map_err(|error| format!("change {n} of the stored session does not fit: {error}"))?;
+            snapshot.patched = *n;
+        }
+        Ok(snapshot)
+    }
+
+    fn apply(&mut self, patch: PatchIn) -> Result<(), String> {
+        let run_before = self.head.run.take().map(|run| run.checkpoint.messages);
+        let mut answered = std::mem::take(&mut self.head.machine.answered);
+        let mut abandoned = std::mem::take(&mut self.head.machine.abandoned);
+        patch.answered.apply(&mut answered);
+        patch.abandoned.apply(&mut abandoned);
+        self.head = patch.head;
+        self.head.machine.answered = answered;
+        self.head.machine.abandoned = abandoned;
+        patch.history.apply(&mut self.history, "the conversation")?;
+        patch.transcript.apply(&mut self.transcript, "the transcript")?;
+        match (&mut self.head.run, patch.run) {
+            (Some(run), Some(tail)) => {
+                let mut messages = run_before.unwrap_or_else(|| self.history.clone());
+                tail.apply(&mut messages, "the run's messages")?;
+                run.checkpoint.messages = messages;
+            }
+            (None, None) => {}
+            _ => return Err("its run and the run's messages disagree".into()),
+        }
+        Ok(())
+    }
+}
+
+/// How many of the first items two lists have in common.
+pub(crate) fn common_prefix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Patches since the last whole snapshot are written until they add up to more than that
+/// snapshot, or than this, whichever is more: small sessions are written whole more often.
+const PATCH_BYTES_MIN: usize = 64 * 1024;
+
+/// What the store holds of a session's state (as far as the writes given to the persister go):
+/// how much of each growing list it holds as the list is now, and how big the patches since the
+/// last whole snapshot are.
+#[derive(Debug, Default)]
+pub(crate) struct StoreCopy {
+    history: usize,
+    transcript: usize,
+    /// How many of the run's messages; `None` when the store has no run.
+    run: Option<usize>,
+    /// The number of the last patch written.
+    patch: u64,
+    patch_bytes: usize,
+    /// The size of the last whole snapshot written (0: none yet).
+    whole_bytes: usize,
+    /// The last answered and abandoned call ids the store holds.
+    answered: Option<String>,
+    abandoned: Option<String>,
+}
+
+impl StoreCopy {
+    /// What the store holds of a session read back from it.
+    pub(crate) fn read_back(snapshot: &Snapshot, state: &str, patches: &[(u64, String)]) -> StoreCopy {
+        StoreCopy {
+            history: snapshot.history.len(),
+            transcript: snapshot.transcript.len(),
+            run: snapshot.head.run.as_ref().map(|run| run.checkpoint.messages.len()),
+            patch: snapshot.patched,
+            patch_bytes: patches.iter().map(|(_, text)| text.len()).sum(),
+            whole_bytes: state.len().max(1),
+            answered: snapshot.head.machine.answered.last().cloned(),
+            abandoned: snapshot.head.machine.abandoned.last().cloned(),
+        }
+    }
+
+    /// The history is replaced by `new`.
+    pub(crate) fn history_replaced(&mut self, old: &[ChatMessage], new: &[ChatMessage]) {
+        self.history = self.history.min(common_prefix(old, new));
+    }
+
+    /// The run's checkpoint is replaced: its messages were `old` (`None`: there was no run).
+    pub(crate) fn run_replaced(&mut self, old: Option<&[ChatMessage]>, new: &[ChatMessage]) {
+        if let (Some(held), Some(old)) = (self.run, old) {
+            self.run = Some(held.min(common_prefix(old, new)));
+        }
+    }
+
+    /// The run's checkpoint is gone (the run ended): a next run's messages are all new to the
+    /// store's run, if it still has one.
+    pub(crate) fn run_ended(&mut self) {
+        self.run = self.run.map(|_| 0);
+    }
+
+    /// A patch with what changed since the last write, numbered, for a session whose state
+    /// changed; `None` when the state should be written whole instead ([`StoreCopy::whole`]):
+    /// when nothing was written whole yet, when the patches since the last whole snapshot would
+    /// add up to more than it, and when `compact` asks (a store that is failing: its unstored
+    /// writes then do not pile up). `head.run`'s messages are empty; they are `run_messages`.
+    /// `head` is as it was when this returns.
+    pub(crate) fn patch(
+        &mut self,
+        head: &mut Head,
+        run_messages: Option<&[ChatMessage]>,
+        history: &[ChatMessage],
+        transcript: &[HistoryLine],
+        compact: bool,
+    ) -> Option<(u64, String)> {
+        if self.whole_bytes == 0 || compact {
+            return None;
+        }
+        let run = run_messages.map(|messages| {
+            let keep = self.run.unwrap_or_else(|| common_prefix(history, messages)).min(messages.len());
+            Tail { keep, add: &messages[keep..] }
+        });
+        let answered = NewIds::after(self.answered.as_deref(), &head.machine.answered);
+        let abandoned = NewIds::after(self.abandoned.as_deref(), &head.machine.abandoned);
+        // The ids go as `answered` and `abandoned`.
+        let ids = (std::mem::take(&mut head.machine.answered), std::mem::take(&mut head.machine.abandoned));
+        let patch: PatchOut<'_> = Patch {
+            head: &*head,
+            history: Tail { keep: self.history, add: &history[self.history..] },
+            transcript: Tail { keep: self.transcript, add: &transcript[self.transcript..] },
+            run,
+            answered,
+            abandoned,
+        };
+        let text = serde_json::to_string(&patch).expect("a patch always serialises");
+        (head.machine.answered, head.machine.abandoned) = ids;
+        if self.patch_bytes + text.len() > self.whole_bytes.max(PATCH_BYTES_MIN) {
+            return None;
+        }
+        self.patch += 1;
+        self.patch_bytes += text.len();
+        self.held(head, history, transcript, run_messages);
+        Some((self.patch, text))
+    }
+
+    /// The number of the last patch written (a whole snapshot written now includes it).
+    pub(crate) fn last_patch(&self) -> u64 {
+        self.patch
+    }
+
+    /// A whole snapshot is written, of `head` (without its run's messages, `run_messages`) and
+    /// these lists.
+    pub(crate) fn whole(
+        &mut self,
+        head: &Head,
+        history: &[ChatMessage],
+        transcript: &[HistoryLine],
+        run_messages: Option<&[ChatMessage]>,
+    ) {
+        self.held(head, history, transcript, run_messages);
+    }
+
+    /// The whole snapshot written was `bytes` long.
+    pub(crate) fn whole_bytes(&mut self, bytes: usize) {
+        self.patch_bytes = 0;
+        self.whole_bytes = bytes.max(1);
+    }
+
+    fn held(&mut self, head: &Head, history: &[ChatMessage], transcript: &[HistoryLine], run: Option<&[ChatMessage]>) {
+        self.history = history.len();
+        self.transcript = transcript.len();
+        self.run = run.map(<[ChatMessage]>::len);
+        self.answered = head.machine.answered.last().cloned();
+        self.abandoned = head.machine.abandoned.last().cloned();
+    }
 }
 
 /// A run in progress as the store keeps it.
@@ -92,6 +369,8 @@ pub(crate) struct Persister {
     jobs: mpsc::UnboundedSender<Job>,
     /// Set once the store refused a write because another server claimed the session.
     moved: Arc<AtomicBool>,
+    /// Set while the store keeps failing and the persister holds writes it refused.
+    failing: Arc<AtomicBool>,
 }
 
 impl Persister {
@@ -99,8 +378,15 @@ impl Persister {
     pub(crate) fn spawn(store: Arc<dyn SessionStore>, id: String, claim: Option<String>) -> Persister {
         let (jobs, queue) = mpsc::unbounded_channel();
         let moved = Arc::new(AtomicBool::new(false));
-        tokio::spawn(run(store, id, claim, moved.clone(), queue));
-        Persister { jobs, moved }
+        let failing = Arc::new(AtomicBool::new(false));
+        tokio::spawn(run(store, id, claim, moved.clone(), failing.clone(), queue));
+        Persister { jobs, moved, failing }
+    }
+
+    /// Whether the store refused the last write (it is held for the next one): the session then
+    /// writes its state whole, which replaces the patches held, rather than piling patches up.
+    pub(crate) fn failing(&self) -> bool {
+        self.failing.load(Ordering::Acquire)
     }
 
     /// Whether another server claimed the session: this one may no longer write it.
@@ -130,7 +416,11 @@ fn merge(into: &mut Option<SessionWrite>, next: SessionWrite) {
     };
     write.token_hash = write.token_hash.or(next.token_hash);
     if next.state.is_some() {
+        // A whole state includes every patch before it.
         write.state = next.state;
+        write.patches = next.patches;
+    } else {
+        write.patches.extend(next.patches);
     }
     write.append.extend(next.append);
     write.trim_below = write.trim_below.max(next.trim_below);
@@ -142,6 +432,7 @@ async fn run(
     id: String,
     claim: Option<String>,
     moved: Arc<AtomicBool>,
+    failing: Arc<AtomicBool>,
     mut queue: mpsc::UnboundedReceiver<Job>,
 ) {
     let mut socket: Option<mpsc::UnboundedSender<Outbound>> = None;
@@ -176,6 +467,7 @@ async fn run(
             }
         }
         unstored = writer.commit(write, frames, &socket, &mut told).await;
+        failing.store(unstored.is_some(), Ordering::Release);
     }
 }
 
@@ -288,5 +580,173 @@ impl Writer<'_> {
             }
         }
         unstored
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tether_agent::RunCheckpoint;
+
+    use super::*;
+
+    /// A session's state as the tests change it: what the store must give back.
+    struct Truth {
+        head: Head,
+        run_messages: Option<Vec<ChatMessage>>,
+        history: Vec<ChatMessage>,
+        transcript: Vec<HistoryLine>,
+    }
+
+    impl Truth {
+        fn snapshot(&self) -> serde_json::Value {
+            let mut head = self.head.clone();
+            if let (Some(run), Some(messages)) = (&mut head.run, &self.run_messages) {
+                run.checkpoint.messages = messages.clone();
+            }
+            let snapshot =
+                Snapshot { head, history: self.history.clone(), transcript: self.transcript.clone(), patched: 0 };
+            let mut value = serde_json::to_value(snapshot).unwrap();
+            value.as_object_mut().unwrap().remove("patched");
+            value
+        }
+    }
+
+    fn user(text: String) -> ChatMessage {
+        ChatMessage::User { content: text }
+    }
+
+    fn line(text: String) -> HistoryLine {
+        HistoryLine { role: tether_protocol::HistoryRole::User, text, run_id: None, status: None }
+    }
+
+    /// A store of one session, as the stores apply writes: a whole state drops the patches.
+    #[derive(Default)]
+    struct Store {
+        state: String,
+        patches: Vec<(u64, String)>,
+    }
+
+    #[test]
+    fn the_state_read_back_from_patches_is_the_state_written_through_every_kind_of_change() {
+        for seed in 0..40u64 {
+            let mut random = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let mut next = |below: u64| {
+                random = random.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (random >> 33) % below
+            };
+            let mut truth = Truth {
+                head: Head {
+                    machine: ServerSessionSnapshot {
+                        seq: 0,
+                        log: Vec::new(),
+                        pending: Vec::new(),
+                        answered: Vec::new(),
+                        abandoned: Vec::new(),
+                    },
+                    tools: Vec::new(),
+                    revision: 0,
+                    page: None,
+                    context: Vec::new(),
+                    run: None,
+                    run_counter: 0,
+                    messages: Vec::new(),
+                },
+                run_messages: None,
+                history: Vec::new(),
+                transcript: Vec::new(),
+            };
+            let mut copy = StoreCopy::default();
+            let mut store = Store::default();
+            let mut ids = 0;
+            for step in 0..120 {
+                match next(8) {
+                    0 => truth.transcript.push(line(format!("line {step}"))),
+                    1 => truth.history.push(user(format!("message {step}"))),
+                    // The window leaves the oldest messages out, a note in their place.
+                    2 if truth.history.len() > 3 => {
+                        let before = truth.history.clone();
+                        truth.history.drain(..2);
+                        truth.history[0] = user(format!("note {step}"));
+                        copy.history_replaced(&before, &truth.history);
+                    }
+                    // A run's checkpoint: the history, then the run's own messages.
+                    3 => {
+                        let mut messages = truth.run_messages.clone().unwrap_or_else(|| truth.history.clone());
+                        messages.push(user(format!("run message {step}")));
+                        copy.run_replaced(truth.run_messages.as_deref(), &messages);
+                        truth.run_messages = Some(messages);
+                        truth.head.run = Some(StoredRun {
+                            checkpoint: RunCheckpoint { run_id: format!("run {step}"), ..RunCheckpoint::default() },
+                            text: String::new(),
+                            message_id: "u1".into(),
+                            results: Vec::new(),
+                        });
+                    }
+                    // The run ends: its conversation becomes the history.
+                    4 if truth.run_messages.is_some() => {
+                        let messages = truth.run_messages.take().unwrap();
+                        copy.history_replaced(&truth.history, &messages);
+                        truth.history = messages;
+                        truth.head.run = None;
+                        copy.run_ended();
+                    }
+                    5 => {
+                        for _ in 0..next(300) {
+                            ids += 1;
+                            truth.head.machine.answered.push(format!("call-{ids}"));
+                        }
+                        let extra = truth.head.machine.answered.len().saturating_sub(STORED_IDS_KEPT);
+                        truth.head.machine.answered.drain(..extra);
+                    }
+                    _ => truth.head.run_counter += 1,
+                }
+                // Written: a patch, or (now and then, or when the patches grew) whole.
+                let mut head = truth.head.clone();
+                let compact = next(10) == 0;
+                let patch =
+                    copy.patch(&mut head, truth.run_messages.as_deref(), &truth.history, &truth.transcript, compact);
+                assert_eq!(serde_json::to_value(&head).unwrap(), serde_json::to_value(&truth.head).unwrap());
+                match patch {
+                    Some(patch) => store.patches.push(patch),
+                    None => {
+                        copy.whole(&head, &truth.history, &truth.transcript, truth.run_messages.as_deref());
+                        let mut value = truth.snapshot();
+                        value["patched"] = copy.last_patch().into();
+                        store.state = value.to_string();
+                        copy.whole_bytes(store.state.len());
+                        store.patches.clear();
+                    }
+                }
+                let read = Snapshot::read(&store.state, &store.patches).unwrap();
+                let mut value = serde_json::to_value(read).unwrap();
+                value.as_object_mut().unwrap().remove("patched");
+                assert_eq!(value, truth.snapshot(), "seed {seed}, step {step}");
+            }
+        }
+    }
+
+    #[test]
+    fn patches_that_do_not_fit_are_refused_with_what_is_wrong() {
+        let whole = r#"{"machine":{"seq":0,"log":[],"pending":[],"answered":[],"abandoned":[]},"tools":[],
+            "revision":0,"page":null,"context":[],"run":null,"runCounter":0,"history":[],"transcript":[],"patched":3}"#;
+        let head = r#"{"machine":{"seq":0,"log":[],"pending":[],"answered":[],"abandoned":[]},"tools":[],"revision":0,
+            "page":null,"context":[],"run":null,"runCounter":1}"#;
+        let patch = |keep: usize| {
+            format!(
+                r#"{{"head":{head},"history":{{"keep":{keep},"add":[]}},"transcript":{{"keep":0,"add":[]}},"answered":{{"add":[]}},"abandoned":{{"add":[]}}}}"#
+            )
+        };
+        // Patches the whole state includes are skipped; the next one applies.
+        assert!(Snapshot::read(whole, &[(2, patch(5)), (4, patch(0))]).is_ok());
+        let gap = Snapshot::read(whole, &[(5, patch(0))]).unwrap_err();
+        assert_eq!(gap, "the stored session misses changes: after change 3 comes change 5");
+        let beyond = Snapshot::read(whole, &[(4, patch(2))]).unwrap_err();
+        assert_eq!(
+            beyond,
+            "change 4 of the stored session does not fit: it keeps 2 items of the conversation, which has only 0"
+        );
+        let unreadable = Snapshot::read(whole, &[(4, "{".into())]).unwrap_err();
+        assert!(unreadable.starts_with("change 4 of the stored session cannot be read"), "{unreadable}");
+        assert!(Snapshot::read("not json", &[]).unwrap_err().starts_with("the stored session cannot be read"));
     }
 }

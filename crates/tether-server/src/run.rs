@@ -71,7 +71,7 @@ fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: String, frame_id: S
             };
             let outcome = match start {
                 Start::New(text) => {
-                    let history = session.take_history();
+                    let history = session.history();
                     app.agent.run_until(&host, &sink, &run_id, &text, history, stop).await
                 }
                 Start::Resume(checkpoint) => app.agent.resume(&host, &sink, *checkpoint, stop).await,

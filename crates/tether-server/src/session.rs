@@ -32,7 +32,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::config::ServerConfig;
 use crate::pages::PageMemory;
-use crate::persist::{Job, Persister, STORED_IDS_KEPT, Snapshot, StoredRun};
+use crate::persist::{Head, Job, Persister, STORED_IDS_KEPT, Snapshot, StoreCopy, StoredRun};
 use crate::store::{SessionStore, SessionWrite, StoredSession};
 use tether_agent::{BoxFuture, ChatMessage, RunCheckpoint, ToolOutput};
 use tether_protocol::{History, HistoryLine, HistoryRole};
@@ -96,6 +96,8 @@ struct State {
     dirty: bool,
     /// The last frame given to the persister.
     persisted_seq: u64,
+    /// What the store holds of the state (so that a write carries only what changed).
+    store_copy: StoreCopy,
     /// The resume token's hash, given with the first write.
     token_hash: Option<[u8; 32]>,
     /// How long the store keeps the session after its last write.
@@ -136,10 +138,16 @@ impl State {
             return;
         }
         self.persisted_seq = self.machine.seq();
-        let state = std::mem::take(&mut self.dirty).then(|| self.snapshot_json());
+        let failing = persister.failing();
+        let (state, patches) = match std::mem::take(&mut self.dirty) {
+            true => self.state_write(failing),
+            false => (None, Vec::new()),
+        };
+        let Some(persister) = &self.persister else { return };
         let write = SessionWrite {
             token_hash: self.token_hash.take(),
             state,
+            patches,
             append,
             trim_below: self.machine.oldest_logged(),
             expires_at_ms: crate::store::now_ms().saturating_add(self.ttl.as_millis() as u64),
@@ -176,29 +184,47 @@ impl State {
         ServerFrame::History(History { id: "history".into(), lines })
     }
 
-    /// The state as the store keeps it (the log aside, which it keeps itself).
-    fn snapshot_json(&self) -> String {
-        let mut machine = self.machine.snapshot();
-        machine.log.clear();
-        let keep = |ids: &mut Vec<String>| {
-            let extra = ids.len().saturating_sub(STORED_IDS_KEPT);
-            ids.drain(..extra);
-        };
-        keep(&mut machine.answered);
-        keep(&mut machine.abandoned);
+    /// The state's write: a patch with what changed since the last one, or, now and then, the
+    /// whole state (see [`StoreCopy`]). `compact`: write it whole.
+    fn state_write(&mut self, compact: bool) -> (Option<String>, Vec<(u64, String)>) {
+        let mut head = self.head();
+        let run_messages = self.stored_run.as_ref().map(|run| &run.checkpoint.messages[..]);
+        if let Some(patch) = self.store_copy.patch(&mut head, run_messages, &self.history, &self.transcript, compact) {
+            return (None, vec![patch]);
+        }
+        self.store_copy.whole(&head, &self.history, &self.transcript, run_messages);
+        head.run = self.stored_run.clone();
         let snapshot = Snapshot {
+            head,
+            history: self.history.clone(),
+            transcript: self.transcript.clone(),
+            patched: self.store_copy.last_patch(),
+        };
+        let text = serde_json::to_string(&snapshot).expect("a snapshot always serialises");
+        self.store_copy.whole_bytes(text.len());
+        (Some(text), Vec::new())
+    }
+
+    /// The part of the state that does not grow with the conversation; the run's messages left
+    /// out (see [`Head::run`]).
+    fn head(&mut self) -> Head {
+        let machine = self.machine.snapshot_without_log(STORED_IDS_KEPT);
+        let run = self.stored_run.as_mut().map(|run| {
+            let messages = std::mem::take(&mut run.checkpoint.messages);
+            let copy = run.clone();
+            run.checkpoint.messages = messages;
+            copy
+        });
+        Head {
             machine,
             tools: self.tools.clone(),
             revision: self.revision,
             page: self.page.clone(),
             context: self.context.clone(),
-            history: self.history.clone(),
-            transcript: self.transcript.clone(),
-            run: self.stored_run.clone(),
+            run,
             run_counter: self.run_counter,
             messages: self.messages.clone(),
-        };
-        serde_json::to_string(&snapshot).expect("a snapshot always serialises")
+        }
     }
 }
 
@@ -316,6 +342,7 @@ fn empty_state(machine: ServerSession, config: &ServerConfig) -> State {
         persister: None,
         dirty: true,
         persisted_seq: 0,
+        store_copy: StoreCopy::default(),
         token_hash: None,
         ttl: config.session_ttl,
         run_counter: 0,
@@ -374,32 +401,35 @@ impl Session {
         token: &str,
         claim: Option<String>,
     ) -> Result<Arc<Session>, Unreadable> {
-        let mut snapshot: Snapshot = serde_json::from_str(&stored.state)
-            .map_err(|error| Unreadable(format!("the stored session cannot be read ({error})")))?;
+        let snapshot = Snapshot::read(&stored.state, &stored.patches).map_err(Unreadable)?;
+        let store_copy = StoreCopy::read_back(&snapshot, &stored.state, &stored.patches);
+        let Snapshot { head, history, transcript, .. } = snapshot;
+        let mut machine_snapshot = head.machine;
         // Frames sent after the last state write are in the log: the numbering goes on after them.
         let last_logged = stored.log.last().map_or(0, |(seq, _)| *seq);
-        snapshot.machine.seq = snapshot.machine.seq.max(last_logged);
-        snapshot.machine.log = stored.log;
-        let machine = ServerSession::restore(machine_config(&config), snapshot.machine, now_ms());
+        machine_snapshot.seq = machine_snapshot.seq.max(last_logged);
+        machine_snapshot.log = stored.log;
+        let machine = ServerSession::restore(machine_config(&config), machine_snapshot, now_ms());
         let mut state = empty_state(machine, &config);
         state.persisted_seq = state.machine.seq();
+        state.store_copy = store_copy;
         let mut schemas = HashMap::new();
-        for tool in &snapshot.tools {
+        for tool in &head.tools {
             if let Ok(schema) = FullValidator.compile(&tool.parameters) {
                 schemas.insert(tool.name.clone(), Arc::new(schema));
             }
         }
-        state.tools = snapshot.tools;
+        state.tools = head.tools;
         state.schemas = schemas;
-        state.revision = snapshot.revision;
-        state.page = snapshot.page;
-        state.context = snapshot.context;
-        state.history = snapshot.history;
-        state.transcript = snapshot.transcript;
-        state.run_text = snapshot.run.as_ref().map(|run| run.text.clone()).unwrap_or_default();
-        state.stored_run = snapshot.run;
-        state.run_counter = snapshot.run_counter;
-        state.messages = snapshot.messages;
+        state.revision = head.revision;
+        state.page = head.page;
+        state.context = head.context;
+        state.history = history;
+        state.transcript = transcript;
+        state.run_text = head.run.as_ref().map(|run| run.text.clone()).unwrap_or_default();
+        state.stored_run = head.run;
+        state.run_counter = head.run_counter;
+        state.messages = head.messages;
         state.dirty = false;
         state.persister = Some(Persister::spawn(store, stored.id.clone(), claim.clone()));
         Ok(Arc::new(Session {
@@ -1020,11 +1050,12 @@ impl Session {
 
     /// Where the run in progress is ([`tether_agent::ToolHost::checkpoint`]): kept (stored,
     /// when the store is durable) so that a restart goes on from here.
-    pub(crate) fn checkpoint(&self, checkpoint: &RunCheckpoint) {
+    pub(crate) fn checkpoint(&self, checkpoint: RunCheckpoint) {
         let mut state = self.lock();
         let Some(message_id) = state.run.as_ref().map(|run| run.message_id.clone()) else { return };
-        let answered: std::collections::HashSet<&str> = checkpoint
-            .messages
+        // The run's own results (the conversation before it holds none of its calls).
+        let own = checkpoint.messages.get(checkpoint.run_start..).unwrap_or(&checkpoint.messages);
+        let answered: std::collections::HashSet<&str> = own
             .iter()
             .filter_map(|m| match m {
                 ChatMessage::Tool { call_id, .. } => Some(call_id.as_str()),
@@ -1032,10 +1063,12 @@ impl Session {
             })
             .collect();
         // Results the checkpoint already holds need not be kept apart any more.
-        let mut results = state.stored_run.take().map(|run| run.results).unwrap_or_default();
+        let before = state.stored_run.take();
+        state.store_copy.run_replaced(before.as_ref().map(|run| &run.checkpoint.messages[..]), &checkpoint.messages);
+        let mut results = before.map(|run| run.results).unwrap_or_default();
         results.retain(|(id, _)| !answered.contains(id.as_str()));
         let text = state.run_text.clone();
-        state.stored_run = Some(StoredRun { checkpoint: checkpoint.clone(), text, message_id, results });
+        state.stored_run = Some(StoredRun { checkpoint, text, message_id, results });
         state.dirty = true;
         state.flush();
     }
@@ -1055,8 +1088,10 @@ impl Session {
         self.lock().run.is_some()
     }
 
-    pub(crate) fn take_history(&self) -> Vec<ChatMessage> {
-        std::mem::take(&mut self.lock().history)
+    /// The conversation a new run starts from. The session keeps it until the run ends with the
+    /// conversation that follows (a run that fails keeps it as it was).
+    pub(crate) fn history(&self) -> Vec<ChatMessage> {
+        self.lock().history.clone()
     }
 
     /// Records the end of a run (and the conversation to continue).
@@ -1079,6 +1114,8 @@ impl Session {
         }
         state.messages.push(message_id.to_string());
         if let Some(history) = history {
+            let State { store_copy, history: old, .. } = &mut *state;
+            store_copy.history_replaced(old, &history);
             state.history = history;
         }
         let text = std::mem::take(&mut state.run_text);
@@ -1088,7 +1125,9 @@ impl Session {
             run_id: Some(run_id.to_string()),
             status: Some(status),
         });
-        state.stored_run = None;
+        if state.stored_run.take().is_some() {
+            state.store_copy.run_ended();
+        }
         state.dirty = true;
         // Its calls still waiting are cancelled (a result that comes anyway is acknowledged as late).
         for call_id in state.machine.end_run(run_id) {

@@ -103,7 +103,7 @@ impl ToolHost for SessionTools {
         self.session.client_context()
     }
 
-    fn checkpoint(&self, checkpoint: &RunCheckpoint) {
+    fn checkpoint(&self, checkpoint: RunCheckpoint) {
         self.session.checkpoint(checkpoint);
     }
 

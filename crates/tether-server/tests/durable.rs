@@ -4,7 +4,8 @@
 //! run; a page that reloaded gets the conversation back (`HISTORY`); a deploy (SIGTERM) drains:
 //! every client is told to reconnect (1012) and the run goes on in the next process; a wrong
 //! token never resumes a stored session; the user's Stop ends a run as `aborted` and cancels its
-//! call in the page.
+//! call in the page; a long conversation is written as patches that do not grow with it, and read
+//! back whole.
 
 mod common;
 
@@ -222,4 +223,89 @@ async fn stop_ends_the_run_as_aborted_and_cancels_its_call_in_the_page() {
     // The session takes a new message at once.
     client.say("add the red mug to my cart").await;
     assert_ne!(client.tool_call().await.call_id, call.call_id);
+}
+
+/// One run of the storefront's "add the red mug": the call, its result, the answer.
+async fn add_the_red_mug(client: &mut common::Client) -> String {
+    client.say("add the red mug to my cart").await;
+    let call = client.tool_call().await;
+    client.result(&call.call_id, ResultStatus::Ok, json!("added 1 x Red mug; cart: 1 item")).await;
+    let (answer, status) = client.answer().await;
+    assert_eq!(status, RunStatus::Completed, "{answer}");
+    answer
+}
+
+/// What the SQLite file holds of session `id`, read by the test itself (the server is gone): its
+/// patches' sizes, in order, and the whole state.
+fn stored(dir: &Dir, id: &str) -> (Vec<usize>, serde_json::Value) {
+    let connection = rusqlite::Connection::open(dir.file("sessions.db")).unwrap();
+    let mut statement = connection.prepare("SELECT length(text) FROM patches WHERE session = ?1 ORDER BY n").unwrap();
+    let sizes = statement.query_map([id], |row| row.get::<_, i64>(0)).unwrap().map(|n| n.unwrap() as usize).collect();
+    let state: String =
+        connection.query_row("SELECT state FROM sessions WHERE id = ?1", [id], |row| row.get(0)).unwrap();
+    (sizes, serde_json::from_str(&state).unwrap())
+}
+
+fn median(sizes: &[usize]) -> usize {
+    let mut sorted = sizes.to_vec();
+    sorted.sort_unstable();
+    sorted[sorted.len() / 2]
+}
+
+#[tokio::test]
+async fn a_long_conversation_is_written_in_patches_that_do_not_grow_and_is_read_back_whole() {
+    let dir = Dir::new("durable-patches");
+    let first = serve(&dir);
+    let mut client = common::Client::connect(&first.url()).await;
+    client.hello(None).await;
+    client.context(1, common::storefront_tools()).await;
+    let mut answers = Vec::new();
+    for _ in 0..4 {
+        answers.push(add_the_red_mug(&mut client).await);
+    }
+    let resume = Resume { history: true, ..client.resume_info() };
+    client.kill();
+    first.kill();
+    let (early, _) = stored(&dir, &resume.session_id);
+    assert!(!early.is_empty(), "the writes after the first are patches");
+
+    // Started again on the same file: the session is read back (state and patches) and goes on.
+    let second = serve(&dir);
+    let mut client = common::Client::connect(&second.url()).await;
+    assert!(client.hello(Some(resume.clone())).await.resumed);
+    client.context(2, common::storefront_tools()).await;
+    for _ in 0..60 {
+        answers.push(add_the_red_mug(&mut client).await);
+    }
+    client.kill();
+    second.kill();
+    let (late, state) = stored(&dir, &resume.session_id);
+    // The conversation grew sixteenfold; a write did not.
+    assert!(
+        median(&late) * 2 <= median(&early) * 3,
+        "patch sizes grew with the conversation: median {} bytes after 4 runs, {} after 64",
+        median(&early),
+        median(&late)
+    );
+    assert!(state["patched"].as_u64().unwrap() > 0, "written whole again after patches: {}", state["patched"]);
+
+    // Read back a third time: the whole conversation, in order.
+    let third = serve(&dir);
+    let mut page = common::Client::connect(&third.url()).await;
+    assert!(page.hello(Some(resume)).await.resumed);
+    let history = page
+        .recv_until(|frame| match frame {
+            ServerFrame::History(history) => Some(history.clone()),
+            _ => None,
+        })
+        .await;
+    let expected: Vec<(HistoryRole, &str)> = answers
+        .iter()
+        .flat_map(|answer| [(HistoryRole::User, "add the red mug to my cart"), (HistoryRole::Agent, answer.as_str())])
+        .collect();
+    let lines: Vec<(HistoryRole, &str)> = history.lines.iter().map(|line| (line.role, line.text.as_str())).collect();
+    assert_eq!(lines, expected);
+    // And the model's conversation goes on from it.
+    page.context(3, common::storefront_tools()).await;
+    add_the_red_mug(&mut page).await;
 }

@@ -23,6 +23,7 @@ fn first_write(expires_at_ms: u64) -> SessionWrite {
     SessionWrite {
         token_hash: Some(token_hash("token-1")),
         state: Some(r#"{"history":["hi"]}"#.into()),
+        patches: Vec::new(),
         append: vec![(1, "s1".into()), (2, "s2".into())],
         trim_below: None,
         expires_at_ms,
@@ -55,6 +56,25 @@ async fn suite(store: &dyn SessionStore) {
     assert_eq!(loaded.token_hash, token_hash("token-1"));
     assert_eq!(loaded.log, vec![(2, "s2".to_string()), (3, "s3".to_string())]);
 
+    // Patches follow the state in order; one whose number is already stored (a write tried
+    // twice) is not stored twice; a whole state drops the patches before it, and patches in the
+    // same write follow it.
+    let patches = |numbers: &[u64]| numbers.iter().map(|n| (*n, format!("p{n}"))).collect::<Vec<_>>();
+    let patch_write =
+        |numbers: &[u64]| SessionWrite { patches: patches(numbers), expires_at_ms: later, ..Default::default() };
+    store.write("s-a", patch_write(&[1, 2])).await.unwrap();
+    store.write("s-a", patch_write(&[2, 3])).await.unwrap();
+    store.write("s-a", patch_write(&[2, 3])).await.unwrap();
+    let loaded = store.load("s-a", now).await.unwrap().unwrap();
+    assert_eq!(loaded.state, r#"{"history":["hi"]}"#);
+    assert_eq!(loaded.patches, patches(&[1, 2, 3]));
+    let whole = SessionWrite { state: Some("whole".into()), ..patch_write(&[4, 5]) };
+    store.write("s-a", whole.clone()).await.unwrap();
+    store.write("s-a", whole).await.unwrap();
+    let loaded = store.load("s-a", now).await.unwrap().unwrap();
+    assert_eq!((loaded.state.as_str(), loaded.patches), ("whole", patches(&[4, 5])));
+    assert_eq!(loaded.log.len(), 2, "frames are untouched by state writes");
+
     // Expiry: a session past its time is not loaded, and `expire` removes it and only it.
     store.write("s-old", first_write(now - 1)).await.unwrap();
     assert_eq!(store.load("s-old", now).await.unwrap(), None);
@@ -66,6 +86,10 @@ async fn suite(store: &dyn SessionStore) {
     store.remove("s-a").await.unwrap();
     assert_eq!(store.load("s-a", now).await.unwrap(), None);
     assert_eq!(store.count().await.unwrap(), 0);
+    // A session written again after its removal starts without the old patches.
+    store.write("s-a", first_write(later)).await.unwrap();
+    assert_eq!(store.load("s-a", now).await.unwrap().unwrap().patches, vec![]);
+    store.remove("s-a").await.unwrap();
 }
 
 #[tokio::test]
@@ -88,6 +112,47 @@ async fn the_sqlite_store_passes_the_suite_and_keeps_sessions_across_a_reopen() 
     // The token itself is nowhere in the file.
     let bytes = std::fs::read(&path).unwrap();
     assert!(!bytes.windows(7).any(|w| w == b"token-1"));
+}
+
+#[tokio::test]
+async fn a_file_of_the_layout_before_patches_is_brought_up_to_date_and_keeps_its_sessions() {
+    let dir = Dir::new("store-layout-1");
+    let path = dir.file("sessions.db");
+    {
+        // Layout 1, as the server before patches wrote it.
+        let connection = rusqlite::Connection::open(&path).unwrap();
+        connection
+            .execute_batch(
+                "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+                 INSERT INTO meta VALUES ('schema_version', 1);
+                 CREATE TABLE sessions (id TEXT PRIMARY KEY, token_hash BLOB NOT NULL, state TEXT NOT NULL,
+                     expires_at INTEGER NOT NULL);
+                 CREATE TABLE frames (session TEXT NOT NULL, seq INTEGER NOT NULL, text TEXT NOT NULL,
+                     PRIMARY KEY (session, seq)) WITHOUT ROWID;",
+            )
+            .unwrap();
+        connection
+            .execute(
+                "INSERT INTO sessions VALUES ('s-old', x'00', 'old state', ?1)",
+                [(store::now_ms() + 60_000) as i64],
+            )
+            .unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    let loaded = store.load("s-old", store::now_ms()).await.unwrap().expect("kept");
+    assert_eq!((loaded.state.as_str(), loaded.patches.len()), ("old state", 0));
+    let write =
+        SessionWrite { patches: vec![(1, "p1".into())], expires_at_ms: store::now_ms() + 60_000, ..Default::default() };
+    store.write("s-old", write).await.unwrap();
+    drop(store);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.load("s-old", store::now_ms()).await.unwrap().unwrap().patches, vec![(1, "p1".to_string())]);
+    let version: i64 = {
+        drop(store);
+        let connection = rusqlite::Connection::open(&path).unwrap();
+        connection.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |row| row.get(0)).unwrap()
+    };
+    assert_eq!(version, 2);
 }
 
 fn problem(error: ServerError) -> (StoreProblem, String) {

@@ -340,6 +340,20 @@ impl ServerSession {
         }
     }
 
+    /// A snapshot without the replay log, with only the last `ids_kept` answered and abandoned
+    /// ids: what a store that keeps the log itself writes, in time that does not grow with the
+    /// ids remembered.
+    pub fn snapshot_without_log(&self, ids_kept: usize) -> ServerSessionSnapshot {
+        let last = |ids: &RecentIds| ids.iter().skip(ids.len().saturating_sub(ids_kept)).cloned().collect();
+        ServerSessionSnapshot {
+            seq: self.seq,
+            log: Vec::new(),
+            pending: self.pending.clone(),
+            answered: last(&self.answered),
+            abandoned: last(&self.abandoned),
+        }
+    }
+
     /// A session restored from a [`ServerSessionSnapshot`] in this process, at `now_ms`: no
     /// client attached (it is away since now, so the grace period starts again), and each
     /// waiting call gets a fresh result timeout.

@@ -27,7 +27,10 @@ pub(super) fn apply(session: &mut StoredSession, write: SessionWrite) {
     }
     if let Some(state) = write.state {
         session.state = state;
+        session.patches.clear();
     }
+    let last = session.patches.last().map(|(n, _)| *n);
+    session.patches.extend(write.patches.into_iter().filter(|(n, _)| last.is_none_or(|last| *n > last)));
     let last = session.log.last().map(|(seq, _)| *seq);
     session.log.extend(write.append.into_iter().filter(|(seq, _)| last.is_none_or(|last| *seq > last)));
     if let Some(below) = write.trim_below {
@@ -56,6 +59,7 @@ impl SessionStore for MemoryStore {
             id: id.to_string(),
             token_hash: [0; 32],
             state: String::new(),
+            patches: Vec::new(),
             log: Vec::new(),
             expires_at_ms: 0,
         });

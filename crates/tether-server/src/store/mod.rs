@@ -1,10 +1,14 @@
 //! Where sessions live between frames, restarts and instances: the [`SessionStore`] seam.
 //!
 //! A stored session is a snapshot of everything it needs to continue (its state as JSON: the
-//! conversation, the live tool list, pending calls, answered ids, approvals, the run checkpoint)
-//! plus its numbered replay log. A [`SessionWrite`] changes both atomically: the server writes
-//! before the frame that depends on the write leaves, so a crash never leaves a client with a
-//! frame the store does not know about. Resume tokens are stored only as SHA-256 hashes.
+//! conversation, the live tool list, pending calls, answered ids, approvals, the run checkpoint),
+//! the numbered changes made to that state since the snapshot (its *patches*, opaque to the
+//! store), and its numbered replay log. A [`SessionWrite`] changes all three atomically: the
+//! server writes before the frame that depends on the write leaves, so a crash never leaves a
+//! client with a frame the store does not know about. A write appends what changed (a patch,
+//! frames) rather than the whole session, so its cost does not grow with the conversation; now
+//! and then the server writes a whole snapshot instead, which drops the patches before it.
+//! Resume tokens are stored only as SHA-256 hashes.
 //!
 //! Implementations: [`MemoryStore`] (`--store memory`: nothing survives the process),
 //! [`SqliteStore`] (`--store sqlite:PATH`, the default: one file, WAL, one server) and
@@ -38,8 +42,11 @@ pub struct StoredSession {
     pub id: String,
     /// SHA-256 of the resume token ([`token_hash`]).
     pub token_hash: [u8; 32],
-    /// The session's state, as JSON text (opaque to the store).
+    /// The session's state when it was last written whole, as JSON text (opaque to the store).
     pub state: String,
+    /// The changes to `state` since: `(patch number, patch text)`, oldest first (opaque to the
+    /// store; the server applies them in order).
+    pub patches: Vec<(u64, String)>,
     /// The replay log: `(frame number, frame text)`, oldest first.
     pub log: Vec<(u64, String)>,
     /// When it expires unless written again, in milliseconds since the Unix epoch.
@@ -51,8 +58,12 @@ pub struct StoredSession {
 pub struct SessionWrite {
     /// The token hash, set when the session is created.
     pub token_hash: Option<[u8; 32]>,
-    /// The new state (replaces the old one), if it changed.
+    /// A whole new state, if the writer sends one: it replaces the old one and drops every
+    /// stored patch (it includes them). Applied before `patches`.
     pub state: Option<String>,
+    /// Changes to the state appended after it, numbered; numbers only grow, and a patch whose
+    /// number is not above the last stored one is skipped (a write tried twice applies once).
+    pub patches: Vec<(u64, String)>,
     /// Frames appended to the replay log, numbered; numbers only grow.
     pub append: Vec<(u64, String)>,
     /// Frames numbered below this are dropped from the log.

@@ -6,6 +6,8 @@
 //!   current claim (`o`, `INSTANCE/N`) and the claim counter (`n`);
 //! - `PREFIX:{ID}:log`, a stream: the replay log, entry id `SEQ-0`, field `f` the frame's text,
 //!   trimmed with `XTRIM MINID`;
+//! - `PREFIX:{ID}:p`, a stream: the patches to the state since it was last written whole, entry
+//!   id `N-0`, field `f` the patch's text, deleted when a whole state is written;
 //! - `PREFIX:sessions`, a sorted set of session ids by expiry: the index `count` and `expire` use;
 //! - `PREFIX:instance:INSTANCE`, a server's heartbeat, expiring unless renewed; and the pub/sub
 //!   channel `PREFIX:release:INSTANCE`, where other servers ask it to let a session go.
@@ -34,30 +36,41 @@ use crate::error::StoreProblem;
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 const WRITE_SCRIPT: &str = r"#!lua
--- KEYS: the session hash, its log stream, the expiry index.
+-- KEYS: the session hash, its log stream, its patch stream (all in the session's slot).
 -- ARGV: session id, token hash ('' keeps it), '1' when a state follows, the state, expiry (ms),
--- trim below ('' for none), the writer's claim ('' for none), then frame number and text pairs.
+-- trim below ('' for none), the writer's claim ('' for none), the number of frames, then frame
+-- number and text pairs, then patch number and text pairs.
 -- Returns 0, writing nothing, when the claim is not the session's current one.
-local state, log, index = KEYS[1], KEYS[2], KEYS[3]
+local state, log, patches = KEYS[1], KEYS[2], KEYS[3]
 if ARGV[7] ~= '' and (redis.call('HGET', state, 'o') or '') ~= ARGV[7] then return 0 end
 if ARGV[2] ~= '' then redis.call('HSET', state, 't', ARGV[2]) end
-if ARGV[3] == '1' then redis.call('HSET', state, 's', ARGV[4]) end
+if ARGV[3] == '1' then
+  redis.call('HSET', state, 's', ARGV[4])
+  redis.call('DEL', patches)
+end
 redis.call('HSETNX', state, 't', '')
 redis.call('HSETNX', state, 's', '')
 redis.call('HSET', state, 'e', ARGV[5])
-local last = 0
-local top = redis.call('XREVRANGE', log, '+', '-', 'COUNT', 1)
-if #top > 0 then last = tonumber(string.match(top[1][1], '^(%d+)')) end
-for i = 8, #ARGV, 2 do
-  local seq = tonumber(ARGV[i])
-  if seq > last then
-    redis.call('XADD', log, ARGV[i] .. '-0', 'f', ARGV[i + 1])
-    last = seq
+-- Numbers only grow: what is not above the last stored number was stored before.
+local function append(stream, first, last_arg)
+  local last = 0
+  local top = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
+  if #top > 0 then last = tonumber(string.match(top[1][1], '^(%d+)')) end
+  for i = first, last_arg, 2 do
+    local n = tonumber(ARGV[i])
+    if n > last then
+      redis.call('XADD', stream, ARGV[i] .. '-0', 'f', ARGV[i + 1])
+      last = n
+    end
   end
 end
+local frames_end = 8 + 2 * tonumber(ARGV[8])
+append(log, 9, frames_end)
+append(patches, frames_end + 1, #ARGV)
 if ARGV[6] ~= '' then redis.call('XTRIM', log, 'MINID', ARGV[6] .. '-0') end
 redis.call('PEXPIREAT', state, ARGV[5])
 if redis.call('EXISTS', log) == 1 then redis.call('PEXPIREAT', log, ARGV[5]) end
+if redis.call('EXISTS', patches) == 1 then redis.call('PEXPIREAT', patches, ARGV[5]) end
 return 1
 ";
 
@@ -145,6 +158,10 @@ impl RedisStore {
         (format!("{}:{{{id}}}:s", self.prefix), format!("{}:{{{id}}}:log", self.prefix))
     }
 
+    fn patches_key(&self, id: &str) -> String {
+        format!("{}:{{{id}}}:p", self.prefix)
+    }
+
     fn heartbeat_key(&self, instance: &str) -> String {
         format!("{}:instance:{instance}", self.prefix)
     }
@@ -195,15 +212,24 @@ impl SessionStore for RedisStore {
     fn load<'a>(&'a self, id: &'a str, now_ms: u64) -> StoreFuture<'a, Result<Option<StoredSession>, ServerError>> {
         Box::pin(async move {
             let (state_key, log_key) = self.keys(id);
-            let (fields, entries): (Vec<(String, Vec<u8>)>, redis::streams::StreamRangeReply) = self
+            let patches_key = self.patches_key(id);
+            type Reply = (Vec<(String, Vec<u8>)>, redis::streams::StreamRangeReply, redis::streams::StreamRangeReply);
+            let (fields, entries, patch_entries): Reply = self
                 .with_retry(|mut connection| {
-                    let (state_key, log_key) = (state_key.clone(), log_key.clone());
+                    let (state_key, log_key, patches_key) = (state_key.clone(), log_key.clone(), patches_key.clone());
                     async move {
+                        // One transaction: a write between the reads cannot pair a state with
+                        // patches of another.
                         redis::pipe()
+                            .atomic()
                             .cmd("HGETALL")
                             .arg(state_key)
                             .cmd("XRANGE")
                             .arg(log_key)
+                            .arg("-")
+                            .arg("+")
+                            .cmd("XRANGE")
+                            .arg(patches_key)
                             .arg("-")
                             .arg("+")
                             .query_async(&mut connection)
@@ -222,13 +248,19 @@ impl SessionStore for RedisStore {
                 token_hash.copy_from_slice(hash);
             }
             let state = String::from_utf8_lossy(field("s").unwrap_or_default()).into_owned();
-            let mut log = Vec::with_capacity(entries.ids.len());
-            for entry in entries.ids {
-                let seq = entry.id.split('-').next().and_then(|n| n.parse().ok()).unwrap_or(0);
-                let text: Option<String> = entry.get("f");
-                log.push((seq, text.unwrap_or_default()));
-            }
-            Ok(Some(StoredSession { id: id.to_string(), token_hash, state, log, expires_at_ms }))
+            let numbered = |reply: redis::streams::StreamRangeReply| -> Vec<(u64, String)> {
+                reply
+                    .ids
+                    .into_iter()
+                    .map(|entry| {
+                        let n = entry.id.split('-').next().and_then(|n| n.parse().ok()).unwrap_or(0);
+                        let text: Option<String> = entry.get("f");
+                        (n, text.unwrap_or_default())
+                    })
+                    .collect()
+            };
+            let (log, patches) = (numbered(entries), numbered(patch_entries));
+            Ok(Some(StoredSession { id: id.to_string(), token_hash, state, patches, log, expires_at_ms }))
         })
     }
 
@@ -236,7 +268,7 @@ impl SessionStore for RedisStore {
         Box::pin(async move {
             let (state_key, log_key) = self.keys(id);
             let mut invocation = self.write.prepare_invoke();
-            invocation.key(&state_key).key(&log_key).key(self.index());
+            invocation.key(&state_key).key(&log_key).key(self.patches_key(id));
             invocation
                 .arg(id)
                 .arg(write.token_hash.map(Vec::from).unwrap_or_default())
@@ -244,9 +276,13 @@ impl SessionStore for RedisStore {
                 .arg(write.state.unwrap_or_default())
                 .arg(write.expires_at_ms)
                 .arg(write.trim_below.map(|n| n.to_string()).unwrap_or_default())
-                .arg(write.claim.as_deref().unwrap_or_default());
+                .arg(write.claim.as_deref().unwrap_or_default())
+                .arg(write.append.len());
             for (seq, text) in write.append {
                 invocation.arg(seq).arg(text);
+            }
+            for (n, text) in write.patches {
+                invocation.arg(n).arg(text);
             }
             let invocation = &invocation;
             let written = self
@@ -277,14 +313,17 @@ impl SessionStore for RedisStore {
     fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<(), ServerError>> {
         Box::pin(async move {
             let (state_key, log_key) = self.keys(id);
+            let patches_key = self.patches_key(id);
             let index = self.index();
             self.with_retry(|mut connection| {
-                let (state_key, log_key, index) = (state_key.clone(), log_key.clone(), index.clone());
+                let (state_key, log_key, patches_key, index) =
+                    (state_key.clone(), log_key.clone(), patches_key.clone(), index.clone());
                 async move {
                     redis::pipe()
                         .cmd("DEL")
                         .arg(state_key)
                         .arg(log_key)
+                        .arg(patches_key)
                         .ignore()
                         .cmd("ZREM")
                         .arg(index)

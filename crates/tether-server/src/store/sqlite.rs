@@ -20,8 +20,9 @@ use super::{SessionStore, SessionWrite, StoreFuture, StoredSession};
 use crate::ServerError;
 use crate::error::StoreProblem;
 
-/// The layout this code writes; a file with another one is refused.
-const SCHEMA_VERSION: i64 = 1;
+/// The layout this code writes; a file with another one is refused, except layout 1 (no
+/// `patches` table), which is brought to 2 when it is opened: it only lacks the table.
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -37,6 +38,12 @@ CREATE TABLE IF NOT EXISTS frames (
     seq INTEGER NOT NULL,
     text TEXT NOT NULL,
     PRIMARY KEY (session, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS patches (
+    session TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    PRIMARY KEY (session, n)
 ) WITHOUT ROWID;
 ";
 
@@ -100,6 +107,11 @@ impl SqliteStore {
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?1)",
                 params![SCHEMA_VERSION],
             )?;
+            // Layout 1 differs only by the `patches` table, created above.
+            connection.execute(
+                "UPDATE meta SET value = ?1 WHERE key = 'schema_version' AND value = 1",
+                params![SCHEMA_VERSION],
+            )?;
             connection.execute_batch("COMMIT")
         };
         setup().map_err(|e| classify(path, &e))?;
@@ -159,11 +171,22 @@ impl Inner {
         let log = statement
             .query_map(params![id], |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, String>(1)?)))?
             .collect::<rusqlite::Result<Vec<_>>>()?;
+        let mut statement = connection.prepare_cached("SELECT n, text FROM patches WHERE session = ?1 ORDER BY n")?;
+        let patches = statement
+            .query_map(params![id], |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, String>(1)?)))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
         let mut token_hash = [0u8; 32];
         if hash.len() == 32 {
             token_hash.copy_from_slice(&hash);
         }
-        Ok(Some(StoredSession { id: id.to_string(), token_hash, state, log, expires_at_ms: expires_at as u64 }))
+        Ok(Some(StoredSession {
+            id: id.to_string(),
+            token_hash,
+            state,
+            patches,
+            log,
+            expires_at_ms: expires_at as u64,
+        }))
     }
 
     fn write_now(&self, id: &str, write: &SessionWrite) -> rusqlite::Result<()> {
@@ -177,6 +200,20 @@ impl Inner {
                  expires_at = ?4",
             )?
             .execute(params![id, write.token_hash.map(Vec::from), write.state, write.expires_at_ms as i64])?;
+        if write.state.is_some() {
+            transaction.prepare_cached("DELETE FROM patches WHERE session = ?1")?.execute(params![id])?;
+        }
+        if !write.patches.is_empty() {
+            // Numbers only grow: a patch not above the last stored one was stored before.
+            let last: i64 = transaction
+                .prepare_cached("SELECT coalesce(max(n), 0) FROM patches WHERE session = ?1")?
+                .query_row(params![id], |row| row.get(0))?;
+            let mut append =
+                transaction.prepare_cached("INSERT INTO patches (session, n, text) VALUES (?1, ?2, ?3)")?;
+            for (n, text) in write.patches.iter().filter(|(n, _)| *n as i64 > last) {
+                append.execute(params![id, *n as i64, text])?;
+            }
+        }
         {
             let mut append =
                 transaction.prepare_cached("INSERT OR IGNORE INTO frames (session, seq, text) VALUES (?1, ?2, ?3)")?;
@@ -197,6 +234,10 @@ impl Inner {
         let transaction = connection.transaction()?;
         transaction.execute(
             "DELETE FROM frames WHERE session IN (SELECT id FROM sessions WHERE expires_at < ?1)",
+            params![now_ms as i64],
+        )?;
+        transaction.execute(
+            "DELETE FROM patches WHERE session IN (SELECT id FROM sessions WHERE expires_at < ?1)",
             params![now_ms as i64],
         )?;
         let removed = transaction.execute("DELETE FROM sessions WHERE expires_at < ?1", params![now_ms as i64])?;
@@ -257,6 +298,7 @@ impl SessionStore for SqliteStore {
             let mut connection = inner.lock();
             let transaction = connection.transaction()?;
             transaction.execute("DELETE FROM frames WHERE session = ?1", params![id])?;
+            transaction.execute("DELETE FROM patches WHERE session = ?1", params![id])?;
             transaction.execute("DELETE FROM sessions WHERE id = ?1", params![id])?;
             transaction.commit()
         }))
