@@ -16,9 +16,9 @@ use common::dir::TestDir;
 use common::nginx::Nginx;
 use common::redis::Redis;
 use common::serve::{Serve, Served};
-use common::{Client, storefront_tools};
+use common::{Client, run_works};
 use serde_json::json;
-use tether_protocol::{ClientFrame, ErrorCode, Hello, PROTOCOL_VERSION, ResultStatus, RunStatus};
+use tether_protocol::{ClientFrame, ErrorCode, Hello, PROTOCOL_VERSION};
 
 /// An instance behind nginx: sessions on the shared Redis, nginx (127.0.0.1) trusted for the
 /// client's address, one session per client address.
@@ -45,16 +45,6 @@ async fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> reqwest::Respo
 
 fn header(response: &reqwest::Response, name: &str) -> String {
     response.headers().get(name).map(|v| v.to_str().unwrap().to_string()).unwrap_or_default()
-}
-
-/// One run with a tool call, answered.
-async fn run_works(client: &mut Client, revision: u64) {
-    client.context(revision, storefront_tools()).await;
-    client.say("add the red mug to my cart").await;
-    let call = client.tool_call().await;
-    assert_eq!(call.name, "cart_add");
-    client.result(&call.call_id, ResultStatus::Ok, json!("added")).await;
-    assert_eq!(client.answer().await.1, RunStatus::Completed);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

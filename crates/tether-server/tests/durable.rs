@@ -24,6 +24,19 @@ fn seq(id: &str) -> u64 {
     id.trim_start_matches('s').parse().expect("a numbered frame")
 }
 
+/// A page that reloaded: it resumes the session (the conversation asked for) and gets it.
+async fn reloaded(served: &Served, resume: Resume) -> (common::Client, tether_protocol::History) {
+    let mut page = common::Client::connect(&served.url()).await;
+    assert!(page.hello(Some(resume)).await.resumed);
+    let history = page
+        .recv_until(|frame| match frame {
+            ServerFrame::History(history) => Some(history.clone()),
+            _ => None,
+        })
+        .await;
+    (page, history)
+}
+
 /// A client with the storefront's tools that asked for the red mug and holds its `cart_add`
 /// call unanswered (as a page does while its approval dialog is open).
 async fn waiting_call(served: &Served) -> (common::Client, tether_protocol::ToolCall) {
@@ -136,14 +149,7 @@ async fn a_reloaded_page_gets_the_conversation_back_after_a_restart() {
     first.kill();
 
     let second = serve(&dir);
-    let mut page = common::Client::connect(&second.url()).await;
-    assert!(page.hello(Some(resume)).await.resumed);
-    let history = page
-        .recv_until(|frame| match frame {
-            ServerFrame::History(history) => Some(history.clone()),
-            _ => None,
-        })
-        .await;
+    let (mut page, history) = reloaded(&second, resume).await;
     let lines: Vec<(HistoryRole, &str, Option<RunStatus>)> =
         history.lines.iter().map(|line| (line.role, line.text.as_str(), line.status)).collect();
     assert_eq!(
@@ -225,16 +231,6 @@ async fn stop_ends_the_run_as_aborted_and_cancels_its_call_in_the_page() {
     assert_ne!(client.tool_call().await.call_id, call.call_id);
 }
 
-/// One run of the storefront's "add the red mug": the call, its result, the answer.
-async fn add_the_red_mug(client: &mut common::Client) -> String {
-    client.say("add the red mug to my cart").await;
-    let call = client.tool_call().await;
-    client.result(&call.call_id, ResultStatus::Ok, json!("added 1 x Red mug; cart: 1 item")).await;
-    let (answer, status) = client.answer().await;
-    assert_eq!(status, RunStatus::Completed, "{answer}");
-    answer
-}
-
 /// What the SQLite file holds of session `id`, read by the test itself (the server is gone): its
 /// patches' sizes, in order, and the whole state.
 fn stored(dir: &Dir, id: &str) -> (Vec<usize>, serde_json::Value) {
@@ -261,7 +257,7 @@ async fn a_long_conversation_is_written_in_patches_that_do_not_grow_and_is_read_
     client.context(1, common::storefront_tools()).await;
     let mut answers = Vec::new();
     for _ in 0..4 {
-        answers.push(add_the_red_mug(&mut client).await);
+        answers.push(common::add_the_red_mug(&mut client).await);
     }
     let resume = Resume { history: true, ..client.resume_info() };
     client.kill();
@@ -275,7 +271,7 @@ async fn a_long_conversation_is_written_in_patches_that_do_not_grow_and_is_read_
     assert!(client.hello(Some(resume.clone())).await.resumed);
     client.context(2, common::storefront_tools()).await;
     for _ in 0..60 {
-        answers.push(add_the_red_mug(&mut client).await);
+        answers.push(common::add_the_red_mug(&mut client).await);
     }
     client.kill();
     second.kill();
@@ -291,14 +287,7 @@ async fn a_long_conversation_is_written_in_patches_that_do_not_grow_and_is_read_
 
     // Read back a third time: the whole conversation, in order.
     let third = serve(&dir);
-    let mut page = common::Client::connect(&third.url()).await;
-    assert!(page.hello(Some(resume)).await.resumed);
-    let history = page
-        .recv_until(|frame| match frame {
-            ServerFrame::History(history) => Some(history.clone()),
-            _ => None,
-        })
-        .await;
+    let (mut page, history) = reloaded(&third, resume).await;
     let expected: Vec<(HistoryRole, &str)> = answers
         .iter()
         .flat_map(|answer| [(HistoryRole::User, "add the red mug to my cart"), (HistoryRole::Agent, answer.as_str())])
@@ -307,5 +296,5 @@ async fn a_long_conversation_is_written_in_patches_that_do_not_grow_and_is_read_
     assert_eq!(lines, expected);
     // And the model's conversation goes on from it.
     page.context(3, common::storefront_tools()).await;
-    add_the_red_mug(&mut page).await;
+    common::add_the_red_mug(&mut page).await;
 }

@@ -16,16 +16,6 @@ fn scripted() -> AgentLoop {
     AgentLoop::new(Arc::new(ScriptedModel::default()))
 }
 
-/// A run on the storefront tools completes: the session is healthy.
-async fn run_works(client: &mut Client, revision: u64) {
-    client.context(revision, storefront_tools()).await;
-    client.say("add the red mug to my cart").await;
-    let call = client.tool_call().await;
-    assert_eq!(call.name, "cart_add");
-    client.result(&call.call_id, ResultStatus::Ok, json!("added")).await;
-    assert_eq!(client.answer().await.1, RunStatus::Completed);
-}
-
 #[tokio::test]
 async fn a_frame_over_max_frame_bytes_is_refused_and_the_session_goes_on() {
     let config = ServerConfig { max_frame_bytes: 4096, ..ServerConfig::default() };

@@ -394,3 +394,21 @@ pub async fn recording_provider(
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     (base, seen)
 }
+
+/// One storefront run that adds the red mug: the call, its result, the answer (completed). Its
+/// answer.
+pub async fn add_the_red_mug(client: &mut Client) -> String {
+    client.say("add the red mug to my cart").await;
+    let call = client.tool_call().await;
+    assert_eq!((call.name.as_str(), &call.args), ("cart_add", &json!({"productId": "mug-red"})));
+    client.result(&call.call_id, ResultStatus::Ok, json!("added 1 x Red mug; cart: 1 item")).await;
+    let (answer, status) = client.answer().await;
+    assert_eq!(status, RunStatus::Completed, "{answer}");
+    answer
+}
+
+/// The page's tools (revision `revision`), then [`add_the_red_mug`]: the session is healthy.
+pub async fn run_works(client: &mut Client, revision: u64) {
+    client.context(revision, storefront_tools()).await;
+    add_the_red_mug(client).await;
+}
