@@ -350,7 +350,7 @@ async fn find_session_now(app: &Arc<App>, resume: &Resume, peer_ip: Option<IpAdd
     }
     let Some(store) = &app.store else { return Found::Missing };
     let load = || async {
-        store.load(&resume.session_id, crate::store::now_ms()).await.map_err(|error| {
+        store.load(&resume.session_id, crate::store::unix_ms()).await.map_err(|error| {
             tracing::error!(session = resume.session_id, %error, "the session store could not be read");
             error.to_string()
         })

@@ -83,7 +83,7 @@ async fn let_go(app: Arc<App>, store: Arc<dyn SessionStore>, id: String) {
 /// loses it when its heartbeat lapses). `Err`: what to tell the client (it tries again later).
 pub(crate) async fn claim(app: &App, store: &dyn SessionStore, id: &str) -> Result<String, String> {
     let deadline = Instant::now() + app.config.instance_lease + Duration::from_secs(2);
-    let expiry = crate::store::now_ms().saturating_add(app.config.session_ttl.as_millis() as u64);
+    let expiry = crate::store::unix_ms().saturating_add(app.config.session_ttl.as_millis() as u64);
     let mut asked: Option<Instant> = None;
     loop {
         match store.claim(id, &app.instance, expiry).await {

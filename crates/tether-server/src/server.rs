@@ -263,7 +263,7 @@ const EXPIRY_INTERVAL: Duration = Duration::from_secs(600);
 /// Removes expired sessions from the store now and then, so that it does not grow without bound.
 async fn expire_sessions(store: Arc<dyn SessionStore>) {
     loop {
-        match store.expire(crate::store::now_ms()).await {
+        match store.expire(crate::store::unix_ms()).await {
             Ok(0) => {}
             Ok(removed) => tracing::info!(removed, "expired sessions removed from the store"),
             Err(error) => tracing::warn!(%error, "could not remove expired sessions from the store"),

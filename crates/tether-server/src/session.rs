@@ -39,7 +39,7 @@ use tether_protocol::{History, HistoryLine, HistoryRole};
 
 /// Milliseconds on a monotonic clock (since the first call in this process): the time the
 /// session machines are fed.
-pub(crate) fn now_ms() -> u64 {
+pub(crate) fn monotonic_ms() -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64
 }
@@ -150,7 +150,7 @@ impl State {
             patches,
             append,
             trim_below: self.machine.oldest_logged(),
-            expires_at_ms: crate::store::now_ms().saturating_add(self.ttl.as_millis() as u64),
+            expires_at_ms: crate::store::unix_ms().saturating_add(self.ttl.as_millis() as u64),
             claim: None,
         };
         persister.send(Job::Write { write, frames: writes });
@@ -409,7 +409,7 @@ impl Session {
         let last_logged = stored.log.last().map_or(0, |(seq, _)| *seq);
         machine_snapshot.seq = machine_snapshot.seq.max(last_logged);
         machine_snapshot.log = stored.log;
-        let machine = ServerSession::restore(machine_config(&config), machine_snapshot, now_ms());
+        let machine = ServerSession::restore(machine_config(&config), machine_snapshot, monotonic_ms());
         let mut state = empty_state(machine, &config);
         state.persisted_seq = state.machine.seq();
         state.store_copy = store_copy;
@@ -567,7 +567,7 @@ impl Session {
     /// The connection went away. `false` if it was not the current one (a newer one replaced it).
     pub(crate) fn detach(&self, connection_id: u64) -> bool {
         let mut state = self.lock();
-        if !state.machine.detach(connection_id, now_ms()) {
+        if !state.machine.detach(connection_id, monotonic_ms()) {
             return false;
         }
         state.flush();
@@ -669,14 +669,14 @@ impl Session {
             return None;
         }
         let at = self.lock().machine.expires_at()?;
-        Some(Duration::from_millis(at.saturating_sub(now_ms())))
+        Some(Duration::from_millis(at.saturating_sub(monotonic_ms())))
     }
 
     /// Ends the session if its client stayed away past the grace period, in one step with
     /// [`Session::attach`]: a client that attached meanwhile keeps it. `true` when it ended.
     pub(crate) fn close_if_expired(&self) -> bool {
         let mut state = self.lock();
-        let due = !state.moved && state.machine.expires_at().is_some_and(|at| at <= now_ms());
+        let due = !state.moved && state.machine.expires_at().is_some_and(|at| at <= monotonic_ms());
         if due {
             Self::close_locked(&mut state);
         }
@@ -881,7 +881,7 @@ impl Session {
         {
             let mut state = self.lock();
             // The agent loop admits no more calls than the limit; this holds it for any caller.
-            if let Err(limit) = state.machine.call(frame, now_ms()) {
+            if let Err(limit) = state.machine.call(frame, monotonic_ms()) {
                 return ToolOutput::new(
                     ResultStatus::Denied,
                     format!("Not run: {limit} tool calls are already waiting for the client (max_pending_calls)."),
@@ -940,7 +940,7 @@ impl Session {
             };
             // Waits for the answer, or for the deadline: then the session times the call out
             // (which answers with a timeout unless the result came first).
-            let wait = deadline.map(|at| Duration::from_millis(at.saturating_sub(now_ms())));
+            let wait = deadline.map(|at| Duration::from_millis(at.saturating_sub(monotonic_ms())));
             let timed = async {
                 match wait {
                     Some(wait) => tokio::time::sleep(wait).await,
@@ -962,7 +962,7 @@ impl Session {
     /// (`TOOL_CANCEL`) and their runs read a timeout.
     fn poll_timeouts(&self) {
         let mut state = self.lock();
-        let polled = state.machine.poll(now_ms());
+        let polled = state.machine.poll(monotonic_ms());
         state.dirty |= !polled.timed_out.is_empty();
         let seconds = self.config.tool_result_timeout.as_secs();
         for call_id in polled.timed_out {

@@ -33,7 +33,7 @@ fn first_write(expires_at_ms: u64) -> SessionWrite {
 
 /// The behaviour every store shares.
 async fn suite(store: &dyn SessionStore) {
-    let now = store::now_ms();
+    let now = store::unix_ms();
     let later = now + 60_000;
     assert_eq!(store.load("s-a", now).await.unwrap(), None);
     store.write("s-a", first_write(later)).await.unwrap();
@@ -104,10 +104,10 @@ async fn the_sqlite_store_passes_the_suite_and_keeps_sessions_across_a_reopen() 
     {
         let store = SqliteStore::open(&path).unwrap();
         suite(&store).await;
-        store.write("s-kept", first_write(store::now_ms() + 60_000)).await.unwrap();
+        store.write("s-kept", first_write(store::unix_ms() + 60_000)).await.unwrap();
     }
     let store = SqliteStore::open(&path).unwrap();
-    let kept = store.load("s-kept", store::now_ms()).await.unwrap().expect("kept across a reopen");
+    let kept = store.load("s-kept", store::unix_ms()).await.unwrap().expect("kept across a reopen");
     assert_eq!(kept.log.len(), 2);
     // The token itself is nowhere in the file.
     let bytes = std::fs::read(&path).unwrap();
@@ -134,19 +134,22 @@ async fn a_file_of_the_layout_before_patches_is_brought_up_to_date_and_keeps_its
         connection
             .execute(
                 "INSERT INTO sessions VALUES ('s-old', x'00', 'old state', ?1)",
-                [(store::now_ms() + 60_000) as i64],
+                [(store::unix_ms() + 60_000) as i64],
             )
             .unwrap();
     }
     let store = SqliteStore::open(&path).unwrap();
-    let loaded = store.load("s-old", store::now_ms()).await.unwrap().expect("kept");
+    let loaded = store.load("s-old", store::unix_ms()).await.unwrap().expect("kept");
     assert_eq!((loaded.state.as_str(), loaded.patches.len()), ("old state", 0));
-    let write =
-        SessionWrite { patches: vec![(1, "p1".into())], expires_at_ms: store::now_ms() + 60_000, ..Default::default() };
+    let write = SessionWrite {
+        patches: vec![(1, "p1".into())],
+        expires_at_ms: store::unix_ms() + 60_000,
+        ..Default::default()
+    };
     store.write("s-old", write).await.unwrap();
     drop(store);
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(store.load("s-old", store::now_ms()).await.unwrap().unwrap().patches, vec![(1, "p1".to_string())]);
+    assert_eq!(store.load("s-old", store::unix_ms()).await.unwrap().unwrap().patches, vec![(1, "p1".to_string())]);
     let version: i64 = {
         drop(store);
         let connection = rusqlite::Connection::open(&path).unwrap();
@@ -199,7 +202,7 @@ fn a_second_opener_of_the_same_file_is_refused() {
 async fn a_full_file_refuses_the_write_whole() {
     let dir = Dir::new("store-full");
     let store = SqliteStore::open_with_limit(&dir.file("sessions.db"), Some(96 * 1024)).unwrap();
-    let later = store::now_ms() + 60_000;
+    let later = store::unix_ms() + 60_000;
     store.write("s-a", first_write(later)).await.unwrap();
     let big: Vec<(u64, String)> = (10..400).map(|n| (n, "x".repeat(1000))).collect();
     let error = store
@@ -212,7 +215,7 @@ async fn a_full_file_refuses_the_write_whole() {
     let (kind, message) = problem(error);
     assert_eq!(kind, StoreProblem::Full, "{message}");
     // Nothing of the failed write is stored: not the state, not one frame.
-    let loaded = store.load("s-a", store::now_ms()).await.unwrap().unwrap();
+    let loaded = store.load("s-a", store::unix_ms()).await.unwrap().unwrap();
     assert_eq!(loaded.state, r#"{"history":["hi"]}"#);
     assert_eq!(loaded.log.len(), 2);
     // And the store goes on working for writes that fit.
@@ -224,7 +227,7 @@ async fn expired_sessions_give_their_space_back() {
     let dir = Dir::new("store-vacuum");
     let path = dir.file("sessions.db");
     let store = SqliteStore::open(&path).unwrap();
-    let now = store::now_ms();
+    let now = store::unix_ms();
     let frames: Vec<(u64, String)> = (1..=50).map(|n| (n, "f".repeat(2000))).collect();
     for n in 0..40 {
         let write = SessionWrite { append: frames.clone(), expires_at_ms: now - 1, ..first_write(0) };
@@ -249,10 +252,10 @@ async fn the_redis_store_passes_the_suite_and_keeps_sessions_across_a_redis_rest
     let mut redis = Redis::start("suite", &[]);
     let store = RedisStore::connect(&redis.url(), "test").await.unwrap();
     suite(&store).await;
-    store.write("s-kept", first_write(store::now_ms() + 60_000)).await.unwrap();
+    store.write("s-kept", first_write(store::unix_ms() + 60_000)).await.unwrap();
     redis.restart();
     // The connection manager reconnects by itself; the session came back from the AOF.
-    let kept = store.load("s-kept", store::now_ms()).await.unwrap().expect("kept across a Redis restart");
+    let kept = store.load("s-kept", store::unix_ms()).await.unwrap().expect("kept across a Redis restart");
     assert_eq!(kept.log, vec![(1, "s1".to_string()), (2, "s2".to_string())]);
     assert_eq!(kept.token_hash, token_hash("token-1"));
 }
@@ -261,15 +264,15 @@ async fn the_redis_store_passes_the_suite_and_keeps_sessions_across_a_redis_rest
 async fn redis_gone_is_a_clear_error_and_the_store_recovers() {
     let mut redis = Redis::start("gone", &[]);
     let store = RedisStore::connect(&redis.url(), "test").await.unwrap();
-    store.write("s-a", first_write(store::now_ms() + 60_000)).await.unwrap();
+    store.write("s-a", first_write(store::unix_ms() + 60_000)).await.unwrap();
     redis.kill();
-    let (kind, message) = problem(store.load("s-a", store::now_ms()).await.unwrap_err());
+    let (kind, message) = problem(store.load("s-a", store::unix_ms()).await.unwrap_err());
     assert_eq!(kind, StoreProblem::Unavailable, "{message}");
     assert!(message.contains("cannot be reached"), "{message}");
-    let (kind, _) = problem(store.write("s-b", first_write(store::now_ms() + 60_000)).await.unwrap_err());
+    let (kind, _) = problem(store.write("s-b", first_write(store::unix_ms() + 60_000)).await.unwrap_err());
     assert_eq!(kind, StoreProblem::Unavailable);
     redis.restart();
-    assert!(store.load("s-a", store::now_ms()).await.unwrap().is_some());
+    assert!(store.load("s-a", store::unix_ms()).await.unwrap().is_some());
     // A new connection to a Redis that is not there fails at once, saying so.
     redis.kill();
     let (kind, message) = problem(RedisStore::connect(&redis.url(), "test").await.unwrap_err());
@@ -280,7 +283,7 @@ async fn redis_gone_is_a_clear_error_and_the_store_recovers() {
 async fn redis_out_of_memory_refuses_the_write_whole() {
     let redis = Redis::start("oom", &["--maxmemory", "2mb", "--maxmemory-policy", "noeviction"]);
     let store = RedisStore::connect(&redis.url(), "test").await.unwrap();
-    let later = store::now_ms() + 60_000;
+    let later = store::unix_ms() + 60_000;
     store.write("s-a", first_write(later)).await.unwrap();
     // Grow one session, a state change and ten frames per write, until Redis refuses one.
     let mut accepted = 0u64;
@@ -302,7 +305,7 @@ async fn redis_out_of_memory_refuses_the_write_whole() {
     assert_eq!(kind, StoreProblem::Full, "{message}");
     // The refused write left nothing: the state is the last accepted one, and the log holds the
     // frames of the accepted writes, all of them, and not one of the refused write.
-    let loaded = store.load("s-a", store::now_ms()).await.unwrap().unwrap();
+    let loaded = store.load("s-a", store::unix_ms()).await.unwrap().unwrap();
     let expected_state =
         if accepted == 0 { r#"{"history":["hi"]}"#.to_string() } else { format!("state after write {}", accepted - 1) };
     assert_eq!(loaded.state, expected_state);
@@ -316,7 +319,7 @@ async fn redis_claims_give_a_session_one_writer_at_a_time() {
     use store::Claim;
     let redis = Redis::start("claims", &[]);
     let store = RedisStore::connect(&redis.url(), "test").await.unwrap();
-    let later = store::now_ms() + 60_000;
+    let later = store::unix_ms() + 60_000;
     let lease = Duration::from_secs(30);
     store.heartbeat("i-a", lease).await.unwrap();
     store.heartbeat("i-b", lease).await.unwrap();
@@ -345,7 +348,7 @@ async fn redis_claims_give_a_session_one_writer_at_a_time() {
     };
     let (kind, message) = problem(store.write("s-a", stale).await.unwrap_err());
     assert_eq!(kind, StoreProblem::Moved, "{message}");
-    let loaded = store.load("s-a", store::now_ms()).await.unwrap().unwrap();
+    let loaded = store.load("s-a", store::unix_ms()).await.unwrap().unwrap();
     assert_eq!(loaded.state, r#"{"history":["hi"]}"#);
     assert_eq!(loaded.log.len(), 2);
     assert!(!store.holds("s-a", &a).await.unwrap());
@@ -368,7 +371,7 @@ async fn redis_claims_give_a_session_one_writer_at_a_time() {
     let write =
         SessionWrite { state: Some("B again".into()), expires_at_ms: later, claim: Some(b), ..Default::default() };
     assert_eq!(problem(store.write("s-a", write).await.unwrap_err()).0, StoreProblem::Moved);
-    assert_eq!(store.load("s-a", store::now_ms()).await.unwrap().unwrap().state, "B's state");
+    assert_eq!(store.load("s-a", store::unix_ms()).await.unwrap().unwrap().state, "B's state");
     assert!(store.holds("s-a", &a2).await.unwrap());
     // A heartbeat that lapses by itself counts as gone too.
     store.heartbeat("i-a", Duration::from_millis(200)).await.unwrap();

@@ -180,8 +180,10 @@ pub(crate) fn same_hash(a: &[u8; 32], b: &[u8; 32]) -> bool {
     a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }
 
-/// Milliseconds since the Unix epoch, now.
-pub fn now_ms() -> u64 {
+/// Milliseconds since the Unix epoch, now: the clock of stored expiries (shared by every server
+/// on a store). The session machines run on another, monotonic one (`session::monotonic_ms`);
+/// the two never mix.
+pub fn unix_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
