@@ -1,13 +1,15 @@
 //! The cost of a write against the length of the conversation. On each store (memory, SQLite,
-//! Redis, taking turns in one run) a short session takes 20 runs and a long one RUNS runs (2,000
-//! by default). Measured:
+//! Redis, one after the other in one run, the others idle) a short session takes 20 runs and a
+//! long one RUNS runs (2,000 by default). Measured:
 //! - the `TOOL_RESULT` → `TOOL_RESULT_ACK` round trip (the server stores the result before it
 //!   answers) around run 20 and at the last runs of the long session; the memory store, which
 //!   writes nothing, shows what the rest of the server's work adds as the conversation grows;
 //! - what each state write stores, read by the bench itself from the SQLite file and from Redis:
 //!   the patches of the short session and of the long one (the writes since the last whole
 //!   state), and the whole state, which every write stored before patches;
-//! - Redis's own time per write script (`INFO commandstats`, reset before each window).
+//! - Redis's own time per write script (`INFO commandstats`, reset before each window);
+//! - each server's resident memory before and after the long session (what a conversation
+//!   costs in memory, per run).
 //!
 //! `cargo bench -p tether-server --bench long_session` (RUNS=2000 by default).
 
@@ -19,7 +21,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{Socket, context, one_run};
+use support::{Socket, context, one_run, rss_kib};
 
 /// The runs compared at each end: runs 1-40 (around run 20), and the last 40.
 const WINDOW: usize = 40;
@@ -40,7 +42,7 @@ fn ms(duration: Duration) -> f64 {
 fn sqlite_writes(path: &std::path::Path, id: &str) -> (usize, Vec<usize>) {
     let connection = rusqlite::Connection::open(path).unwrap();
     let state: i64 =
-        connection.query_row("SELECT length(state) FROM sessions WHERE id = ?1", [id], |row| row.get(0)).unwrap();
+        connection.query_row("SELECT length(text) FROM states WHERE session = ?1", [id], |row| row.get(0)).unwrap();
     let mut statement = connection.prepare("SELECT length(text) FROM patches WHERE session = ?1").unwrap();
     let patches = statement.query_map([id], |row| row.get::<_, i64>(0)).unwrap().map(|n| n.unwrap() as usize).collect();
     (state as usize, patches)
@@ -56,14 +58,18 @@ async fn redis_writes(connection: &mut redis::aio::MultiplexedConnection, id: &s
     (state, patches)
 }
 
-/// Redis's own microseconds per write script call since the last reset.
-async fn redis_usec_per_write(connection: &mut redis::aio::MultiplexedConnection) -> f64 {
+/// Redis's own count of script calls (writes, and the session's one claim) since the last reset,
+/// and its microseconds per call.
+async fn redis_writes_and_usec(connection: &mut redis::aio::MultiplexedConnection) -> (f64, f64) {
     let info: String = redis::cmd("INFO").arg("commandstats").query_async(connection).await.unwrap();
-    info.lines()
-        .find(|line| line.starts_with("cmdstat_evalsha:"))
-        .and_then(|line| line.split(',').find_map(|field| field.strip_prefix("usec_per_call=")))
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(f64::NAN)
+    let line = info.lines().find(|line| line.starts_with("cmdstat_evalsha:")).unwrap_or_default();
+    let field = |name: &str| {
+        line.split([':', ','])
+            .find_map(|field| field.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    (field("calls="), field("usec_per_call="))
 }
 
 async fn reset_redis_stats(connection: &mut redis::aio::MultiplexedConnection) {
@@ -95,31 +101,34 @@ async fn main() {
     let redis_server = serve::Serve::new().args(limits).args(["--store", redis_url.as_str()]).start();
     let servers = [("memory", &memory_server), ("SQLite", &sqlite_server), ("Redis", &redis_server)];
 
-    // The short sessions first, then the long ones, the stores taking turns run by run.
+    // One store at a time, the others idle (a server still freeing a run's conversation would
+    // compete with the next store's round trips on two cores): its short session, then its long
+    // one.
     let mut short_ids = Vec::new();
-    for (_, server) in &servers {
+    let mut long = Vec::new();
+    let mut acks: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); servers.len()];
+    let mut rss_before = Vec::new();
+    let mut rss_after = Vec::new();
+    let mut redis_usec = Vec::new();
+    for (index, (store, server)) in servers.iter().enumerate() {
         let (mut ws, id) = session(&server.url()).await;
         for n in 0..SHORT {
             one_run(&mut ws, n).await;
         }
         short_ids.push(id);
-    }
-    let mut long = Vec::new();
-    for (_, server) in &servers {
-        long.push(session(&server.url()).await);
-    }
-    let mut acks: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); servers.len()];
-    let mut redis_usec = Vec::new();
-    for n in 0..runs {
-        if n == 0 || n == runs - WINDOW {
-            reset_redis_stats(&mut stats).await;
+        let (mut ws, id) = session(&server.url()).await;
+        rss_before.push(rss_kib(server.pid()));
+        for n in 0..runs {
+            if *store == "Redis" && (n == 0 || n == runs - WINDOW) {
+                reset_redis_stats(&mut stats).await;
+            }
+            acks[index].push(one_run(&mut ws, n).await.1);
+            if *store == "Redis" && (n == WINDOW - 1 || n == runs - 1) {
+                redis_usec.push(redis_writes_and_usec(&mut stats).await);
+            }
         }
-        for (index, (ws, _)) in long.iter_mut().enumerate() {
-            acks[index].push(one_run(ws, n).await.1);
-        }
-        if n == WINDOW - 1 || n == runs - 1 {
-            redis_usec.push(redis_usec_per_write(&mut stats).await);
-        }
+        rss_after.push(rss_kib(server.pid()));
+        long.push((ws, id));
     }
     let long_ids: Vec<String> = long.into_iter().map(|(_, id)| id).collect();
 
@@ -131,11 +140,21 @@ async fn main() {
         let late = ms(median(&acks[index][runs - WINDOW..]));
         println!("| {store} | {early:.3} ms | {late:.3} ms | {:.2}x |", late / early);
     }
+    for (index, (store, _)) in servers.iter().enumerate() {
+        println!(
+            "server memory (RSS), {store} store: {} KiB before the long session, {} KiB after its {runs} runs: {:.2} KiB per run",
+            rss_before[index],
+            rss_after[index],
+            rss_after[index].saturating_sub(rss_before[index]) as f64 / runs as f64
+        );
+    }
+    let ((early_calls, early_usec), (late_calls, late_usec)) = (redis_usec[0], redis_usec[1]);
     println!(
-        "Redis's own time per write script: {:.1} us around run 20, {:.1} us at run {runs} ({:.2}x)",
-        redis_usec[0],
-        redis_usec[1],
-        redis_usec[1] / redis_usec[0]
+        "Redis's own time per write script: {early_usec:.1} us around run 20, {late_usec:.1} us at run {runs} ({:.2}x); \
+         scripts per run: {:.1} and {:.1}",
+        late_usec / early_usec,
+        early_calls / WINDOW as f64,
+        late_calls / WINDOW as f64
     );
 
     let redis_short = redis_writes(&mut stats, &short_ids[2]).await;

@@ -21,16 +21,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{context, hello, one_run, percentile, report, resume, send, welcomed};
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
+use support::{context, hello, one_run, percentile, report, resume, rss_kib, send, welcomed};
 
 #[tokio::main]
 #[allow(clippy::print_stdout)]

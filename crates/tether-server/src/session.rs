@@ -982,6 +982,7 @@ impl Session {
             state.deferred = true;
             return Applied::Deferred;
         }
+        let mut wake = None;
         let applied = match state.machine.result(result) {
             ResultOutcome::Applied(result) => {
                 let content = match result.content {
@@ -994,9 +995,7 @@ impl Session {
                     run.results.push((result.call_id.clone(), output.clone()));
                 }
                 state.dirty = true;
-                if let Some(waiter) = state.waiters.remove(&result.call_id) {
-                    let _ = waiter.reply.send(output);
-                }
+                wake = state.waiters.remove(&result.call_id).map(|waiter| (waiter, output));
                 Applied::First
             }
             ResultOutcome::Duplicate => Applied::Duplicate,
@@ -1004,6 +1003,24 @@ impl Session {
             ResultOutcome::Unknown => Applied::Unknown,
         };
         state.flush();
+        if let Some((waiter, output)) = wake {
+            match &state.persister {
+                // The run goes on once the result and its acknowledgement were given to the store
+                // and sent: its next turn's work, which grows with the conversation, does not
+                // compete with them.
+                Some(persister) => {
+                    let (stored, wait) = oneshot::channel();
+                    persister.send(Job::Flush(stored));
+                    tokio::spawn(async move {
+                        let _ = wait.await;
+                        let _ = waiter.reply.send(output);
+                    });
+                }
+                None => {
+                    let _ = waiter.reply.send(output);
+                }
+            }
+        }
         applied
     }
 

@@ -238,7 +238,7 @@ fn stored(dir: &Dir, id: &str) -> (Vec<usize>, serde_json::Value) {
     let mut statement = connection.prepare("SELECT length(text) FROM patches WHERE session = ?1 ORDER BY n").unwrap();
     let sizes = statement.query_map([id], |row| row.get::<_, i64>(0)).unwrap().map(|n| n.unwrap() as usize).collect();
     let state: String =
-        connection.query_row("SELECT state FROM sessions WHERE id = ?1", [id], |row| row.get(0)).unwrap();
+        connection.query_row("SELECT text FROM states WHERE session = ?1", [id], |row| row.get(0)).unwrap();
     (sizes, serde_json::from_str(&state).unwrap())
 }
 

@@ -150,12 +150,13 @@ async fn a_file_of_the_layout_before_patches_is_brought_up_to_date_and_keeps_its
     drop(store);
     let store = SqliteStore::open(&path).unwrap();
     assert_eq!(store.load("s-old", store::unix_ms()).await.unwrap().unwrap().patches, vec![(1, "p1".to_string())]);
-    let version: i64 = {
-        drop(store);
-        let connection = rusqlite::Connection::open(&path).unwrap();
-        connection.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |row| row.get(0)).unwrap()
-    };
-    assert_eq!(version, 2);
+    drop(store);
+    // Layout 2: the state moved out of the row every write updates (SQLite rewrites a whole row).
+    let connection = rusqlite::Connection::open(&path).unwrap();
+    let read = |sql: &str| connection.query_row(sql, [], |row| row.get::<_, rusqlite::types::Value>(0)).unwrap();
+    assert_eq!(read("SELECT value FROM meta WHERE key = 'schema_version'"), 2.into());
+    assert_eq!(read("SELECT state FROM sessions WHERE id = 's-old'"), String::new().into());
+    assert_eq!(read("SELECT text FROM states WHERE session = 's-old'"), "old state".to_string().into());
 }
 
 fn problem(error: ServerError) -> (StoreProblem, String) {

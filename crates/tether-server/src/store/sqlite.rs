@@ -20,8 +20,12 @@ use super::{SessionStore, SessionWrite, StoreFuture, StoredSession};
 use crate::ServerError;
 use crate::error::StoreProblem;
 
-/// The layout this code writes; a file with another one is refused, except layout 1 (no
-/// `patches` table), which is brought to 2 when it is opened: it only lacks the table.
+/// The layout this code writes; a file with another one is refused, except layout 1, which is
+/// brought to 2 when it is opened. Layout 2: a session's state lives in `states`, written only
+/// when it is written whole, with the patches since in `patches`; the `sessions` row (token hash,
+/// expiry: written by every write) stays small, since SQLite rewrites a whole row to update one
+/// column of it (layout 1 kept the state there, and every write rewrote it). `sessions.state` is
+/// empty in layout 2.
 const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
@@ -39,6 +43,10 @@ CREATE TABLE IF NOT EXISTS frames (
     text TEXT NOT NULL,
     PRIMARY KEY (session, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS states (
+    session TEXT PRIMARY KEY,
+    text TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS patches (
     session TEXT NOT NULL,
     n INTEGER NOT NULL,
@@ -107,11 +115,17 @@ impl SqliteStore {
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?1)",
                 params![SCHEMA_VERSION],
             )?;
-            // Layout 1 differs only by the `patches` table, created above.
-            connection.execute(
-                "UPDATE meta SET value = ?1 WHERE key = 'schema_version' AND value = 1",
-                params![SCHEMA_VERSION],
-            )?;
+            // Layout 1 to 2: the tables were created above; the states move out of `sessions`.
+            let version: i64 =
+                connection.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |row| row.get(0))?;
+            if version == 1 {
+                connection.execute_batch(
+                    "INSERT OR REPLACE INTO states (session, text) SELECT id, state FROM sessions;
+                     UPDATE sessions SET state = '';",
+                )?;
+                connection
+                    .execute("UPDATE meta SET value = ?1 WHERE key = 'schema_version'", params![SCHEMA_VERSION])?;
+            }
             connection.execute_batch("COMMIT")
         };
         setup().map_err(|e| classify(path, &e))?;
@@ -160,7 +174,10 @@ impl Inner {
     fn load_now(&self, id: &str, now_ms: u64) -> rusqlite::Result<Option<StoredSession>> {
         let connection = self.lock();
         let row = connection
-            .prepare_cached("SELECT token_hash, state, expires_at FROM sessions WHERE id = ?1 AND expires_at >= ?2")?
+            .prepare_cached(
+                "SELECT s.token_hash, coalesce(t.text, ''), s.expires_at FROM sessions s
+                 LEFT JOIN states t ON t.session = s.id WHERE s.id = ?1 AND s.expires_at >= ?2",
+            )?
             .query_row(params![id, now_ms as i64], |row| {
                 Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, String>(1)?, row.get::<_, i64>(2)?))
             })
@@ -195,12 +212,16 @@ impl Inner {
         let transaction = connection.transaction()?;
         transaction
             .prepare_cached(
-                "INSERT INTO sessions (id, token_hash, state, expires_at) VALUES (?1, coalesce(?2, x''), coalesce(?3, ''), ?4)
-                 ON CONFLICT (id) DO UPDATE SET token_hash = coalesce(?2, token_hash), state = coalesce(?3, state),
-                 expires_at = ?4",
+                "INSERT INTO sessions (id, token_hash, state, expires_at) VALUES (?1, coalesce(?2, x''), '', ?3)
+                 ON CONFLICT (id) DO UPDATE SET token_hash = coalesce(?2, token_hash), expires_at = ?3",
             )?
-            .execute(params![id, write.token_hash.map(Vec::from), write.state, write.expires_at_ms as i64])?;
-        if write.state.is_some() {
+            .execute(params![id, write.token_hash.map(Vec::from), write.expires_at_ms as i64])?;
+        if let Some(state) = &write.state {
+            transaction
+                .prepare_cached(
+                    "INSERT INTO states (session, text) VALUES (?1, ?2) ON CONFLICT (session) DO UPDATE SET text = ?2",
+                )?
+                .execute(params![id, state])?;
             transaction.prepare_cached("DELETE FROM patches WHERE session = ?1")?.execute(params![id])?;
         }
         if !write.patches.is_empty() {
@@ -238,6 +259,10 @@ impl Inner {
         )?;
         transaction.execute(
             "DELETE FROM patches WHERE session IN (SELECT id FROM sessions WHERE expires_at < ?1)",
+            params![now_ms as i64],
+        )?;
+        transaction.execute(
+            "DELETE FROM states WHERE session IN (SELECT id FROM sessions WHERE expires_at < ?1)",
             params![now_ms as i64],
         )?;
         let removed = transaction.execute("DELETE FROM sessions WHERE expires_at < ?1", params![now_ms as i64])?;
@@ -299,6 +324,7 @@ impl SessionStore for SqliteStore {
             let transaction = connection.transaction()?;
             transaction.execute("DELETE FROM frames WHERE session = ?1", params![id])?;
             transaction.execute("DELETE FROM patches WHERE session = ?1", params![id])?;
+            transaction.execute("DELETE FROM states WHERE session = ?1", params![id])?;
             transaction.execute("DELETE FROM sessions WHERE id = ?1", params![id])?;
             transaction.commit()
         }))
