@@ -21,7 +21,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{Socket, context, one_run, rss_kib};
+use support::{Socket, context, one_run};
 
 /// The runs compared at each end: runs 1-40 (around run 20), and the last 40.
 const WINDOW: usize = 40;
@@ -117,7 +117,7 @@ async fn main() {
         }
         short_ids.push(id);
         let (mut ws, id) = session(&server.url()).await;
-        rss_before.push(rss_kib(server.pid()));
+        rss_before.push(server.rss_kib());
         for n in 0..runs {
             if *store == "Redis" && (n == 0 || n == runs - WINDOW) {
                 reset_redis_stats(&mut stats).await;
@@ -127,7 +127,7 @@ async fn main() {
                 redis_usec.push(redis_writes_and_usec(&mut stats).await);
             }
         }
-        rss_after.push(rss_kib(server.pid()));
+        rss_after.push(server.rss_kib());
         long.push((ws, id));
     }
     let long_ids: Vec<String> = long.into_iter().map(|(_, id)| id).collect();

@@ -21,7 +21,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{context, hello, one_run, percentile, report, resume, rss_kib, send, welcomed};
+use support::{context, hello, one_run, percentile, report, resume, send, welcomed};
 
 #[tokio::main]
 #[allow(clippy::print_stdout)]
@@ -135,8 +135,7 @@ async fn main() {
     // Idle sessions, memory store and Redis store.
     for (store, server) in [("memory", &memory_server), ("Redis", &redis_server)] {
         let url = server.url();
-        let pid = server.pid();
-        let before = rss_kib(pid);
+        let before = server.rss_kib();
         let started = Instant::now();
         let mut idle = Vec::with_capacity(sessions);
         for batch in 0..sessions.div_ceil(250) {
@@ -145,7 +144,7 @@ async fn main() {
             idle.extend(opened);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let after = rss_kib(pid);
+        let after = server.rss_kib();
         println!(
             "idle sessions, {store} store: {} open in {:.1} s; server RSS {} KiB -> {} KiB: {:.1} KiB per session",
             idle.len(),

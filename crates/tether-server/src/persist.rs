@@ -227,8 +227,9 @@ pub(crate) struct StoreCopy {
 }
 
 impl StoreCopy {
-    /// What the store holds of a session read back from it.
-    pub(crate) fn read_back(snapshot: &Snapshot, state: &str, patches: &[(u64, String)]) -> StoreCopy {
+    /// What the store holds once it holds `snapshot`, written whole as `state`, and `patches`
+    /// after it: a session read back, or one just written whole (no patches).
+    pub(crate) fn holding(snapshot: &Snapshot, state: &str, patches: &[(u64, String)]) -> StoreCopy {
         StoreCopy {
             history: snapshot.history.len(),
             transcript: snapshot.transcript.len(),
@@ -260,7 +261,7 @@ impl StoreCopy {
     }
 
     /// A patch with what changed since the last write, numbered, for a session whose state
-    /// changed; `None` when the state should be written whole instead ([`StoreCopy::whole`]):
+    /// changed; `None` when the state should be written whole instead ([`StoreCopy::holding`]):
     /// when nothing was written whole yet, when the patches since the last whole snapshot would
     /// add up to more than it, and when `compact` asks (a store that is failing: its unstored
     /// writes then do not pile up). `head.run`'s messages are empty; they are `run_messages`.
@@ -306,24 +307,6 @@ impl StoreCopy {
     /// The number of the last patch written (a whole snapshot written now includes it).
     pub(crate) fn last_patch(&self) -> u64 {
         self.patch
-    }
-
-    /// A whole snapshot is written, of `head` (without its run's messages, `run_messages`) and
-    /// these lists.
-    pub(crate) fn whole(
-        &mut self,
-        head: &Head,
-        history: &[ChatMessage],
-        transcript: &[HistoryLine],
-        run_messages: Option<&[ChatMessage]>,
-    ) {
-        self.held(head, history, transcript, run_messages);
-    }
-
-    /// The whole snapshot written was `bytes` long.
-    pub(crate) fn whole_bytes(&mut self, bytes: usize) {
-        self.patch_bytes = 0;
-        self.whole_bytes = bytes.max(1);
     }
 
     fn held(&mut self, head: &Head, history: &[ChatMessage], transcript: &[HistoryLine], run: Option<&[ChatMessage]>) {
@@ -709,11 +692,11 @@ mod tests {
                 match patch {
                     Some(patch) => store.patches.push(patch),
                     None => {
-                        copy.whole(&head, &truth.history, &truth.transcript, truth.run_messages.as_deref());
                         let mut value = truth.snapshot();
                         value["patched"] = copy.last_patch().into();
-                        store.state = value.to_string();
-                        copy.whole_bytes(store.state.len());
+                        let snapshot: Snapshot = serde_json::from_value(value).unwrap();
+                        store.state = serde_json::to_string(&snapshot).unwrap();
+                        copy = StoreCopy::holding(&snapshot, &store.state, &[]);
                         store.patches.clear();
                     }
                 }

@@ -192,7 +192,6 @@ impl State {
         if let Some(patch) = self.store_copy.patch(&mut head, run_messages, &self.history, &self.transcript, compact) {
             return (None, vec![patch]);
         }
-        self.store_copy.whole(&head, &self.history, &self.transcript, run_messages);
         head.run = self.stored_run.clone();
         let snapshot = Snapshot {
             head,
@@ -201,7 +200,7 @@ impl State {
             patched: self.store_copy.last_patch(),
         };
         let text = serde_json::to_string(&snapshot).expect("a snapshot always serialises");
-        self.store_copy.whole_bytes(text.len());
+        self.store_copy = StoreCopy::holding(&snapshot, &text, &[]);
         (Some(text), Vec::new())
     }
 
@@ -402,7 +401,7 @@ impl Session {
         claim: Option<String>,
     ) -> Result<Arc<Session>, Unreadable> {
         let snapshot = Snapshot::read(&stored.state, &stored.patches).map_err(Unreadable)?;
-        let store_copy = StoreCopy::read_back(&snapshot, &stored.state, &stored.patches);
+        let store_copy = StoreCopy::holding(&snapshot, &stored.state, &stored.patches);
         let Snapshot { head, history, transcript, .. } = snapshot;
         let mut machine_snapshot = head.machine;
         // Frames sent after the last state write are in the log: the numbering goes on after them.

@@ -117,13 +117,3 @@ pub(crate) async fn resume(url: &str, id: &str, token: &str) -> bool {
         }
     }
 }
-
-/// The resident memory of process `pid`, in KiB (0 when it cannot be read).
-pub(crate) fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}

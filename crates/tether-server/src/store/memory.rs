@@ -19,6 +19,12 @@ impl MemoryStore {
     }
 }
 
+/// Appends the items numbered above the last one `list` holds (the others were stored before).
+fn append_numbered(list: &mut Vec<(u64, String)>, items: Vec<(u64, String)>) {
+    let last = list.last().map(|(n, _)| *n);
+    list.extend(items.into_iter().filter(|(n, _)| last.is_none_or(|last| *n > last)));
+}
+
 /// Applies `write` to `session`: the one definition of a write's meaning, shared by the stores
 /// that keep a session as a value.
 pub(super) fn apply(session: &mut StoredSession, write: SessionWrite) {
@@ -29,10 +35,8 @@ pub(super) fn apply(session: &mut StoredSession, write: SessionWrite) {
         session.state = state;
         session.patches.clear();
     }
-    let last = session.patches.last().map(|(n, _)| *n);
-    session.patches.extend(write.patches.into_iter().filter(|(n, _)| last.is_none_or(|last| *n > last)));
-    let last = session.log.last().map(|(seq, _)| *seq);
-    session.log.extend(write.append.into_iter().filter(|(seq, _)| last.is_none_or(|last| *seq > last)));
+    append_numbered(&mut session.patches, write.patches);
+    append_numbered(&mut session.log, write.append);
     if let Some(below) = write.trim_below {
         session.log.retain(|(seq, _)| *seq >= below);
     }

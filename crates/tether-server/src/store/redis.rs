@@ -154,12 +154,10 @@ impl RedisStore {
         })
     }
 
-    fn keys(&self, id: &str) -> (String, String) {
-        (format!("{}:{{{id}}}:s", self.prefix), format!("{}:{{{id}}}:log", self.prefix))
-    }
-
-    fn patches_key(&self, id: &str) -> String {
-        format!("{}:{{{id}}}:p", self.prefix)
+    /// Session `id`'s keys, all in its slot: its hash, its log stream, its patch stream.
+    fn keys(&self, id: &str) -> (String, String, String) {
+        let key = |name: &str| format!("{}:{{{id}}}:{name}", self.prefix);
+        (key("s"), key("log"), key("p"))
     }
 
     fn heartbeat_key(&self, instance: &str) -> String {
@@ -211,8 +209,7 @@ impl SessionStore for RedisStore {
 
     fn load<'a>(&'a self, id: &'a str, now_ms: u64) -> StoreFuture<'a, Result<Option<StoredSession>, ServerError>> {
         Box::pin(async move {
-            let (state_key, log_key) = self.keys(id);
-            let patches_key = self.patches_key(id);
+            let (state_key, log_key, patches_key) = self.keys(id);
             type Reply = (Vec<(String, Vec<u8>)>, redis::streams::StreamRangeReply, redis::streams::StreamRangeReply);
             let (fields, entries, patch_entries): Reply = self
                 .with_retry(|mut connection| {
@@ -266,9 +263,9 @@ impl SessionStore for RedisStore {
 
     fn write<'a>(&'a self, id: &'a str, write: SessionWrite) -> StoreFuture<'a, Result<(), ServerError>> {
         Box::pin(async move {
-            let (state_key, log_key) = self.keys(id);
+            let (state_key, log_key, patches_key) = self.keys(id);
             let mut invocation = self.write.prepare_invoke();
-            invocation.key(&state_key).key(&log_key).key(self.patches_key(id));
+            invocation.key(&state_key).key(&log_key).key(&patches_key);
             invocation
                 .arg(id)
                 .arg(write.token_hash.map(Vec::from).unwrap_or_default())
@@ -312,8 +309,7 @@ impl SessionStore for RedisStore {
 
     fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<(), ServerError>> {
         Box::pin(async move {
-            let (state_key, log_key) = self.keys(id);
-            let patches_key = self.patches_key(id);
+            let (state_key, log_key, patches_key) = self.keys(id);
             let index = self.index();
             self.with_retry(|mut connection| {
                 let (state_key, log_key, patches_key, index) =
@@ -378,7 +374,7 @@ impl SessionStore for RedisStore {
         expires_at_ms: u64,
     ) -> StoreFuture<'a, Result<Claim, ServerError>> {
         Box::pin(async move {
-            let (state_key, _) = self.keys(id);
+            let (state_key, ..) = self.keys(id);
             // A claim that changes between the read and the swap is read again: a few rounds
             // at most, since only a server's own claim or a takeover changes it.
             for _ in 0..8 {
@@ -417,7 +413,7 @@ impl SessionStore for RedisStore {
 
     fn holds<'a>(&'a self, id: &'a str, claim: &'a str) -> StoreFuture<'a, Result<bool, ServerError>> {
         Box::pin(async move {
-            let (state_key, _) = self.keys(id);
+            let (state_key, ..) = self.keys(id);
             Ok(self.current_claim(&state_key).await? == claim)
         })
     }
@@ -429,7 +425,7 @@ impl SessionStore for RedisStore {
         claim: &'a str,
     ) -> StoreFuture<'a, Result<(), ServerError>> {
         Box::pin(async move {
-            let (state_key, _) = self.keys(id);
+            let (state_key, ..) = self.keys(id);
             let mut invocation = self.release.prepare_invoke();
             invocation.key(&state_key).arg(claim).arg(instance);
             let invocation = &invocation;

@@ -55,6 +55,9 @@ CREATE TABLE IF NOT EXISTS patches (
 ) WITHOUT ROWID;
 ";
 
+/// The tables besides `sessions` that hold a session's rows (by its id in `session`).
+const SESSION_TABLES: [&str; 3] = ["frames", "patches", "states"];
+
 /// Sessions in a SQLite file.
 #[derive(Debug)]
 pub struct SqliteStore {
@@ -183,15 +186,14 @@ impl Inner {
             })
             .optional()?;
         let Some((hash, state, expires_at)) = row else { return Ok(None) };
-        let mut statement =
-            connection.prepare_cached("SELECT seq, text FROM frames WHERE session = ?1 ORDER BY seq")?;
-        let log = statement
-            .query_map(params![id], |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, String>(1)?)))?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        let mut statement = connection.prepare_cached("SELECT n, text FROM patches WHERE session = ?1 ORDER BY n")?;
-        let patches = statement
-            .query_map(params![id], |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, String>(1)?)))?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let numbered = |sql: &str| -> rusqlite::Result<Vec<(u64, String)>> {
+            connection
+                .prepare_cached(sql)?
+                .query_map(params![id], |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, String>(1)?)))?
+                .collect()
+        };
+        let log = numbered("SELECT seq, text FROM frames WHERE session = ?1 ORDER BY seq")?;
+        let patches = numbered("SELECT n, text FROM patches WHERE session = ?1 ORDER BY n")?;
         let mut token_hash = [0u8; 32];
         if hash.len() == 32 {
             token_hash.copy_from_slice(&hash);
@@ -253,18 +255,12 @@ impl Inner {
     fn expire_now(&self, now_ms: u64) -> rusqlite::Result<usize> {
         let mut connection = self.lock();
         let transaction = connection.transaction()?;
-        transaction.execute(
-            "DELETE FROM frames WHERE session IN (SELECT id FROM sessions WHERE expires_at < ?1)",
-            params![now_ms as i64],
-        )?;
-        transaction.execute(
-            "DELETE FROM patches WHERE session IN (SELECT id FROM sessions WHERE expires_at < ?1)",
-            params![now_ms as i64],
-        )?;
-        transaction.execute(
-            "DELETE FROM states WHERE session IN (SELECT id FROM sessions WHERE expires_at < ?1)",
-            params![now_ms as i64],
-        )?;
+        for table in SESSION_TABLES {
+            transaction.execute(
+                &format!("DELETE FROM {table} WHERE session IN (SELECT id FROM sessions WHERE expires_at < ?1)"),
+                params![now_ms as i64],
+            )?;
+        }
         let removed = transaction.execute("DELETE FROM sessions WHERE expires_at < ?1", params![now_ms as i64])?;
         transaction.commit()?;
         if removed > 0 {
@@ -322,9 +318,9 @@ impl SessionStore for SqliteStore {
         Box::pin(self.blocking(move |inner| {
             let mut connection = inner.lock();
             let transaction = connection.transaction()?;
-            transaction.execute("DELETE FROM frames WHERE session = ?1", params![id])?;
-            transaction.execute("DELETE FROM patches WHERE session = ?1", params![id])?;
-            transaction.execute("DELETE FROM states WHERE session = ?1", params![id])?;
+            for table in SESSION_TABLES {
+                transaction.execute(&format!("DELETE FROM {table} WHERE session = ?1"), params![id])?;
+            }
             transaction.execute("DELETE FROM sessions WHERE id = ?1", params![id])?;
             transaction.commit()
         }))

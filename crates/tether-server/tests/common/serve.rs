@@ -144,6 +144,16 @@ impl Served {
         self.child.id()
     }
 
+    /// The process's resident memory, in KiB (0 when it cannot be read).
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+
     /// `GET /healthz`, as JSON (`Null` if it cannot be read).
     pub async fn health(&self) -> Value {
         let Ok(mut stream) = tokio::net::TcpStream::connect(&self.addr).await else { return Value::Null };

@@ -198,15 +198,6 @@ impl SoakReport {
     }
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// A small deterministic random source (xorshift), one per client.
 struct Rng(u64);
 
@@ -544,7 +535,7 @@ pub async fn soak(plan: SoakPlan) -> SoakReport {
     for server in &servers {
         wait_for(server, Duration::from_secs(5), |h| h["status"] == "ok").await;
     }
-    let mut report = SoakReport { rss_before_kib: rss_kib(servers[0].pid()), ..SoakReport::default() };
+    let mut report = SoakReport { rss_before_kib: servers[0].rss_kib(), ..SoakReport::default() };
     let addrs: Vec<String> = servers.iter().map(|server| server.addr.clone()).collect();
     let (proxy, nginx) = match (servers.len() > 1, plan.front) {
         (false, _) => (None, None),
@@ -643,7 +634,7 @@ pub async fn soak(plan: SoakPlan) -> SoakReport {
         report.restarts = restarts.load(std::sync::atomic::Ordering::Relaxed);
     }
     let servers: Vec<Served> = servers.lock().unwrap().drain(..).map(|server| server.expect("a server runs")).collect();
-    report.rss_peak_kib = rss_kib(servers[0].pid());
+    report.rss_peak_kib = servers[0].rss_kib();
     for server in &servers {
         let health =
             wait_for(server, Duration::from_secs(30), |h| h["stats"]["runsEnded"] == h["stats"]["runsStarted"]).await;
@@ -658,7 +649,6 @@ pub async fn soak(plan: SoakPlan) -> SoakReport {
     for server in &servers {
         wait_for(server, Duration::from_secs(30), |h| h["sessions"] == 0).await;
     }
-    let pid = servers[0].pid();
-    report.rss_after_kib = rss_kib(pid);
+    report.rss_after_kib = servers[0].rss_kib();
     report
 }
