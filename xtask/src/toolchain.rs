@@ -316,9 +316,10 @@ pub(crate) fn setup(needs: Needs) -> Result<WasmToolchain> {
     }
     if installs.services {
         // The declarative-hook examples use jq and python3 (the hooks' PATH is /usr/local/bin:/usr/bin:/bin);
-        // the Redis store's tests start redis-server instances of their own (never the machine's 6379);
+        // the Redis store's tests start redis-server instances of their own (never the machine's 6379),
+        // and Redis Clusters of them, joined with redis-cli (redis-tools);
         // the nginx tests start nginx with deploy/nginx/tether.conf on free ports of their own.
-        apt_install(&["jq", "python3", "redis-server", "nginx"])?;
+        apt_install(&["jq", "python3", "redis-server", "redis-tools", "nginx"])?;
     }
     if installs.workspace_npm {
         install_npm_packages()?;

@@ -8,7 +8,10 @@
 //! memory; `STORE=sqlite`: on a SQLite file; `STORE=redis INSTANCES=3`: three servers on a Redis
 //! of its own, behind a proxy that sends every new connection to a random one, or with
 //! `FRONT=nginx` behind Debian's nginx configured as docs/deploy.md says;
-//! `RESTART_SECONDS=5`: a server killed with SIGKILL and started again every 5 s, in turn).
+//! `RESTART_SECONDS=5`: a server killed with SIGKILL and started again every 5 s, in turn;
+//! `STORE=redis-cluster`: a Redis Cluster of its own, three masters with a replica each,
+//! `FAILOVER_SECONDS=3`: a master failed over every 3 s, alternately with `CLUSTER FAILOVER`
+//! and by killing it, `WAIT_REPLICAS=1`: the servers' `--redis-wait-replicas`).
 
 #[path = "../tests/common/dir.rs"]
 mod dir;
@@ -39,8 +42,9 @@ async fn main() {
         store: match std::env::var("STORE").as_deref() {
             Ok("sqlite") => SoakStore::Sqlite,
             Ok("redis") => SoakStore::Redis,
+            Ok("redis-cluster") => SoakStore::RedisCluster,
             Ok("memory") | Err(_) => SoakStore::Memory,
-            Ok(other) => panic!("STORE={other}: expected memory, sqlite or redis"),
+            Ok(other) => panic!("STORE={other}: expected memory, sqlite, redis or redis-cluster"),
         },
         instances: setting("INSTANCES", 1),
         front: match std::env::var("FRONT").as_deref() {
@@ -52,6 +56,11 @@ async fn main() {
             seconds if seconds > 0.0 => Some(std::time::Duration::from_secs_f64(seconds)),
             _ => None,
         },
+        failover_every: match setting("FAILOVER_SECONDS", 0.0) {
+            seconds if seconds > 0.0 => Some(std::time::Duration::from_secs_f64(seconds)),
+            _ => None,
+        },
+        wait_replicas: setting("WAIT_REPLICAS", 0),
     };
     let report = soak(plan).await;
     println!("{}", report.summary(&plan));

@@ -152,9 +152,16 @@ struct ServeArgs {
     /// Where sessions are kept, so that a page reload, a restart or a deploy loses nothing:
     /// `sqlite:PATH` (the default, a file in $XDG_STATE_HOME/tether or ~/.local/state/tether,
     /// printed at start; one server per file), `redis://HOST:PORT/DB` (shared by several
-    /// servers), or `memory` (nothing outlives the process).
+    /// servers; for a Redis Cluster, any node's URL, or several separated by commas), or
+    /// `memory` (nothing outlives the process).
     #[arg(long)]
     store: Option<String>,
+    /// With Redis: how many replicas must have a write before it counts as stored (Redis `WAIT`,
+    /// up to 1 s; until then the write is tried again and the frames that depend on it wait).
+    /// 0 (the default) trusts the master alone: a master that dies can take its last
+    /// acknowledged writes with it (docs/scaling.md).
+    #[arg(long, default_value_t = 0)]
+    redis_wait_replicas: u32,
     /// How long a stored session is kept after its last change, in seconds (default: a day).
     #[arg(long, default_value_t = tether_server::store::DEFAULT_SESSION_TTL.as_secs())]
     session_ttl_seconds: u64,
@@ -362,7 +369,12 @@ async fn serve(args: ServeArgs) -> Result<()> {
         }
         server = server.with_mcp(mcp);
     }
-    let store = store_spec(args.store.as_deref())?;
+    let mut store = store_spec(args.store.as_deref())?;
+    match &mut store {
+        tether_server::store::StoreSpec::Redis { wait_replicas, .. } => *wait_replicas = args.redis_wait_replicas,
+        _ if args.redis_wait_replicas > 0 => bail!("--redis-wait-replicas needs a Redis store (--store redis://…)"),
+        _ => {}
+    }
     let store = store.open().await.with_context(|| format!("--store {}", describe_spec(&store)))?;
     let store_name = store.describe();
     server = server.with_store(store);
@@ -418,7 +430,7 @@ fn describe_spec(spec: &tether_server::store::StoreSpec) -> String {
     match spec {
         tether_server::store::StoreSpec::Memory => "memory".into(),
         tether_server::store::StoreSpec::Sqlite(path) => format!("sqlite:{}", path.display()),
-        tether_server::store::StoreSpec::Redis(url) => url.clone(),
+        tether_server::store::StoreSpec::Redis { url, .. } => url.clone(),
     }
 }
 

@@ -2,7 +2,8 @@
 //! atomic, old sessions expire and give their space back. SQLite also against real files: a
 //! reopened file keeps its sessions, a damaged file, a second opener and a full file are refused
 //! clearly and nothing is half-written. Redis against a real `redis-server` of the test's own:
-//! killed and restarted (AOF), gone, out of memory.
+//! killed and restarted (AOF), gone, out of memory; and against a Redis Cluster of the test's
+//! own, with a master failed over while a replica has not got its last write.
 
 #[path = "common/dir.rs"]
 mod dir;
@@ -11,7 +12,7 @@ mod redis_support;
 
 use std::path::PathBuf;
 
-use redis_support::Redis;
+use redis_support::{Redis, RedisCluster};
 
 use tether_server::StoreProblem;
 use tether_server::store::{MemoryStore, RedisStore, SessionStore, SessionWrite, SqliteStore, token_hash};
@@ -316,10 +317,15 @@ async fn redis_out_of_memory_refuses_the_write_whole() {
 
 #[tokio::test]
 async fn redis_claims_give_a_session_one_writer_at_a_time() {
-    use std::time::Duration;
-    use store::Claim;
     let redis = Redis::start("claims", &[]);
     let store = RedisStore::connect(&redis.url(), "test").await.unwrap();
+    claims(&store).await;
+}
+
+/// Claims and fencing in a shared store: one writer at a time, a server gone fenced out.
+async fn claims(store: &RedisStore) {
+    use std::time::Duration;
+    use store::Claim;
     let later = store::unix_ms() + 60_000;
     let lease = Duration::from_secs(30);
     store.heartbeat("i-a", lease).await.unwrap();
@@ -385,4 +391,103 @@ async fn redis_claims_give_a_session_one_writer_at_a_time() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+#[tokio::test]
+async fn the_redis_store_passes_the_suite_on_a_redis_cluster_with_each_session_in_one_slot() {
+    let cluster = RedisCluster::start("suite", 3, 0);
+    let store = RedisStore::connect(&cluster.url(), "test").await.unwrap();
+    assert!(store.is_cluster());
+    // Every write is one script and every load one transaction, each on one slot: a cross-slot
+    // command would fail here.
+    suite(&store).await;
+    claims(&store).await;
+    // Sessions spread over the masters, each session's keys on one of them.
+    let later = store::unix_ms() + 60_000;
+    for i in 0..30 {
+        store.write(&format!("s-spread-{i}"), first_write(later)).await.unwrap();
+    }
+    for (i, node) in cluster.nodes.iter().enumerate() {
+        let keys: usize = cluster.cli(i, &["dbsize"]).trim().parse().unwrap();
+        assert!(keys >= 2, "node {} holds {keys} keys: the sessions do not spread", node.port);
+        let (master, _) = cluster.serving("test:{s-spread-7}:s");
+        assert_eq!(cluster.cli(master, &["exists", "test:{s-spread-7}:log"]).trim(), "1");
+    }
+    // One node's URL is enough: the client finds the others.
+    let through_one = RedisStore::connect(&cluster.nodes[2].url(), "test").await.unwrap();
+    assert!(through_one.is_cluster());
+    for i in 0..30 {
+        let loaded = through_one.load(&format!("s-spread-{i}"), store::unix_ms()).await.unwrap();
+        assert_eq!(loaded.expect("written through the other client").log.len(), 2);
+    }
+    // A cluster has only database 0; several URLs name a cluster's seeds.
+    let other_db = cluster.nodes[0].url().replace("/0", "/1");
+    let (_, message) = problem(RedisStore::connect(&other_db, "test").await.unwrap_err());
+    assert!(message.contains("only database 0"), "{message}");
+    let single = Redis::start("not-a-cluster", &[]);
+    let (_, message) =
+        problem(RedisStore::connect(&format!("{},{}", single.url(), single.url()), "test").await.unwrap_err());
+    assert!(message.contains("not one"), "{message}");
+    let (_, message) = problem(RedisStore::connect("redis://127.0.0.1:1/0,nonsense", "test").await.unwrap_err());
+    assert!(message.contains("not a Redis URL"), "{message}");
+}
+
+/// A write with one patch more than `first_write`'s state.
+fn patch_write(n: u64, expires_at_ms: u64) -> SessionWrite {
+    SessionWrite { patches: vec![(n, format!("patch {n}"))], expires_at_ms, ..Default::default() }
+}
+
+#[tokio::test]
+async fn a_write_acknowledged_by_a_master_that_dies_is_kept_only_when_a_replica_confirmed_it() {
+    // Redis replicates asynchronously. Here the replica is cut off before a write, the master
+    // acknowledges it and dies, and the replica takes over without it. A store that trusts
+    // the master alone reported that write stored; with --redis-wait-replicas 1 it reported
+    // it not stored, and its retry (what the server's persister does before the frames go)
+    // lands on the new master once it has a replica again.
+    let mut cluster = RedisCluster::start("failover", 3, 1);
+    let trusting = RedisStore::connect(&cluster.url(), "test").await.unwrap();
+    let waiting = RedisStore::connect(&cluster.url(), "test").await.unwrap().wait_replicas(1);
+    let later = store::unix_ms() + 60_000;
+    // Two sessions served by the same master.
+    let (master, replicas) = cluster.serving("test:{s-trusting}:s");
+    let waited_id = (0..)
+        .map(|i| format!("s-waiting-{i}"))
+        .find(|id| cluster.serving(&format!("test:{{{id}}}:s")).0 == master)
+        .unwrap();
+    let replica = replicas[0];
+    for (store, id) in [(&trusting, "s-trusting"), (&waiting, waited_id.as_str())] {
+        store.write(id, first_write(later)).await.unwrap();
+        store.write(id, patch_write(1, later)).await.unwrap();
+    }
+    // The replica confirmed what the waiting store wrote so far.
+    assert!(waiting.load(&waited_id, store::unix_ms()).await.unwrap().unwrap().patches.len() == 1);
+
+    // The replica stops, and the master drops its link, so that nothing more reaches it.
+    cluster.nodes[replica].pause();
+    cluster.cli(master, &["client", "kill", "type", "replica"]);
+    trusting.write("s-trusting", patch_write(2, later)).await.expect("the master alone acknowledges it");
+    let (kind, message) = problem(waiting.write(&waited_id, patch_write(2, later)).await.unwrap_err());
+    assert_eq!(kind, StoreProblem::Unavailable, "{message}");
+    assert!(message.contains("reached 0 of the 1 replicas"), "{message}");
+
+    // The master dies; the replica takes over.
+    cluster.nodes[master].kill();
+    cluster.nodes[replica].resume();
+    cluster.take_over(replica);
+
+    // The write the master alone acknowledged is gone: that is what trusting it risks.
+    let kept = trusting.load("s-trusting", store::unix_ms()).await.unwrap().expect("the session");
+    assert_eq!(kept.patches, vec![(1, "patch 1".to_string())], "the acknowledged patch 2 was lost");
+
+    // The waiting store's write was never reported stored. Tried again while the new master has
+    // no replica, it is refused again; once the old master is back (now a replica), it is stored.
+    let retried = waiting.write(&waited_id, patch_write(2, later)).await;
+    assert_eq!(problem(retried.unwrap_err()).0, StoreProblem::Unavailable);
+    cluster.nodes[master].restart();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while let Err(error) = waiting.write(&waited_id, patch_write(2, later)).await {
+        assert!(std::time::Instant::now() < deadline, "the write was never confirmed: {error}");
+    }
+    let kept = waiting.load(&waited_id, store::unix_ms()).await.unwrap().expect("the session");
+    assert_eq!(kept.patches, vec![(1, "patch 1".to_string()), (2, "patch 2".to_string())]);
 }

@@ -194,8 +194,15 @@ pub enum StoreSpec {
     Memory,
     /// `sqlite:PATH`: a SQLite file.
     Sqlite(std::path::PathBuf),
-    /// `redis://HOST:PORT/DB` (or `rediss://`): a Redis server.
-    Redis(String),
+    /// `redis://HOST:PORT/DB` (or `rediss://`): a Redis server; or a Redis Cluster, whose seed
+    /// nodes' URLs may be given separated by commas.
+    Redis {
+        /// The URL, or the seeds' URLs separated by commas.
+        url: String,
+        /// Replicas that must confirm a write before it counts as stored
+        /// ([`RedisStore::wait_replicas`]; `tether serve --redis-wait-replicas`).
+        wait_replicas: u32,
+    },
 }
 
 impl std::str::FromStr for StoreSpec {
@@ -212,7 +219,7 @@ impl std::str::FromStr for StoreSpec {
             return Ok(StoreSpec::Sqlite(path.into()));
         }
         if text.starts_with("redis://") || text.starts_with("rediss://") {
-            return Ok(StoreSpec::Redis(text.to_string()));
+            return Ok(StoreSpec::Redis { url: text.to_string(), wait_replicas: 0 });
         }
         Err(ServerError::Config(format!(
             "--store {text:?}: expected `memory`, `sqlite:PATH` or `redis://HOST:PORT/DB`"
@@ -226,7 +233,9 @@ impl StoreSpec {
         Ok(match self {
             StoreSpec::Memory => std::sync::Arc::new(MemoryStore::default()),
             StoreSpec::Sqlite(path) => std::sync::Arc::new(SqliteStore::open(path)?),
-            StoreSpec::Redis(url) => std::sync::Arc::new(RedisStore::connect(url, "tether").await?),
+            StoreSpec::Redis { url, wait_replicas } => {
+                std::sync::Arc::new(RedisStore::connect(url, "tether").await?.wait_replicas(*wait_replicas))
+            }
         })
     }
 }
@@ -242,7 +251,7 @@ mod tests {
         assert!("sqlite:".parse::<StoreSpec>().unwrap_err().to_string().contains("needs a path"));
         assert_eq!(
             "redis://127.0.0.1:6390/2".parse::<StoreSpec>().unwrap(),
-            StoreSpec::Redis("redis://127.0.0.1:6390/2".into())
+            StoreSpec::Redis { url: "redis://127.0.0.1:6390/2".into(), wait_replicas: 0 }
         );
         assert!("postgres://x".parse::<StoreSpec>().unwrap_err().to_string().contains("expected `memory`"));
     }

@@ -49,6 +49,13 @@ pub struct SoakPlan {
     /// Kill a server (SIGKILL; the next one in turn, with several) this often and start it again
     /// on the same port and store (needs a durable store); `None`: no restarts.
     pub restart_every: Option<Duration>,
+    /// With [`SoakStore::RedisCluster`]: fail a master over to its replica this often, the
+    /// masters in turn, alternately the polite way (`CLUSTER FAILOVER`) and the hard way (the
+    /// master killed with SIGKILL, its replica told to take over, the old master started again,
+    /// rejoining as a replica); `None`: no failovers.
+    pub failover_every: Option<Duration>,
+    /// The servers' `--redis-wait-replicas`.
+    pub wait_replicas: u32,
 }
 
 /// What stands in front of several instances.
@@ -70,6 +77,15 @@ pub enum SoakStore {
     Sqlite,
     /// A Redis server of the soak's own (on a free port).
     Redis,
+    /// A Redis Cluster of the soak's own: three masters, a replica each.
+    RedisCluster,
+}
+
+impl SoakStore {
+    /// Whether several servers can share it.
+    pub fn shared(self) -> bool {
+        matches!(self, SoakStore::Redis | SoakStore::RedisCluster)
+    }
 }
 
 impl SoakPlan {
@@ -83,6 +99,8 @@ impl SoakPlan {
             instances: 1,
             front: Front::RandomProxy,
             restart_every: None,
+            failover_every: None,
+            wait_replicas: 0,
         }
     }
 }
@@ -112,8 +130,12 @@ pub struct SoakReport {
     pub sessions_lost: u64,
     /// Server frames delivered again that the clients skipped (numbered at or below `lastSeq`).
     pub frames_skipped: u64,
-    /// `ERROR` frames.
+    /// `ERROR` frames, but for those below.
     pub unexpected_errors: u64,
+    /// `ERROR` frames saying that the store did not answer in time and the client should
+    /// connect again later (then closing the socket): the documented answer while a Redis
+    /// master fails over; expected only in soaks with failovers.
+    pub retry_later: u64,
     /// The server's counters: results applied, duplicates acknowledged and ignored, late ones.
     pub server_results_applied: u64,
     /// See `server_results_applied`.
@@ -129,6 +151,10 @@ pub struct SoakReport {
     pub rss_after_kib: u64,
     /// Times a server was killed and started again.
     pub restarts: u64,
+    /// Redis Cluster failovers: the polite ones, and the masters killed.
+    pub failovers: u64,
+    /// See `failovers`.
+    pub masters_killed: u64,
     /// Sessions the servers read back from the store, and handed to another server that asked
     /// (the servers' counters, summed over the last process of each instance).
     pub server_sessions_restored: u64,
@@ -146,11 +172,11 @@ impl SoakReport {
     /// A one-paragraph summary.
     pub fn summary(&self, plan: &SoakPlan) -> String {
         format!(
-            "soak: {} sessions x {} tool calls, {} instance(s), {:?} store, drop chance {:.0}%, {} server restarts \
-             (SIGKILL), {:.1} s\n\
+            "soak: {} sessions x {} tool calls, {} instance(s), {:?} store (--redis-wait-replicas {}), drop chance \
+             {:.0}%, {} server restarts (SIGKILL), {} Redis failovers ({} of them a master killed), {:.1} s\n\
              counted at the clients: runs ended {} ({} completed); calls {}, handler runs {}, handlers run twice {}; \
              results lost {}, applied twice {}, altered {}; reconnects {}, sessions lost {}, frames skipped as \
-             seen {}, errors {}\n\
+             seen {}, errors {} (and {} \"store busy, connect again later\")\n\
              server counters (the last process of each instance): results applied {}, duplicates ignored {}, late {}; \
              sessions read back from the store {}, handed to another instance {}\n\
              server RSS {} KiB before, {} KiB with all sessions, {} KiB after they expired",
@@ -158,8 +184,11 @@ impl SoakReport {
             plan.calls,
             plan.instances,
             plan.store,
+            plan.wait_replicas,
             plan.drop_chance * 100.0,
             self.restarts,
+            self.failovers + self.masters_killed,
+            self.masters_killed,
             self.seconds,
             self.runs_ended,
             self.runs_completed,
@@ -173,6 +202,7 @@ impl SoakReport {
             self.sessions_lost,
             self.frames_skipped,
             self.unexpected_errors,
+            self.retry_later,
             self.server_results_applied,
             self.server_duplicates_ignored,
             self.server_results_late,
@@ -190,6 +220,7 @@ impl SoakReport {
         self.stuck.is_empty()
             && self.sessions_lost == 0
             && self.unexpected_errors == 0
+            && (plan.failover_every.is_some() || self.retry_later == 0)
             && (self.handlers_run_twice, self.results_lost, self.results_applied_twice, self.results_altered)
                 == (0, 0, 0, 0)
             && self.calls == expected
@@ -276,6 +307,8 @@ struct Tally {
     sessions_lost: u64,
     frames_skipped: u64,
     errors: u64,
+    /// `ERROR` frames that say the store did not answer in time ("… connect again later").
+    retry_later: u64,
     error_texts: Vec<String>,
 }
 
@@ -460,7 +493,13 @@ impl BrowserLike {
             ServerFrame::AgentMessage(_) | ServerFrame::History(_) => {}
             ServerFrame::Error(error) => {
                 self.session.refused(&error);
-                self.tally.errors += 1;
+                // The store could not answer in time (a Redis failover): the documented answer
+                // is this error and a close; the client reconnects.
+                if error.message.ends_with("connect again later") {
+                    self.tally.retry_later += 1;
+                } else {
+                    self.tally.errors += 1;
+                }
                 self.tally.error_texts.push(format!(
                     "{} (reply to {:?}, session {:?}): {}",
                     error.code.as_str(),
@@ -510,28 +549,86 @@ impl BrowserLike {
 
 /// `tether serve` for a soak at `addr`: every client comes from 127.0.0.1 (the other limits stay
 /// at their defaults), sessions in `store` (a `--store` value) unless `None` (memory).
-fn soak_server(store: Option<&str>, addr: &str) -> Served {
+/// With Redis, writes wait for `wait_replicas` replicas.
+fn soak_server(store: Option<&str>, addr: &str, wait_replicas: u32) -> Served {
     let mut serve = Serve::new().args(["--max-sessions-per-ip", "0", "--reconnect-grace-seconds", "2", "--addr", addr]);
     if let Some(store) = store {
         serve = serve.args(["--store", store, "--lease-ms", "1000"]);
     }
+    if wait_replicas > 0 {
+        serve = serve.args(["--redis-wait-replicas", &wait_replicas.to_string()]);
+    }
     serve.start()
+}
+
+/// Fails the cluster's masters over in turn, every `every`, until `stop`: even turns politely,
+/// odd turns by killing the master. Returns (polite failovers, masters killed).
+async fn fail_over_in_turn(
+    cluster: Arc<Mutex<super::redis::RedisCluster>>,
+    every: Duration,
+    stop: Arc<tokio::sync::Notify>,
+) -> (u64, u64) {
+    let (mut polite, mut killed) = (0, 0);
+    for turn in 0usize.. {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = stop.notified() => break,
+        }
+        let cluster = cluster.clone();
+        let hard = turn % 2 == 1;
+        tokio::task::spawn_blocking(move || {
+            let mut cluster = cluster.lock().unwrap();
+            // The last failover's old master back in sync first (a replica behind cannot take over).
+            cluster.wait_until("the cluster settled", super::redis::RedisCluster::settled);
+            let masters: Vec<usize> = cluster
+                .topology()
+                .iter()
+                .filter(|node| node.master && !node.slots.is_empty())
+                .map(|node| cluster.index_of(node.port))
+                .collect();
+            let master = masters[turn % masters.len()];
+            if hard {
+                let (_, replicas) = cluster.serving_node(master);
+                cluster.nodes[master].kill();
+                cluster.take_over(replicas[0]);
+                cluster.nodes[master].restart();
+                cluster.wait_until("the old master is a replica in sync", |cluster| {
+                    cluster.cli(master, &["info", "replication"]).contains("master_link_status:up")
+                });
+            } else {
+                cluster.fail_over(master);
+            }
+        })
+        .await
+        .expect("a failover");
+        if hard {
+            killed += 1;
+        } else {
+            polite += 1;
+        }
+    }
+    (polite, killed)
 }
 
 /// Runs a soak against `tether serve` processes: one, or several on one Redis behind a proxy;
 /// with restarts, each killed in turn and started again on its address and store.
 pub async fn soak(plan: SoakPlan) -> SoakReport {
-    assert!(plan.instances == 1 || plan.store == SoakStore::Redis, "several instances share a Redis");
+    assert!(plan.instances == 1 || plan.store.shared(), "several instances share a Redis");
     assert!(plan.restart_every.is_none() || plan.store != SoakStore::Memory, "restarts need a durable store");
+    assert!(plan.failover_every.is_none() || plan.store == SoakStore::RedisCluster, "failovers need a cluster");
     let dir = Arc::new(TestDir::new("soak"));
     let redis = (plan.store == SoakStore::Redis).then(|| super::redis::Redis::start("soak", &[]));
+    let cluster = (plan.store == SoakStore::RedisCluster)
+        .then(|| Arc::new(Mutex::new(super::redis::RedisCluster::start("soak", 3, 1))));
     let store: Option<Arc<str>> = match plan.store {
         SoakStore::Memory => None,
         SoakStore::Sqlite => Some(dir.sqlite_store().into()),
         SoakStore::Redis => redis.as_ref().map(|redis| redis.url().into()),
+        SoakStore::RedisCluster => cluster.as_ref().map(|cluster| cluster.lock().unwrap().url().into()),
     };
+    let wait_replicas = plan.wait_replicas;
     let servers: Vec<Served> =
-        (0..plan.instances.max(1)).map(|_| soak_server(store.as_deref(), "127.0.0.1:0")).collect();
+        (0..plan.instances.max(1)).map(|_| soak_server(store.as_deref(), "127.0.0.1:0", wait_replicas)).collect();
     for server in &servers {
         wait_for(server, Duration::from_secs(5), |h| h["status"] == "ok").await;
     }
@@ -567,7 +664,7 @@ pub async fn soak(plan: SoakPlan) -> SoakReport {
                     if let Some(old) = old {
                         old.kill();
                     }
-                    soak_server(store.as_deref(), &addr)
+                    soak_server(store.as_deref(), &addr, wait_replicas)
                 })
                 .await
                 .expect("restart the server");
@@ -576,6 +673,13 @@ pub async fn soak(plan: SoakPlan) -> SoakReport {
             }
         })
     });
+    let failovers = match (plan.failover_every, &cluster) {
+        (Some(every), Some(cluster)) => {
+            let stop = Arc::new(tokio::sync::Notify::new());
+            Some((stop.clone(), tokio::spawn(fail_over_in_turn(cluster.clone(), every, stop))))
+        }
+        _ => None,
+    };
     let started = Instant::now();
     let tasks: Vec<(Trace, _)> = (0..plan.sessions)
         .map(|index| {
@@ -624,6 +728,7 @@ pub async fn soak(plan: SoakPlan) -> SoakReport {
         report.sessions_lost += tally.sessions_lost;
         report.frames_skipped += tally.frames_skipped;
         report.unexpected_errors += tally.errors;
+        report.retry_later += tally.retry_later;
         let room = 10usize.saturating_sub(report.errors.len());
         report.errors.extend(tally.error_texts.into_iter().take(room));
     }
@@ -632,6 +737,10 @@ pub async fn soak(plan: SoakPlan) -> SoakReport {
         stop.notify_one();
         restarter.await.expect("the restarts");
         report.restarts = restarts.load(std::sync::atomic::Ordering::Relaxed);
+    }
+    if let Some((stop, failovers)) = failovers {
+        stop.notify_one();
+        (report.failovers, report.masters_killed) = failovers.await.expect("the failovers");
     }
     let servers: Vec<Served> = servers.lock().unwrap().drain(..).map(|server| server.expect("a server runs")).collect();
     report.rss_peak_kib = servers[0].rss_kib();
