@@ -261,16 +261,16 @@ impl RedisCluster {
 impl Redis {
     /// Stops the process (SIGSTOP) without killing it: it answers nothing until [`Redis::resume`].
     pub fn pause(&self) {
-        self.signal("-STOP");
+        self.signal(nix::sys::signal::Signal::SIGSTOP);
     }
 
     /// Lets a paused process go on (SIGCONT).
     pub fn resume(&self) {
-        self.signal("-CONT");
+        self.signal(nix::sys::signal::Signal::SIGCONT);
     }
 
-    fn signal(&self, signal: &str) {
-        let pid = self.child.as_ref().expect("running").id().to_string();
-        assert!(Command::new("kill").args([signal, &pid]).status().unwrap().success());
+    fn signal(&self, signal: nix::sys::signal::Signal) {
+        let pid = self.child.as_ref().expect("running").id();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).expect("the signal is delivered");
     }
 }
