@@ -9,16 +9,20 @@ use std::process::Command;
 use crate::cmd::repo_root;
 
 /// The workspace's layered crates and the crates each may depend on (normal and build
-/// dependencies): protocol ← core ← {web ← leptos, agent ← hooks ← server, mcp ← server}.
+/// dependencies): protocol ← core ← {web ← leptos, agent ← {hooks, scripted} ← server, mcp ← server}.
 const LAYERS: &[(&str, &[&str])] = &[
     ("tether-protocol", &[]),
     ("tether-core", &["tether-protocol"]),
     ("tether-web", &["tether-core", "tether-protocol"]),
     ("tether-leptos", &["tether-web", "tether-core", "tether-protocol"]),
     ("tether-agent", &["tether-core", "tether-protocol"]),
+    ("tether-scripted", &["tether-agent", "tether-protocol"]),
     ("tether-hooks", &["tether-agent", "tether-core", "tether-protocol"]),
     ("tether-mcp", &["tether-core", "tether-protocol"]),
-    ("tether-server", &["tether-hooks", "tether-mcp", "tether-agent", "tether-core", "tether-protocol"]),
+    (
+        "tether-server",
+        &["tether-hooks", "tether-mcp", "tether-scripted", "tether-agent", "tether-core", "tether-protocol"],
+    ),
 ];
 
 /// External crates a layer must never depend on directly (IO runtimes, servers, the browser).
@@ -27,6 +31,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("tether-core", &["tokio", "axum", "reqwest", "web-sys", "wasm-bindgen", "js-sys"]),
     ("tether-web", &["tokio", "axum", "reqwest"]),
     ("tether-agent", &["axum", "tower-http", "clap", "web-sys", "wasm-bindgen"]),
+    ("tether-scripted", &["axum", "tower-http", "clap", "reqwest", "web-sys", "wasm-bindgen"]),
     ("tether-hooks", &["axum", "tower-http", "clap", "web-sys", "wasm-bindgen"]),
     // MCP is a client here: no HTTP server, no CLI, nothing of the agent loop.
     ("tether-mcp", &["axum", "tower-http", "clap", "web-sys", "wasm-bindgen"]),

@@ -1643,8 +1643,9 @@ pub fn context_changes(shown: &[ContextEntry], now: &[ContextEntry]) -> Option<S
 }
 
 /// Whether a user-role message is one the loop writes, not the user's own words: a hook's
-/// message, the app state, or what changed in it.
-pub(crate) fn is_loop_note(text: &str) -> bool {
+/// message, the app state, or what changed in it (a model reading the conversation, such as
+/// `tether-scripted`'s, skips these to find the user's request).
+pub fn is_loop_note(text: &str) -> bool {
     text.starts_with(HOOK_LABEL) || text.starts_with(CONTEXT_LABEL) || text.starts_with(CONTEXT_CHANGED_LABEL)
 }
 

@@ -4,8 +4,9 @@
 //! and it runs a conversation. It knows nothing of sockets or sessions: `tether-server` runs it
 //! for browser sessions, `examples/travel-agent` with tools of its own.
 //!
-//! Models: the OpenAI-compatible [`OpenAiProvider`] (feature `openai`, on by default) and the
-//! deterministic built-in [`ScriptedModel`], which only calls tools the request lists.
+//! Models: the OpenAI-compatible [`OpenAiProvider`] (feature `openai`, on by default), or any
+//! [`ChatModel`]. The deterministic built-in model of `tether serve --model scripted`, the tests
+//! and the examples is a crate of its own, `tether-scripted`.
 
 mod agent_loop;
 mod claims;
@@ -19,16 +20,16 @@ pub use agent_loop::{
     AgentLoop, CONTEXT_CHANGED_LABEL, CONTEXT_LABEL, DATA_RULE, DEFAULT_FIT_THRESHOLD, DEFAULT_INSTRUCTIONS,
     DEFAULT_MAX_CALLS_PER_TOOL, DEFAULT_MAX_TURNS, DEFAULT_RUN_TIMEOUT, DEFAULT_SYSTEM_PROMPT, LoopGuard,
     MAX_TOOL_RESULT_BYTES, RIVAL_RATIO, RunCheckpoint, RunOutcome, RunSink, ToolHost, context_changes, context_message,
+    is_loop_note,
 };
 pub use error::AgentError;
 pub use hooks::{
     EventEmitter, HOOK_LABEL, HookError, HookResult, Hooks, ProviderCall, RunBegin, RunBeginDecision, RunInfo,
-    StopCheck, StopDecision, ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart,
+    StopCheck, StopDecision, ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart, status_for_model,
 };
 pub use model::{
     BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, ReadReply, RefusedTool,
-    SCRIPTED_CONTRACT, ScriptedModel, Streams, ToolCallDelta, ToolDeltaSink, ToolMode, json_values, partial_object,
-    partial_value, read_reply,
+    Streams, ToolCallDelta, ToolDeltaSink, ToolMode, json_values, partial_object, partial_value, read_reply,
 };
 #[cfg(feature = "openai")]
 pub use model::{OpenAiConfig, OpenAiProvider};

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tether_agent::ScriptedModel;
 use tether_hooks::{DeclarativeHooks, HookConfig};
+use tether_scripted::ScriptedModel;
 
 /// Calls one hook `runs` times (after a short warm-up) and returns the sorted durations.
 async fn measure(hooks: &DeclarativeHooks, hook_id: &str, runs: usize) -> Vec<Duration> {

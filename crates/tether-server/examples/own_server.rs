@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 
-use tether_agent::{AgentLoop, Hooks, ScriptedModel, ToolDecision};
+use tether_agent::{AgentLoop, Hooks, ToolDecision};
+use tether_scripted::ScriptedModel;
 use tether_server::{ServerConfig, TetherServer};
 
 #[tokio::main]

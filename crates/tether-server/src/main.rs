@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use tether_agent::{AgentLoop, ChatModel, LoopGuard, OpenAiConfig, OpenAiProvider, ScriptedModel, ToolMode};
+use tether_agent::{AgentLoop, ChatModel, LoopGuard, OpenAiConfig, OpenAiProvider, ToolMode};
 use tether_hooks::{DeclarativeHooks, HookConfig};
+use tether_scripted::ScriptedModel;
 use tether_server::{RiskFloor, ServerConfig, TetherServer};
 
 #[derive(Debug, Parser)]
@@ -20,7 +21,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the WebSocket endpoint (/ws), /healthz and, optionally, static pages.
-    #[command(after_long_help = tether_agent::SCRIPTED_CONTRACT)]
+    #[command(after_long_help = tether_scripted::SCRIPTED_CONTRACT)]
     Serve(ServeArgs),
 }
 

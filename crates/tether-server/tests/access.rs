@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use common::*;
 use serde_json::json;
-use tether_agent::{AgentLoop, ScriptedModel};
+use tether_agent::AgentLoop;
 use tether_protocol::*;
+use tether_scripted::ScriptedModel;
 use tether_server::ServerConfig;
 
 fn scripted() -> AgentLoop {

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use tether_agent::SCRIPTED_CONTRACT;
+use tether_scripted::SCRIPTED_CONTRACT;
 
 #[test]
 fn serve_help_prints_the_built_in_models_contract() {

@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
 use serde_json::json;
-use tether_agent::{AgentLoop, ScriptedModel};
+use tether_agent::AgentLoop;
 use tether_protocol::*;
+use tether_scripted::ScriptedModel;
 use tether_server::{ServerConfig, ServerTool, TetherServer};
 
 #[tokio::test]

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use common::TestServer;
 use common::dir::TestDir;
-use tether_agent::{AgentLoop, ScriptedModel};
+use tether_agent::AgentLoop;
+use tether_scripted::ScriptedModel;
 use tether_server::{ServerConfig, TetherServer};
 
 const INDEX: &str = "<!doctype html><title>shop</title><script type=module src=/assets/index-D3kX9a1b.js></script>";

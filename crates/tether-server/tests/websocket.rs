@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::json;
-use tether_agent::{AgentLoop, ScriptedModel};
+use tether_agent::AgentLoop;
 use tether_protocol::*;
+use tether_scripted::ScriptedModel;
 use tether_server::ServerConfig;
 
 fn scripted() -> AgentLoop {

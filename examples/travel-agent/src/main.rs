@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use tether_agent::{RunSink, ScriptedModel};
+use tether_agent::RunSink;
 use tether_protocol::{RunEvent, ToolEndEvent, ToolStartEvent};
+use tether_scripted::ScriptedModel;
 use travel_agent::{TravelDesk, travel_agent};
 
 #[tokio::main]

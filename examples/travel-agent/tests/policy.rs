@@ -5,8 +5,9 @@ use std::sync::{Arc, Mutex};
 
 use regex::Regex;
 use tether_agent::BoxFuture;
-use tether_agent::{AgentError, ChatMessage, ChatModel, ChatRequest, ModelReply, RunSink, ScriptedModel};
+use tether_agent::{AgentError, ChatMessage, ChatModel, ChatRequest, ModelReply, RunSink};
 use tether_protocol::RunStatus;
+use tether_scripted::ScriptedModel;
 use travel_agent::{FIRST_CLASS_REFUSAL, TravelDesk, mask_ids, travel_agent};
 
 /// The built-in model, recording every request the "provider" receives.

@@ -5,13 +5,11 @@
 mod openai;
 mod partial;
 pub mod schema;
-mod scripted;
 mod tool_text;
 
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiConfig, OpenAiProvider};
 pub use partial::{partial_object, partial_value};
-pub use scripted::{SCRIPTED_CONTRACT, SCRIPTED_PREFIX, ScriptedModel};
 pub(crate) use tool_text::answer_of;
 pub use tool_text::{ReadReply, json_values, read_reply};
 

@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tether_agent::BoxFuture;
-use tether_agent::{AgentLoop, ChatMessage, ChatModel, RunOutcome, RunSink, ScriptedModel, ToolHost, ToolOutput};
+use tether_agent::{AgentLoop, ChatMessage, ChatModel, RunOutcome, RunSink, ToolHost, ToolOutput};
 use tether_hooks::{DeclarativeHooks, HookConfig};
 use tether_protocol::{HookAudit, ResultStatus, RunEvent, ToolSpec};
+use tether_scripted::ScriptedModel;
 
 /// What the fake shell tool returns; it must never reach the model when a hook blocks it.
 pub const RAW_RESULT: &str = "RAW-TOOL-RESULT-7f3a";

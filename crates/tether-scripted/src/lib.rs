@@ -1,4 +1,5 @@
-//! The built-in model: deterministic rules, clearly not an LLM.
+//! The built-in model: deterministic rules, clearly not an LLM. A [`ChatModel`] for
+//! `tether serve --model scripted`, the tests and the examples, kept out of the agent library.
 //!
 //! It reads the user's last request and the tools the session has *now* (names, descriptions
 //! and argument schemas — it never assumes a tool exists), picks the tool that fits, fills the
@@ -16,13 +17,11 @@ use tether_protocol::ToolSpec;
 
 use std::time::Duration;
 
-use super::schema::normalize_schema;
-use super::{
-    BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, Streams, ToolCallDelta,
-    partial_object,
+use tether_agent::model::schema::normalize_schema;
+use tether_agent::{
+    AgentError, BoxFuture, CONTEXT_LABEL, ChatMessage, ChatModel, ChatRequest, DeltaSink, HOOK_LABEL, ModelReply,
+    ModelToolCall, Streams, ToolCallDelta, is_loop_note, partial_object, status_for_model,
 };
-use crate::AgentError;
-use crate::hooks::{HOOK_LABEL, status_for_model};
 
 /// Every answer of the built-in model starts with this, so nobody mistakes it for an LLM.
 pub const SCRIPTED_PREFIX: &str = "(scripted model) ";
@@ -303,7 +302,7 @@ fn from_context(request: &str, before: &[ChatMessage]) -> Option<String> {
         return None;
     }
     let ChatMessage::User { content } = before.last()? else { return None };
-    let entries = content.strip_prefix(crate::CONTEXT_LABEL)?;
+    let entries = content.strip_prefix(CONTEXT_LABEL)?;
     let asked: Vec<String> = words(request).into_iter().filter(|w| !COMMON.contains(&w.as_str())).collect();
     entries
         .lines()
@@ -872,9 +871,8 @@ fn judge(prompt: &str) -> Option<ModelReply> {
 
 fn respond(request: &ChatRequest) -> ModelReply {
     let messages = &request.messages;
-    let Some(request_at) = messages
-        .iter()
-        .rposition(|m| matches!(m, ChatMessage::User { content } if !crate::agent_loop::is_loop_note(content)))
+    let Some(request_at) =
+        messages.iter().rposition(|m| matches!(m, ChatMessage::User { content } if !is_loop_note(content)))
     else {
         return answer("Hello! Ask me to do something with the tools on this page.");
     };

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use tether_agent::*;
 use tether_protocol::{ResultStatus, RunEvent, ToolCallDeltaEvent, ToolSpec, ToolStartEvent};
+use tether_scripted::ScriptedModel;
 
 struct Shop {
     executed: Mutex<Vec<(String, Value)>>,
