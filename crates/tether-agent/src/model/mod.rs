@@ -26,6 +26,7 @@ use crate::AgentError;
 pub(crate) const REMINDER: &str = "If part of it is not done yet and a tool does it, call that tool; otherwise answer.";
 
 /// What a prompted turn tells the model after a tool result, before the calls the run made.
+#[cfg_attr(not(feature = "openai"), allow(dead_code))]
 pub(crate) const DONE_SO_FAR: &str = "Done so far:";
 
 /// What a prompted turn asks after the calls the run made.

@@ -408,6 +408,7 @@ fn relax_json(text: &str) -> String {
 /// Decodes the start of a JSON string body (after its opening quote) as far as it is complete:
 /// the text so far and whether the closing quote was seen. Streams the answer of a constrained
 /// turn while it is being written.
+#[cfg_attr(not(feature = "openai"), allow(dead_code))]
 pub(crate) fn decode_partial_string(body: &str) -> (String, bool) {
     let mut out = String::new();
     let mut chars = body.char_indices().peekable();

@@ -11,11 +11,13 @@
 //! Resume tokens are stored only as SHA-256 hashes.
 //!
 //! Implementations: [`MemoryStore`] (`--store memory`: nothing survives the process),
-//! [`SqliteStore`] (`--store sqlite:PATH`, the default: one file, WAL, one server) and
-//! [`RedisStore`] (`--store redis://HOST:PORT/DB`: shared by several servers).
+//! `SqliteStore` (feature `sqlite`; `--store sqlite:PATH`, the default: one file, WAL, one
+//! server) and `RedisStore` (feature `redis`) (`--store redis://HOST:PORT/DB`: shared by several servers).
 
 mod memory;
+#[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 
 use std::future::Future;
@@ -23,8 +25,10 @@ use std::pin::Pin;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use memory::MemoryStore;
+#[cfg(feature = "redis")]
 pub use redis::RedisStore;
 use sha2::{Digest, Sha256};
+#[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 
 use crate::ServerError;
@@ -228,15 +232,35 @@ impl std::str::FromStr for StoreSpec {
 }
 
 impl StoreSpec {
-    /// Opens the store (for Redis: connects, and fails at once when it cannot).
+    /// Opens the store (for Redis: connects, and fails at once when it cannot). A store whose
+    /// feature this build left out is a clear error.
     pub async fn open(&self) -> Result<std::sync::Arc<dyn SessionStore>, ServerError> {
         Ok(match self {
             StoreSpec::Memory => std::sync::Arc::new(MemoryStore::default()),
+            #[cfg(feature = "sqlite")]
             StoreSpec::Sqlite(path) => std::sync::Arc::new(SqliteStore::open(path)?),
+            #[cfg(feature = "redis")]
             StoreSpec::Redis { url, wait_replicas } => {
                 std::sync::Arc::new(RedisStore::connect(url, "tether").await?.wait_replicas(*wait_replicas))
             }
+            #[allow(unreachable_patterns)]
+            other => {
+                return Err(ServerError::Config(format!(
+                    "this build of tether-server has no {} store (its Cargo feature `{}` is off)",
+                    other.kind(),
+                    other.kind()
+                )));
+            }
         })
+    }
+
+    /// `memory`, `sqlite` or `redis`.
+    fn kind(&self) -> &'static str {
+        match self {
+            StoreSpec::Memory => "memory",
+            StoreSpec::Sqlite(_) => "sqlite",
+            StoreSpec::Redis { .. } => "redis",
+        }
     }
 }
 
