@@ -32,5 +32,5 @@ pub use model::{
     Streams, ToolCallDelta, ToolDeltaSink, ToolMode, json_values, partial_object, partial_value, read_reply,
 };
 #[cfg(feature = "openai")]
-pub use model::{OpenAiConfig, OpenAiProvider};
+pub use model::{MAX_RETRY_AFTER, OpenAiConfig, OpenAiProvider};
 pub use questions::{MessageKind, QuestionCheck, Rival};

@@ -210,6 +210,22 @@ async fn streamed_text_arrives_as_deltas_and_streamed_tool_calls_are_assembled()
 }
 
 #[tokio::test]
+async fn an_event_stream_is_read_as_the_standard_says_whatever_its_line_breaks_and_extras() {
+    // One event's JSON over two `data:` lines (joined by a line break, which JSON allows between
+    // tokens), CRLF line ends, a comment (a keep-alive), an `event:` and an `id:` field, an
+    // event with no data, and `data:` without the space: all as the SSE standard reads them.
+    let body = "data: {\"choices\": [{\"delta\":\r\ndata: {\"content\": \"Your cart \"}}]}\r\n\r\n\
+                : keep-alive\r\n\r\n\
+                event: message\nid: 7\ndata:{\"choices\": [{\"delta\": {\"content\": \"has one mug.\"}}]}\n\n\
+                event: ping\n\n\
+                data: [DONE]\n\n";
+    let mock = mock(Arc::new(move |_, _, _| ([("content-type", "text/event-stream")], body).into_response())).await;
+    let (reply, streamed) = complete(&provider(&mock.base), &ChatRequest::default()).await;
+    assert_eq!(reply.unwrap().text, "Your cart has one mug.");
+    assert_eq!(streamed, "Your cart has one mug.");
+}
+
+#[tokio::test]
 async fn a_streamed_json_block_is_held_back_and_becomes_a_tool_call() {
     let mock = mock(Arc::new(|_, _, _| {
         sse(&[
@@ -345,6 +361,27 @@ async fn busy_answers_are_retried_a_bounded_number_of_times() {
     let (reply, _) = complete(&provider(&mock.base), &ChatRequest::default()).await;
     assert_eq!(reply.unwrap_err(), AgentError::ProviderStatus { status: 502, message: "upstream down".into() });
     assert_eq!(mock.requests.lock().unwrap().len(), 4, "1 try + 3 retries");
+}
+
+#[tokio::test]
+async fn a_busy_providers_retry_after_is_honoured() {
+    // The retry delay is 5 ms; the provider asks for a second: the retry waits for it.
+    let arrived: Arc<Mutex<Vec<std::time::Instant>>> = Arc::default();
+    let seen = arrived.clone();
+    let mock = mock(Arc::new(move |n, _, _| {
+        seen.lock().unwrap().push(std::time::Instant::now());
+        if n == 0 {
+            (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1")], "slow down").into_response()
+        } else {
+            axum::Json(json!({"choices": [{"message": {"role": "assistant", "content": "fine"}}]})).into_response()
+        }
+    }))
+    .await;
+    let (reply, _) = complete(&provider(&mock.base), &ChatRequest::default()).await;
+    assert_eq!(reply.unwrap().text, "fine");
+    let arrived = arrived.lock().unwrap();
+    assert_eq!(arrived.len(), 2);
+    assert!(arrived[1] - arrived[0] >= Duration::from_secs(1), "retried after {:?}", arrived[1] - arrived[0]);
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ pub mod schema;
 mod tool_text;
 
 #[cfg(feature = "openai")]
-pub use openai::{OpenAiConfig, OpenAiProvider};
+pub use openai::{MAX_RETRY_AFTER, OpenAiConfig, OpenAiProvider};
 pub use partial::{partial_object, partial_value};
 pub(crate) use tool_text::answer_of;
 pub use tool_text::{ReadReply, json_values, read_reply};

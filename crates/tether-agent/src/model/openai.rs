@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tether_protocol::{ResultStatus, ToolSpec};
@@ -41,7 +42,8 @@ pub struct OpenAiConfig {
     pub max_retries: u32,
     /// Time limit of one request.
     pub timeout: Duration,
-    /// Delay before the first retry; doubled each time.
+    /// Delay before the first retry; doubled each time, with jitter (a provider's
+    /// `Retry-After` takes its place, up to [`MAX_RETRY_AFTER`]).
     pub retry_delay: Duration,
     /// How tools are offered and calls read (default [`ToolMode::Auto`]).
     pub tool_mode: ToolMode,
@@ -290,51 +292,69 @@ impl OpenAiProvider {
         }
     }
 
+    /// Posts `body`, trying again (exponential backoff with jitter from
+    /// [`OpenAiConfig::retry_delay`], at most [`OpenAiConfig::max_retries`] more times) when
+    /// nothing came back or the provider was busy (429, 5xx); a `Retry-After` it sends is
+    /// honoured, up to [`MAX_RETRY_AFTER`].
     async fn send(&self, body: &Value) -> Result<reqwest::Response, AgentError> {
-        let mut delay = self.config.retry_delay;
-        let mut attempt = 0;
-        loop {
-            let mut request = self
-                .client
-                .post(self.config.endpoint())
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(ordered_json(body));
-            if let Some(key) = &self.config.api_key {
-                request = request.bearer_auth(key);
-            }
-            let response = match request.send().await {
-                Ok(response) => response,
-                // No answer at all (a kept-alive connection the server had closed, a server
-                // restarting): nothing was received, so asking again is safe. A timeout is not
-                // retried: the model may still be writing.
-                Err(error) if !error.is_timeout() && attempt < self.config.max_retries => {
-                    attempt += 1;
-                    tracing::warn!(error = %describe(&error), attempt, "model provider did not answer; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay *= 2;
-                    continue;
-                }
-                Err(error) => return Err(AgentError::ProviderUnreachable(describe(&error))),
-            };
-            let status = response.status();
-            if status.is_success() {
-                return Ok(response);
-            }
-            let retryable = status.as_u16() == 429 || status.is_server_error();
-            if retryable && attempt < self.config.max_retries {
-                attempt += 1;
-                tracing::warn!(status = status.as_u16(), attempt, "model provider busy; retrying");
-                tokio::time::sleep(delay).await;
-                delay *= 2;
-                continue;
-            }
-            let text = response.text().await.unwrap_or_default();
-            let message = self.redact(error_message(&text));
-            if is_context_overflow(status.as_u16(), &text) {
-                return Err(AgentError::ContextOverflow(message));
-            }
-            return Err(AgentError::ProviderStatus { status: status.as_u16(), message });
+        let backoff = backon::ExponentialBuilder::default()
+            .with_min_delay(self.config.retry_delay)
+            .with_factor(2.0)
+            .with_max_delay(MAX_RETRY_AFTER)
+            .with_jitter()
+            .with_max_times(self.config.max_retries as usize);
+        let attempt = || self.attempt(body);
+        backon::Retryable::retry(attempt, backoff)
+            .when(|failed: &Failed| failed.again)
+            .adjust(|failed: &Failed, next: Option<Duration>| {
+                next.map(|next| failed.retry_after.map_or(next, |after| after.min(MAX_RETRY_AFTER)))
+            })
+            .notify(|failed: &Failed, after: Duration| {
+                tracing::warn!(error = %failed.error, ?after, "model provider busy or unreachable; retrying");
+            })
+            .await
+            .map_err(|failed| failed.error)
+    }
+
+    /// One try of [`OpenAiProvider::send`].
+    async fn attempt(&self, body: &Value) -> Result<reqwest::Response, Failed> {
+        let mut request = self
+            .client
+            .post(self.config.endpoint())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(ordered_json(body));
+        if let Some(key) = &self.config.api_key {
+            request = request.bearer_auth(key);
         }
+        let response = match request.send().await {
+            Ok(response) => response,
+            // No answer at all (a kept-alive connection the server had closed, a server
+            // restarting): nothing was received, so asking again is safe. A timeout is not
+            // retried: the model may still be writing.
+            Err(error) => {
+                let again = !error.is_timeout();
+                return Err(Failed {
+                    error: AgentError::ProviderUnreachable(describe(&error)),
+                    again,
+                    retry_after: None,
+                });
+            }
+        };
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let again = status.as_u16() == 429 || status.is_server_error();
+        let retry_after =
+            response.headers().get(reqwest::header::RETRY_AFTER).and_then(|value| retry_after(value.to_str().ok()?));
+        let text = response.text().await.unwrap_or_default();
+        let message = self.redact(error_message(&text));
+        let error = if is_context_overflow(status.as_u16(), &text) {
+            AgentError::ContextOverflow(message)
+        } else {
+            AgentError::ProviderStatus { status: status.as_u16(), message }
+        };
+        Err(Failed { error, again, retry_after })
     }
 
     /// Whether the provider accepts `tools` as this mode sends them: a one-token request.
@@ -494,6 +514,26 @@ fn tool_json(tool: &ToolSpec) -> Value {
     json!({"type": "function", "function": {
         "name": tool.name, "description": tool.description, "parameters": normalize_schema(&tool.parameters)
     }})
+}
+
+/// The longest wait between tries, even when a provider's `Retry-After` asks for more.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+
+/// A try that failed: why, whether another may be made, and when the provider said to.
+struct Failed {
+    error: AgentError,
+    again: bool,
+    retry_after: Option<Duration>,
+}
+
+/// A `Retry-After` value: seconds, or an HTTP date (RFC 9110), as a wait from now.
+fn retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(std::time::SystemTime::now()).unwrap_or_default())
 }
 
 fn describe(error: &reqwest::Error) -> String {
@@ -989,63 +1029,59 @@ async fn read_response(
     let mut gate = DeltaGate::new(streams.text, mode, stream_answer);
     gate.calls = Some((streams.tool_call, tools));
     let mut partial: Vec<PartialCall> = Vec::new();
-    let mut buffer = Vec::new();
-    let mut stream = response.bytes_stream();
-    let mut done = false;
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|error| AgentError::ProviderUnreachable(describe(&error)))?;
-        buffer.extend_from_slice(&chunk);
-        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buffer.drain(..=end).collect();
-            let line = String::from_utf8_lossy(&line);
-            let Some(data) = line.trim().strip_prefix("data:") else { continue };
-            let data = data.trim();
-            if data == "[DONE]" {
-                done = true;
-                break;
+    // Server-sent events read by eventsource-stream: `data:` lines of one event joined (a
+    // provider may split an event's JSON over several), comments and other fields skipped.
+    let mut events = response.bytes_stream().eventsource();
+    while let Some(event) = events.next().await {
+        let event = event.map_err(|error| match error {
+            eventsource_stream::EventStreamError::Transport(error) => AgentError::ProviderUnreachable(describe(&error)),
+            other => AgentError::MalformedReply(format!("bad event stream: {other}")),
+        })?;
+        let data = event.data.trim();
+        if data.is_empty() {
+            continue;
+        }
+        if data == "[DONE]" {
+            break;
+        }
+        let event: Value = serde_json::from_str(data)
+            .map_err(|error| AgentError::MalformedReply(format!("bad stream event: {error}")))?;
+        if let Some(message) = event.pointer("/error/message").and_then(Value::as_str) {
+            return Err(AgentError::ProviderStatus {
+                status: 200,
+                message: redact(message.chars().take(300).collect()),
+            });
+        }
+        if let Some(usage) = event.get("usage").filter(|u| u.is_object()) {
+            tracing::debug!(prompt_tokens = %usage["prompt_tokens"], completion_tokens = %usage["completion_tokens"], "model usage");
+        }
+        let Some(delta) = event.pointer("/choices/0/delta") else { continue };
+        if let Some(text) = delta.get("content").and_then(Value::as_str) {
+            gate.push(text);
+        }
+        for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+            let index = call.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+            if index > 64 {
+                return Err(AgentError::MalformedReply("more than 64 tool calls in one reply".into()));
             }
-            let event: Value = serde_json::from_str(data)
-                .map_err(|error| AgentError::MalformedReply(format!("bad stream event: {error}")))?;
-            if let Some(message) = event.pointer("/error/message").and_then(Value::as_str) {
-                return Err(AgentError::ProviderStatus {
-                    status: 200,
-                    message: redact(message.chars().take(300).collect()),
-                });
+            while partial.len() <= index {
+                partial.push(PartialCall::default());
             }
-            if let Some(usage) = event.get("usage").filter(|u| u.is_object()) {
-                tracing::debug!(prompt_tokens = %usage["prompt_tokens"], completion_tokens = %usage["completion_tokens"], "model usage");
+            let slot = &mut partial[index];
+            if let Some(id) = call.get("id").and_then(Value::as_str) {
+                slot.id = id.to_string();
             }
-            let Some(delta) = event.pointer("/choices/0/delta") else { continue };
-            if let Some(text) = delta.get("content").and_then(Value::as_str) {
-                gate.push(text);
+            if let Some(name) = call.pointer("/function/name").and_then(Value::as_str) {
+                slot.name.push_str(name);
             }
-            for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
-                let index = call.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
-                if index > 64 {
-                    return Err(AgentError::MalformedReply("more than 64 tool calls in one reply".into()));
-                }
-                while partial.len() <= index {
-                    partial.push(PartialCall::default());
-                }
-                let slot = &mut partial[index];
-                if let Some(id) = call.get("id").and_then(Value::as_str) {
-                    slot.id = id.to_string();
-                }
-                if let Some(name) = call.pointer("/function/name").and_then(Value::as_str) {
-                    slot.name.push_str(name);
-                }
-                if let Some(arguments) = call.pointer("/function/arguments").and_then(Value::as_str) {
-                    slot.arguments.push_str(arguments);
-                    if tools.contains(&slot.name.as_str()) {
-                        if let Some(partial_args) = partial_object(&slot.arguments) {
-                            (streams.tool_call)(ToolCallDelta { index, name: &slot.name, partial_args });
-                        }
+            if let Some(arguments) = call.pointer("/function/arguments").and_then(Value::as_str) {
+                slot.arguments.push_str(arguments);
+                if tools.contains(&slot.name.as_str()) {
+                    if let Some(partial_args) = partial_object(&slot.arguments) {
+                        (streams.tool_call)(ToolCallDelta { index, name: &slot.name, partial_args });
                     }
                 }
             }
-        }
-        if done {
-            break;
         }
     }
     Ok(finish_reply(tools, partial, gate))
@@ -1192,6 +1228,17 @@ impl ChatModel for OpenAiProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_after_is_read_in_seconds_or_as_an_http_date() {
+        assert_eq!(retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after(" 0 "), Some(Duration::ZERO));
+        let in_ten = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(10));
+        let wait = retry_after(&in_ten).unwrap();
+        assert!(wait > Duration::from_secs(8) && wait <= Duration::from_secs(10), "{wait:?}");
+        assert_eq!(retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), Some(Duration::ZERO), "a date past: at once");
+        assert_eq!(retry_after("soon"), None);
+    }
 
     #[test]
     fn endpoints_accept_bases_with_and_without_v1() {
