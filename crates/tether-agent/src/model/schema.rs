@@ -98,7 +98,8 @@ fn resolve<'a>(reference: &str, root: &'a Value) -> Option<&'a Value> {
     if pointer.is_empty() {
         return Some(root);
     }
-    let decoded = pointer.replace("%25", "%").replace("%22", "\"");
+    // A fragment is percent-encoded (RFC 3986): `#/$defs/My%20Type` names `My Type`.
+    let decoded = percent_encoding::percent_decode_str(pointer).decode_utf8().ok()?;
     root.pointer(&decoded)
 }
 
@@ -353,6 +354,15 @@ mod tests {
             out,
             json!({"type": "object", "properties": {"item": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"], "description": "the item"}}})
         );
+        // The fragment is percent-decoded, then read as a JSON pointer (`~1` is `/`).
+        let encoded = json!({
+            "type": "object",
+            "properties": {"a": {"$ref": "#/$defs/My%20Type"}, "b": {"$ref": "#/$defs/a~1b%25"}},
+            "$defs": {"My Type": {"type": "integer"}, "a/b%": {"type": "boolean"}}
+        });
+        let out = normalize_schema(&encoded);
+        assert_eq!(out.pointer("/properties/a/type"), Some(&json!("integer")), "{out}");
+        assert_eq!(out.pointer("/properties/b/type"), Some(&json!("boolean")), "{out}");
         let remote = json!({"type": "object", "properties": {"x": {"$ref": "https://elsewhere/x.json"}}});
         assert_eq!(normalize_schema(&remote), json!({"type": "object", "properties": {"x": {}}}));
     }

@@ -179,9 +179,10 @@ pub fn token_hash(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
-/// Whether two token hashes are equal, in time that does not depend on where they differ.
+/// Whether two token hashes are equal, in time that does not depend on where they differ
+/// (`subtle`).
 pub(crate) fn same_hash(a: &[u8; 32], b: &[u8; 32]) -> bool {
-    a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+    subtle::ConstantTimeEq::ct_eq(&a[..], &b[..]).into()
 }
 
 /// Milliseconds since the Unix epoch, now: the clock of stored expiries (shared by every server
