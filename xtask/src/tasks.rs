@@ -425,8 +425,8 @@ pub(crate) fn test(_args: &[String]) -> Result<()> {
     run(in_repo("cargo").args(["test", "--workspace", "--exclude", "tether-web", "--exclude", "storefront-leptos"]))?;
     step("tether-leptos for a hydrating (SSR) app: without leptos/csr, with leptos/hydrate");
     run(in_repo("cargo").args(["check", "-p", "tether-leptos", "--no-default-features", "--features", "hydrate"]))?;
-    step("tether-server embedded with none of its optional features (the memory store, no CLI), and with each store");
-    for features in [&[][..], &["--features", "sqlite"], &["--features", "redis"]] {
+    step("tether-server embedded with none of its optional features (the memory store, no MCP, no CLI), and with each");
+    for features in [&[][..], &["--features", "sqlite"], &["--features", "redis"], &["--features", "mcp"]] {
         run(in_repo("cargo")
             .args(["clippy", "-p", "tether-server", "--lib", "--no-default-features"])
             .args(features)

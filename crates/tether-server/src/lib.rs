@@ -9,6 +9,10 @@
 mod config;
 mod connection;
 mod error;
+#[cfg(feature = "mcp")]
+mod expose;
+#[cfg(not(feature = "mcp"))]
+#[path = "expose_off.rs"]
 mod expose;
 mod handoff;
 mod pages;

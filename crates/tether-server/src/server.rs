@@ -22,7 +22,15 @@ use crate::session::{Session, Sessions};
 use crate::store::SessionStore;
 use crate::tools::ServerTool;
 use tether_agent::AgentLoop;
+#[cfg(feature = "mcp")]
 use tether_mcp::McpTools;
+
+/// The attached MCP servers (nothing without the `mcp` feature).
+#[cfg(feature = "mcp")]
+pub(crate) type Mcp = Arc<McpTools>;
+/// The attached MCP servers (nothing without the `mcp` feature).
+#[cfg(not(feature = "mcp"))]
+pub(crate) type Mcp = Arc<()>;
 
 /// Shared state of a running server.
 pub(crate) struct App {
@@ -30,7 +38,7 @@ pub(crate) struct App {
     pub(crate) agent: AgentLoop,
     pub(crate) server_tools: Vec<ServerTool>,
     /// The attached MCP servers, whose tools every session's runs see (none without `--mcp`).
-    pub(crate) mcp: Arc<McpTools>,
+    pub(crate) mcp: Mcp,
     pub(crate) sessions: Sessions,
     /// Sessions whose page paired an MCP client (`--expose-mcp`).
     pub(crate) exposed: crate::expose::Exposed,
@@ -108,14 +116,14 @@ impl std::fmt::Debug for TetherServer {
 impl TetherServer {
     /// A server running `agent` with `config`.
     pub fn new(config: ServerConfig, agent: AgentLoop) -> Self {
-        TetherServer::build(config, agent, Vec::new(), Arc::default(), None, None)
+        TetherServer::build(config, agent, Vec::new(), Mcp::default(), None, None)
     }
 
     fn build(
         config: ServerConfig,
         agent: AgentLoop,
         server_tools: Vec<ServerTool>,
-        mcp: Arc<McpTools>,
+        mcp: Mcp,
         static_dir: Option<PathBuf>,
         store: Option<Arc<dyn SessionStore>>,
     ) -> Self {
@@ -172,6 +180,7 @@ impl TetherServer {
     /// (see `docs/mcp.md`): named `SERVER__tool`, validated against their schemas, under the
     /// operator's risk floor and the hooks like any tool, and run on their servers. The server
     /// stops them when it is dropped.
+    #[cfg(feature = "mcp")]
     #[must_use]
     pub fn with_mcp(self, mcp: McpTools) -> Self {
         let app =
@@ -202,6 +211,7 @@ impl TetherServer {
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz))
             .with_state(self.app.clone());
+        #[cfg(feature = "mcp")]
         if self.app.config.expose_mcp {
             let pairing = axum::middleware::from_fn_with_state(self.app.clone(), crate::expose::require_pairing);
             let mcp = Router::new().route_service("/mcp", crate::expose::service(self.app.clone())).layer(pairing);
@@ -286,7 +296,11 @@ impl App {
     /// Whether a tool of this server has the name (a `ServerTool` or an MCP tool): it wins over
     /// a page tool of that name.
     pub(crate) fn runs_here(&self, name: &str) -> bool {
-        self.server_tools.iter().any(|tool| tool.spec.name == name) || self.mcp.find(name).is_some()
+        #[cfg(feature = "mcp")]
+        if self.mcp.find(name).is_some() {
+            return true;
+        }
+        self.server_tools.iter().any(|tool| tool.spec.name == name)
     }
 
     /// A draining shutdown (SIGTERM, Ctrl-C): no new sessions; with a durable store, the runs in
@@ -366,19 +380,32 @@ async fn healthz(State(app): State<Arc<App>>) -> Json<Value> {
         "instance": app.instance,
         "protocolVersion": PROTOCOL_VERSION,
         "stats": app.stats.json(),
-        "mcp": app.mcp.servers().iter().map(|server| {
-            let status = server.status();
-            let reason = match &status {
-                tether_mcp::McpStatus::Down { reason, .. } => Some(reason.clone()),
-                _ => None,
-            };
-            serde_json::json!({
-                "name": server.name(),
-                "status": status.as_str(),
-                "reason": reason,
-                "tools": server.tools().len(),
-                "starts": server.starts(),
-            })
-        }).collect::<Vec<_>>(),
+        "mcp": mcp_health(&app),
     }))
+}
+
+/// The MCP servers' state, for `/healthz`.
+#[cfg(feature = "mcp")]
+fn mcp_health(app: &App) -> Value {
+    let servers = app.mcp.servers().iter().map(|server| {
+        let status = server.status();
+        let reason = match &status {
+            tether_mcp::McpStatus::Down { reason, .. } => Some(reason.clone()),
+            _ => None,
+        };
+        serde_json::json!({
+            "name": server.name(),
+            "status": status.as_str(),
+            "reason": reason,
+            "tools": server.tools().len(),
+            "starts": server.starts(),
+        })
+    });
+    Value::Array(servers.collect())
+}
+
+/// No MCP servers in a build without the `mcp` feature.
+#[cfg(not(feature = "mcp"))]
+fn mcp_health(_: &App) -> Value {
+    Value::Array(Vec::new())
 }

@@ -9,12 +9,15 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tether_core::validate::{CompiledSchema, FullSchema, FullValidator, Validator, format_validation_errors};
-use tether_protocol::{ContextEntry, ErrorCode, ResultStatus, Risk, RunEvent, ToolCall, ToolProgressEvent, ToolSpec};
+use tether_protocol::{ContextEntry, ErrorCode, ResultStatus, Risk, ToolCall, ToolSpec};
+#[cfg(feature = "mcp")]
+use tether_protocol::{RunEvent, ToolProgressEvent};
 
 use crate::ServerError;
 use crate::server::App;
 use crate::session::Session;
 use tether_agent::{BoxFuture, RunCheckpoint, ToolHost, ToolOutput};
+#[cfg(feature = "mcp")]
 use tether_mcp::{McpError, McpTool};
 
 /// What a server-side tool's handler returns.
@@ -63,8 +66,14 @@ impl SessionTools {
     }
 
     /// An MCP tool of this name, unless a server tool has the name.
+    #[cfg(feature = "mcp")]
     fn mcp_tool(&self, name: &str) -> Option<McpTool> {
         if self.server_tool(name).is_some() { None } else { self.app.mcp.find(name) }
+    }
+
+    /// Whether the tool runs on the server: a server tool, or an MCP server's.
+    fn runs_here(&self, name: &str) -> bool {
+        self.app.runs_here(name)
     }
 
     /// A tool that runs on the server has nobody to approve it: a floor that asks for approval
@@ -89,6 +98,7 @@ impl SessionTools {
 impl ToolHost for SessionTools {
     fn tools(&self) -> Vec<ToolSpec> {
         let mut tools: Vec<ToolSpec> = self.app.server_tools.iter().map(|t| t.spec.clone()).collect();
+        #[cfg(feature = "mcp")]
         for tool in self.app.mcp.tools() {
             if !tools.iter().any(|t| t.name == tool.spec.name) {
                 tools.push(tool.spec);
@@ -129,6 +139,7 @@ impl ToolHost for SessionTools {
                 Err(ToolOutput::new(ResultStatus::InvalidArgs, format_validation_errors(name, &errors)))
             };
         }
+        #[cfg(feature = "mcp")]
         if let Some(tool) = self.mcp_tool(name) {
             self.no_approval_step(name)?;
             return tool.check(args).map_err(|message| ToolOutput::new(ResultStatus::InvalidArgs, message));
@@ -146,10 +157,11 @@ impl ToolHost for SessionTools {
             }
         }
         // A tool of an MCP server that is down (or that no longer offers it) says so.
-        match self.app.mcp.unavailable(name) {
-            Some(error @ McpError::NotRunning { .. }) => Err(ToolOutput::new(ResultStatus::Error, error.to_string())),
-            _ => Err(ToolOutput::new(ResultStatus::UnknownTool, format!("Unknown tool \"{name}\"."))),
+        #[cfg(feature = "mcp")]
+        if let Some(error @ McpError::NotRunning { .. }) = self.app.mcp.unavailable(name) {
+            return Err(ToolOutput::new(ResultStatus::Error, error.to_string()));
         }
+        Err(ToolOutput::new(ResultStatus::UnknownTool, format!("Unknown tool \"{name}\".")))
     }
 
     fn provider_refused(&self, name: &str, reason: &str) {
@@ -179,7 +191,7 @@ impl ToolHost for SessionTools {
         args: Value,
         reason: &'a str,
     ) -> BoxFuture<'a, ToolOutput> {
-        if self.server_tool(name).is_some() || self.mcp_tool(name).is_some() {
+        if self.runs_here(name) {
             tracing::info!(session = self.session.id(), tool = name, %reason, "a hook asked for approval of a server tool");
             return Box::pin(async move {
                 ToolOutput::new(
@@ -231,6 +243,7 @@ impl SessionTools {
                 Err(_) => ToolOutput::new(ResultStatus::Error, format!("server tool \"{name}\" failed unexpectedly")),
             };
         }
+        #[cfg(feature = "mcp")]
         if let Some(tool) = self.mcp_tool(name) {
             // Not spawned: a stopped run drops this future, which cancels the call at its server.
             // Its progress notifications reach the chat as the page's own progress does.
