@@ -20,7 +20,6 @@ pub use agent_loop::{
     AgentLoop, CONTEXT_CHANGED_LABEL, CONTEXT_LABEL, DATA_RULE, DEFAULT_FIT_THRESHOLD, DEFAULT_INSTRUCTIONS,
     DEFAULT_MAX_CALLS_PER_TOOL, DEFAULT_MAX_TURNS, DEFAULT_RUN_TIMEOUT, DEFAULT_SYSTEM_PROMPT, LoopGuard,
     MAX_TOOL_RESULT_BYTES, RIVAL_RATIO, RunCheckpoint, RunOutcome, RunSink, ToolHost, context_changes, context_message,
-    is_loop_note,
 };
 pub use error::AgentError;
 pub use hooks::{
@@ -28,8 +27,9 @@ pub use hooks::{
     StopCheck, StopDecision, ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart, status_for_model,
 };
 pub use model::{
-    BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, ReadReply, RefusedTool,
-    Streams, ToolCallDelta, ToolDeltaSink, ToolMode, json_values, partial_object, partial_value, read_reply,
+    BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, NoteKind, ReadReply,
+    RefusedTool, Streams, ToolCallDelta, ToolDeltaSink, ToolMode, json_values, partial_object, partial_value,
+    read_reply,
 };
 #[cfg(feature = "openai")]
 pub use model::{MAX_RETRY_AFTER, OpenAiConfig, OpenAiProvider};

@@ -14,7 +14,7 @@
 use tether_protocol::ToolSpec;
 
 use crate::HOOK_LABEL;
-use crate::model::ChatMessage;
+use crate::model::{ChatMessage, NoteKind};
 
 /// After leaving runs out, a request takes at most this share of the budget (in percent).
 pub(crate) const TARGET_SHARE: u32 = 60;
@@ -34,7 +34,9 @@ pub(crate) fn estimate_tokens(messages: &[ChatMessage], tools: &[ToolSpec]) -> u
 
 fn message_bytes(message: &ChatMessage) -> usize {
     match message {
-        ChatMessage::System { content } | ChatMessage::User { content } => content.len(),
+        ChatMessage::System { content } | ChatMessage::User { content } | ChatMessage::Note { content, .. } => {
+            content.len()
+        }
         ChatMessage::Assistant { content, tool_calls } => {
             content.len() + tool_calls.iter().map(|c| c.name.len() + c.arguments.to_string().len() + 16).sum::<usize>()
         }
@@ -101,24 +103,25 @@ fn cut_at(messages: &mut Vec<ChatMessage>, run_start: &mut usize, cut: usize) ->
 
 /// The note that stands for `dropped` messages left out.
 fn note(dropped: usize) -> ChatMessage {
-    ChatMessage::User {
-        content: format!(
+    ChatMessage::note(
+        NoteKind::Hook,
+        format!(
             "{HOOK_LABEL}{NOTE_LABEL}{dropped} earlier messages of this conversation were left out to fit the model's \
              context window."
         ),
-    }
+    )
 }
 
 /// How many messages a note says were left out (`None`: not a note).
 fn left_out(message: &ChatMessage) -> Option<usize> {
-    let ChatMessage::User { content } = message else { return None };
+    let ChatMessage::Note { kind: NoteKind::Hook, content } = message else { return None };
     let rest = content.strip_prefix(HOOK_LABEL)?.strip_prefix(NOTE_LABEL)?;
     rest.split_whitespace().next()?.parse().ok()
 }
 
 /// Whether `message` begins a run: a user's own message (not one the loop wrote).
 fn is_run_start(message: &ChatMessage) -> bool {
-    matches!(message, ChatMessage::User { content } if !crate::agent_loop::is_loop_note(content))
+    message.is_users_own()
 }
 
 #[cfg(test)]

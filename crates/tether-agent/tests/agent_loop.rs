@@ -297,7 +297,7 @@ async fn the_stop_gate_can_send_the_answer_back_and_cap_the_run() {
     // The rejected answer never left; the model read the reason.
     assert_eq!(streamed, "draft two");
     let last = model.requests().last().unwrap().messages.last().unwrap().clone();
-    assert_eq!(last, ChatMessage::User { content: "[hook Stop test rejected the answer] Add a summary.".into() });
+    assert_eq!(last, ChatMessage::note(NoteKind::Hook, "[hook Stop test rejected the answer] Add a summary."));
 }
 
 #[tokio::test]
@@ -310,7 +310,7 @@ async fn a_malformed_tool_call_is_explained_to_the_model() {
     let (outcome, _, _) = run(&agent, &host).await;
     assert_eq!((outcome.status, outcome.answer.as_str()), (RunStatus::Completed, "plain answer"));
     let requests = model.requests();
-    let ChatMessage::User { content } = requests[1].messages.last().unwrap() else { panic!() };
+    let ChatMessage::Note { kind: NoteKind::Hook, content } = requests[1].messages.last().unwrap() else { panic!() };
     assert!(content.contains("could not be read: the tool call is not valid JSON"), "{content}");
 }
 

@@ -25,7 +25,7 @@ use tether_protocol::{ContextEntry, ToolSpec};
 /// The to-do list as the loop shows it, right before the request.
 fn todo_state(items: &[&str]) -> ChatMessage {
     let entries = [ContextEntry { key: "todos".into(), description: "The to-do list".into(), value: json!(items) }];
-    ChatMessage::User { content: context_message(&entries).unwrap() }
+    ChatMessage::note(NoteKind::AppState, context_message(&entries).unwrap())
 }
 
 /// The items on the list, the request, and the call it needs (tool, words of its title), if any.

@@ -175,7 +175,7 @@ async fn an_empty_reply_without_tool_calls_is_asked_again_once() {
     assert_eq!((run.outcome.status, run.outcome.answer.as_str()), (RunStatus::Completed, "Hello!"));
     let second = &model.requests()[1];
     assert!(
-        matches!(second.messages.last(), Some(ChatMessage::User { content }) if content == "[hook loop guard] Your reply was empty. Answer the user."),
+        matches!(second.messages.last(), Some(ChatMessage::Note { kind: NoteKind::Hook, content }) if content == "[hook loop guard] Your reply was empty. Answer the user."),
         "{:?}",
         second.messages.last()
     );

@@ -51,7 +51,8 @@ pub(crate) fn render(messages: &[ChatMessage], out: &mut String) {
             ChatMessage::System { content } => {
                 let _ = writeln!(out, "[system]\n{}", data(content));
             }
-            ChatMessage::User { content } => {
+            // A note goes to the model in the user's role, labelled in its text: so it is here.
+            ChatMessage::User { content } | ChatMessage::Note { content, .. } => {
                 let _ = writeln!(out, "[user]\n{}", data(content));
             }
             ChatMessage::Assistant { content, tool_calls } => {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::*;
-use tether_agent::ChatMessage;
+use tether_agent::{ChatMessage, NoteKind};
 use tether_hooks::{FailMode, HookConfig, HookEvent, HookFormat};
 use tether_protocol::RunStatus;
 
@@ -232,7 +232,7 @@ async fn user_prompt_submit_refuses_or_adds_context() {
     let messages = &run.outcome.messages;
     let user = messages.iter().position(|m| matches!(m, ChatMessage::User { content } if content == "hello")).unwrap();
     match &messages[user + 1] {
-        ChatMessage::User { content } => {
+        ChatMessage::Note { kind: NoteKind::Hook, content } => {
             assert!(content.contains("The user is on the staff plan.") && content.starts_with("[hook "), "{content}");
         }
         other => panic!("{other:?}"),
@@ -255,7 +255,7 @@ async fn session_start_context_comes_only_when_the_conversation_starts() {
     let count = second
         .messages
         .iter()
-        .filter(|m| matches!(m, ChatMessage::User { content } if content.contains("Store hours")))
+        .filter(|m| matches!(m, ChatMessage::Note { content, .. } if content.contains("Store hours")))
         .count();
     assert_eq!(count, 1, "SessionStart ran once");
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::*;
 use tether_agent::BoxFuture;
-use tether_agent::{AgentError, ChatMessage, ChatModel, ChatRequest, ModelReply, ModelToolCall};
+use tether_agent::{AgentError, ChatMessage, ChatModel, ChatRequest, ModelReply, ModelToolCall, NoteKind};
 use tether_protocol::{HookDecidedBy, ResultStatus, RunStatus};
 
 /// Reads the JSON lines a recording hook appended to `path`.
@@ -177,7 +177,7 @@ async fn every_additional_context_is_injected_in_hook_order_and_block_replaces_t
     let following: Vec<&str> = messages[at + 1..at + 4]
         .iter()
         .map(|m| match m {
-            ChatMessage::User { content } => content.as_str(),
+            ChatMessage::Note { kind: NoteKind::Hook, content } => content.as_str(),
             other => panic!("{other:?}"),
         })
         .collect();

@@ -20,7 +20,7 @@ use std::time::Duration;
 use tether_agent::model::schema::normalize_schema;
 use tether_agent::{
     AgentError, BoxFuture, CONTEXT_LABEL, ChatMessage, ChatModel, ChatRequest, DeltaSink, HOOK_LABEL, ModelReply,
-    ModelToolCall, Streams, ToolCallDelta, is_loop_note, partial_object, status_for_model,
+    ModelToolCall, NoteKind, Streams, ToolCallDelta, partial_object, status_for_model,
 };
 
 /// Every answer of the built-in model starts with this, so nobody mistakes it for an LLM.
@@ -301,7 +301,7 @@ fn from_context(request: &str, before: &[ChatMessage]) -> Option<String> {
     if !question {
         return None;
     }
-    let ChatMessage::User { content } = before.last()? else { return None };
+    let ChatMessage::Note { kind: NoteKind::AppState, content } = before.last()? else { return None };
     let entries = content.strip_prefix(CONTEXT_LABEL)?;
     let asked: Vec<String> = words(request).into_iter().filter(|w| !COMMON.contains(&w.as_str())).collect();
     entries
@@ -871,9 +871,7 @@ fn judge(prompt: &str) -> Option<ModelReply> {
 
 fn respond(request: &ChatRequest) -> ModelReply {
     let messages = &request.messages;
-    let Some(request_at) =
-        messages.iter().rposition(|m| matches!(m, ChatMessage::User { content } if !is_loop_note(content)))
-    else {
+    let Some(request_at) = messages.iter().rposition(ChatMessage::is_users_own) else {
         return answer("Hello! Ask me to do something with the tools on this page.");
     };
     let ChatMessage::User { content: request_text } = &messages[request_at] else { unreachable!() };
@@ -882,7 +880,9 @@ fn respond(request: &ChatRequest) -> ModelReply {
     }
 
     // A Stop hook rejected the last answer: fix it as asked.
-    if let Some(ChatMessage::User { content: feedback }) = messages.last().filter(|_| messages.len() > request_at + 1) {
+    if let Some(ChatMessage::Note { kind: NoteKind::Hook, content: feedback }) =
+        messages.last().filter(|_| messages.len() > request_at + 1)
+    {
         if feedback.starts_with(HOOK_LABEL) {
             let last_answer = messages[..messages.len() - 1].iter().rev().find_map(|m| match m {
                 ChatMessage::Assistant { content, tool_calls } if tool_calls.is_empty() => Some(content.as_str()),
@@ -1368,7 +1368,10 @@ mod tests {
         let messages = vec![
             user("hello"),
             ChatMessage::Assistant { content: format!("{SCRIPTED_PREFIX}Hi there."), tool_calls: vec![] },
-            user("[hook Stop agent[0] rejected the answer] The answer must end with \"[DONE]\"."),
+            ChatMessage::note(
+                NoteKind::Hook,
+                "[hook Stop agent[0] rejected the answer] The answer must end with \"[DONE]\".",
+            ),
         ];
         let reply = respond(&ChatRequest { messages, tools: vec![], listed_tools: None });
         assert_eq!(reply.text, format!("{SCRIPTED_PREFIX}Hi there. [DONE]"));

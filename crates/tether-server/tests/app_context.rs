@@ -29,7 +29,8 @@ fn user_texts(request: &ChatRequest) -> Vec<String> {
         .messages
         .iter()
         .filter_map(|m| match m {
-            ChatMessage::User { content } => Some(content.clone()),
+            // What the model reads in the user's role: the user's words and the notes.
+            ChatMessage::User { content } | ChatMessage::Note { content, .. } => Some(content.clone()),
             _ => None,
         })
         .collect()

@@ -33,9 +33,10 @@ impl ChatModel for Recording {
 
 fn text_of(message: &ChatMessage) -> String {
     match message {
-        ChatMessage::System { content } | ChatMessage::User { content } | ChatMessage::Tool { content, .. } => {
-            content.clone()
-        }
+        ChatMessage::System { content }
+        | ChatMessage::User { content }
+        | ChatMessage::Note { content, .. }
+        | ChatMessage::Tool { content, .. } => content.clone(),
         ChatMessage::Assistant { content, tool_calls } => {
             format!("{content} {}", tool_calls.iter().map(|c| c.arguments.to_string()).collect::<Vec<_>>().join(" "))
         }

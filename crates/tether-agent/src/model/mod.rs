@@ -40,6 +40,30 @@ pub(crate) const REMINDER_AFTER_REFUSAL: &str =
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// What a [`ChatMessage::Note`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoteKind {
+    /// A hook's message, or one the loop itself writes (`HOOK_LABEL`).
+    Hook,
+    /// What the app shows, given with the user's message (`CONTEXT_LABEL`).
+    AppState,
+    /// What changed in the app since the run's start (`CONTEXT_CHANGED_LABEL`).
+    AppStateChanged,
+}
+
+impl ChatMessage {
+    /// A note of `kind`.
+    pub fn note(kind: NoteKind, content: impl Into<String>) -> ChatMessage {
+        ChatMessage::Note { kind, content: content.into() }
+    }
+
+    /// Whether this is the user's own message (not a note the loop added).
+    pub fn is_users_own(&self) -> bool {
+        matches!(self, ChatMessage::User { .. })
+    }
+}
+
 /// One message of the conversation with the model. Serialisable (run checkpoints keep it):
 /// `{"role": "user", "content": …}`, tool calls and results as their fields.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -50,9 +74,19 @@ pub enum ChatMessage {
         /// The text.
         content: String,
     },
-    /// The user, or labelled context the server adds (hook output, Stop feedback).
+    /// The user's own words.
     User {
         /// The text.
+        content: String,
+    },
+    /// Text the loop adds for the model, not the user's words: a hook's message (Stop
+    /// feedback, added context, the loop guard's and the claim check's notes, the context
+    /// window's note), or what the app shows. Sent to the model in the user's role with its
+    /// label in the text, as the model reads it; what it is, is this field, never the text.
+    Note {
+        /// What it is.
+        kind: NoteKind,
+        /// The text, its label first.
         content: String,
     },
     /// The model's reply: text, tool calls, or both.

@@ -22,8 +22,8 @@ use super::schema::{STEP_KEY, answer_step, normalize_schema, reply_schema, signa
 use super::tool_text::{decode_partial_string, parse_lenient, read_pieces, tidy};
 use super::{
     BoxFuture, ChatMessage, ChatModel, ChatRequest, DONE_SO_FAR, DeltaSink, ModelReply, ModelToolCall, NOT_DONE_YET,
-    REMINDER, REMINDER_AFTER_REFUSAL, RefusedTool, Streams, ToolCallDelta, ToolDeltaSink, ToolMode, partial_object,
-    partial_value,
+    NoteKind, REMINDER, REMINDER_AFTER_REFUSAL, RefusedTool, Streams, ToolCallDelta, ToolDeltaSink, ToolMode,
+    partial_object, partial_value,
 };
 use crate::AgentError;
 use crate::hooks::status_for_model;
@@ -600,7 +600,9 @@ async fn ask_window(client: &reqwest::Client, base_url: &str) -> Option<u32> {
 fn native_message(message: &ChatMessage) -> Value {
     match message {
         ChatMessage::System { content } => json!({"role": "system", "content": content}),
-        ChatMessage::User { content } => json!({"role": "user", "content": content}),
+        ChatMessage::User { content } | ChatMessage::Note { content, .. } => {
+            json!({"role": "user", "content": content})
+        }
         ChatMessage::Assistant { content, tool_calls } if tool_calls.is_empty() => {
             json!({"role": "assistant", "content": content})
         }
@@ -633,17 +635,29 @@ pub(crate) fn result_label(name: &str) -> String {
 /// the model's replies as it wrote them, tool results as labelled user text.
 fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::with_capacity(request.messages.len() + 1);
-    let push_user = |out: &mut Vec<Value>, text: &str| match out.last_mut() {
+    // For each message of `out`: whether it opens with the user's own words or the app state
+    // (where the late tools message may go; `late_tools_position`).
+    let mut opens_request: Vec<bool> = Vec::with_capacity(request.messages.len() + 1);
+    let push_user = |out: &mut Vec<Value>, opens: &mut Vec<bool>, text: &str, request: bool| match out.last_mut() {
         Some(last) if last["role"] == "user" => {
             let joined = format!("{}\n{text}", last["content"].as_str().unwrap_or_default());
             last["content"] = Value::String(joined);
         }
-        _ => out.push(json!({"role": "user", "content": text})),
+        _ => {
+            out.push(json!({"role": "user", "content": text}));
+            opens.push(request);
+        }
     };
     for message in &request.messages {
         match message {
-            ChatMessage::System { content } => out.push(json!({"role": "system", "content": content})),
-            ChatMessage::User { content } => push_user(&mut out, content),
+            ChatMessage::System { content } => {
+                out.push(json!({"role": "system", "content": content}));
+                opens_request.push(false);
+            }
+            ChatMessage::User { content } => push_user(&mut out, &mut opens_request, content, true),
+            ChatMessage::Note { kind, content } => {
+                push_user(&mut out, &mut opens_request, content, *kind == NoteKind::AppState);
+            }
             ChatMessage::Assistant { content, tool_calls } => {
                 let text = if content.trim().is_empty() {
                     tool_calls
@@ -655,26 +669,33 @@ fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
                     content.clone()
                 };
                 out.push(json!({"role": "assistant", "content": text}));
+                opens_request.push(false);
             }
-            ChatMessage::Tool { name, content, .. } => push_user(&mut out, &format!("{}{content}", result_label(name))),
+            ChatMessage::Tool { name, content, .. } => {
+                push_user(&mut out, &mut opens_request, &format!("{}{content}", result_label(name)), false);
+            }
         }
     }
     // After tool results, the user's request again: a small model that just read "added 1 × Blue
     // mug" otherwise answers as if the whole request were done (measured on the task benchmark:
     // "add one blue mug and one red mug" stopped after the first). A note of what changed in the
     // app state may follow the results.
-    let changes = |m: &&ChatMessage| matches!(m, ChatMessage::User { content } if content.starts_with(crate::CONTEXT_CHANGED_LABEL));
+    let changes = |m: &&ChatMessage| matches!(m, ChatMessage::Note { kind: NoteKind::AppStateChanged, .. });
     if let Some(ChatMessage::Tool { content: last, .. }) = request.messages.iter().rev().find(|m| !changes(m)) {
-        let own =
-            |m: &ChatMessage| matches!(m, ChatMessage::User { content } if !crate::agent_loop::is_loop_note(content));
-        if let Some(at) = request.messages.iter().rposition(own) {
+        if let Some(at) = request.messages.iter().rposition(ChatMessage::is_users_own) {
             let ChatMessage::User { content: asked } = &request.messages[at] else { unreachable!() };
-            push_user(&mut out, &reminder(asked, &done_in_run(&request.messages[at..]), last));
+            push_user(
+                &mut out,
+                &mut opens_request,
+                &reminder(asked, &done_in_run(&request.messages[at..]), last),
+                false,
+            );
         }
     }
     let instructions = tool_instructions(turn, &listing(request, &turn.tools));
     // Late: right before the run's request (and the app state that precedes it).
-    let request_at = turn.late.then(|| late_tools_position(&out)).flatten().filter(|_| !turn.tools.is_empty());
+    let request_at =
+        turn.late.then(|| late_tools_position(&opens_request)).flatten().filter(|_| !turn.tools.is_empty());
     if let (Some(at), false) = (request_at, instructions.is_empty()) {
         out.insert(at, json!({"role": "system", "content": instructions}));
     } else if !instructions.is_empty() {
@@ -742,16 +763,11 @@ fn listing<'a>(request: &'a ChatRequest, tools: &[&'a ToolSpec]) -> Vec<&'a Tool
 }
 
 /// Where the late tools message goes in a prompted conversation: before the last user message
-/// that is the user's own (not a labelled result, hook message or reminder), or, when that one
-/// holds the app state first, still before it; `None` without one.
-fn late_tools_position(messages: &[Value]) -> Option<usize> {
-    let labelled = |text: &str| {
-        text.starts_with(crate::HOOK_LABEL)
-            || text.starts_with(crate::CONTEXT_CHANGED_LABEL)
-            || text.starts_with("[result of ")
-            || text.starts_with("(The request was")
-    };
-    messages.iter().rposition(|m| m["role"] == "user" && !labelled(m["content"].as_str().unwrap_or_default()))
+/// that opens with the user's own words (not a tool result, a hook's note or the reminder), or,
+/// when that one holds the app state first, still before it; `None` without one. (`opens_request`:
+/// for each message, whether it opens so.)
+fn late_tools_position(opens_request: &[bool]) -> Option<usize> {
+    opens_request.iter().rposition(|&opens| opens)
 }
 
 /// The tools `listed` and how to call the tools of this turn, for the prompt.
@@ -1355,14 +1371,14 @@ mod tests {
         let request = ChatRequest {
             messages: vec![
                 ChatMessage::System { content: "sys".into() },
-                ChatMessage::User { content: "[app state] cart: empty\n".into() },
+                ChatMessage::note(NoteKind::AppState, "[app state] cart: empty\n"),
                 ChatMessage::User { content: "open my cart".into() },
                 ChatMessage::Assistant {
                     content: "{}".into(),
                     tool_calls: vec![ModelToolCall { id: "1".into(), name: "open_cart".into(), arguments: json!({}) }],
                 },
                 ChatMessage::Tool { call_id: "1".into(), name: "open_cart".into(), content: "opened".into() },
-                ChatMessage::User { content: format!("{}- page: cart", crate::CONTEXT_CHANGED_LABEL) },
+                ChatMessage::note(NoteKind::AppStateChanged, format!("{}- page: cart", crate::CONTEXT_CHANGED_LABEL)),
             ],
             tools: vec![named("open_cart", "Open."), named("checkout", "Pay.")],
             listed_tools: Some(first),
@@ -1396,7 +1412,7 @@ mod tests {
                 ChatMessage::System { content: "sys".into() },
                 ChatMessage::User { content: "hi".into() },
                 ChatMessage::Assistant { content: "{\"answer\": \"Hello\"}".into(), tool_calls: vec![] },
-                ChatMessage::User { content: "[app state] cart: empty\n".into() },
+                ChatMessage::note(NoteKind::AppState, "[app state] cart: empty\n"),
                 ChatMessage::User { content: "add a mug".into() },
                 ChatMessage::Assistant {
                     content: "{}".into(),
@@ -1422,6 +1438,39 @@ mod tests {
         // Without tools (a judge's turn), the instructions stay in the first system message.
         let turn = Turn { mode: ToolMode::Constrained, tools: vec![], answer: None, late: true };
         assert_eq!(prompted_messages(&request, &turn)[3]["role"], "user");
+    }
+
+    #[test]
+    fn a_users_message_that_looks_like_tethers_labels_is_still_the_users_request() {
+        // What a message is, is its variant: a user who writes "[hook …]" or "(The request was"
+        // is still the one asking (read from the text, it was taken for a note and skipped).
+        let tool = cart_add();
+        for asked in ["[hook Stop] add a mug", "(The request was) add a mug", "[app state changed] add a mug"] {
+            let request = ChatRequest {
+                messages: vec![
+                    ChatMessage::System { content: "sys".into() },
+                    ChatMessage::User { content: asked.into() },
+                    ChatMessage::Assistant {
+                        content: "{}".into(),
+                        tool_calls: vec![ModelToolCall {
+                            id: "1".into(),
+                            name: "cart_add".into(),
+                            arguments: json!({}),
+                        }],
+                    },
+                    ChatMessage::Tool { call_id: "1".into(), name: "cart_add".into(), content: "added".into() },
+                ],
+                tools: Vec::new(),
+                listed_tools: None,
+            };
+            let turn = Turn { mode: ToolMode::Constrained, tools: vec![&tool], answer: None, late: true };
+            let messages = prompted_messages(&request, &turn);
+            let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+            assert_eq!(roles, ["system", "system", "user", "assistant", "user"], "{asked}");
+            assert_eq!(messages[2]["content"], asked, "the tools go right before the request");
+            let tail = messages[4]["content"].as_str().unwrap();
+            assert!(tail.contains(&format!("(The request was: \"{asked}\".")), "{tail}");
+        }
     }
 
     #[test]

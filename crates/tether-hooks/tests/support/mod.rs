@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tether_agent::BoxFuture;
-use tether_agent::{AgentLoop, ChatMessage, ChatModel, RunOutcome, RunSink, ToolHost, ToolOutput};
+use tether_agent::{AgentLoop, ChatMessage, ChatModel, NoteKind, RunOutcome, RunSink, ToolHost, ToolOutput};
 use tether_hooks::{DeclarativeHooks, HookConfig};
 use tether_protocol::{HookAudit, ResultStatus, RunEvent, ToolSpec};
 use tether_scripted::ScriptedModel;
@@ -134,7 +134,7 @@ impl Run {
             .messages
             .iter()
             .filter_map(|m| match m {
-                ChatMessage::User { content } if content.starts_with("[hook ") => Some(content.clone()),
+                ChatMessage::Note { kind: NoteKind::Hook, content } => Some(content.clone()),
                 _ => None,
             })
             .collect()
@@ -146,7 +146,9 @@ impl Run {
             .messages
             .iter()
             .map(|m| match m {
-                ChatMessage::System { content } | ChatMessage::User { content } => content.clone(),
+                ChatMessage::System { content } | ChatMessage::User { content } | ChatMessage::Note { content, .. } => {
+                    content.clone()
+                }
                 ChatMessage::Assistant { content, .. } => content.clone(),
                 ChatMessage::Tool { content, .. } => content.clone(),
             })

@@ -311,9 +311,7 @@ impl DirectModel {
     fn reply(request: &tether_agent::ChatRequest) -> tether_agent::ModelReply {
         use tether_agent::{ChatMessage, ModelReply, ModelToolCall};
         let text = |t: String| ModelReply { text: t, ..ModelReply::default() };
-        let Some(position) = request.messages.iter().rposition(
-            |m| matches!(m, ChatMessage::User { content } if !content.starts_with(tether_agent::HOOK_LABEL)),
-        ) else {
+        let Some(position) = request.messages.iter().rposition(ChatMessage::is_users_own) else {
             return text("ok".into());
         };
         let ChatMessage::User { content } = &request.messages[position] else { unreachable!() };
