@@ -188,3 +188,94 @@ fn both_toolkits_ship_the_same_component_styles() {
         "crates/tether-leptos/src/styles.css and www/packages/react/styles.css differ: change both"
     );
 }
+
+/// Files outside the protocol crate that still spell run events' kinds, and why: debt with a
+/// reason, not a way around the check below.
+const SPELLS_EVENT_KINDS: &[(&str, &str)] = &[(
+    "crates/tether-leptos/src/lib.rs",
+    "the Leptos chat reducer decodes run events by kind until the chat state machine replaces it (issue 29)",
+)];
+
+/// The wire's names from `protocol.schema.json`: the frames' `type` tags and the run events'
+/// `kind` tags (those with an underscore: `hook` and `navigate` are words of other things too).
+fn wire_names() -> Vec<String> {
+    let path = repo_root().join("crates/tether-protocol/protocol.schema.json");
+    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).expect("the schema")).unwrap();
+    fn walk(value: &serde_json::Value, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(object) => {
+                for tag in ["type", "kind"] {
+                    if let Some(name) = object.get("properties").and_then(|p| p.get(tag)).and_then(|t| t.get("const")) {
+                        let name = name.as_str().unwrap_or_default();
+                        if name.contains('_') || (tag == "type" && name.chars().all(|c| c.is_ascii_uppercase())) {
+                            out.push(name.to_string());
+                        }
+                    }
+                }
+                object.values().for_each(|v| walk(v, out));
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut names = Vec::new();
+    walk(&schema, &mut names);
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Where Rust code outside the protocol crate spells a wire name as a string literal (its
+/// tests left out: they send and read raw frames on purpose).
+fn wire_spellings(names: &[String]) -> Vec<String> {
+    let mut files = Vec::new();
+    for dir in ["crates", "examples", "bench"] {
+        rust_files(&repo_root().join(dir), &mut files);
+    }
+    let mut found = Vec::new();
+    for path in files {
+        let relative = path.strip_prefix(repo_root()).unwrap_or(&path).to_string_lossy().replace('\\', "/");
+        if relative.starts_with("crates/tether-protocol/")
+            || relative.contains("/tests/")
+            || relative.contains("/benches/")
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        // A file's unit tests come last, after `#[cfg(test)]`.
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (n, line) in code.lines().enumerate() {
+            for name in names {
+                if line.contains(&format!("\"{name}\"")) {
+                    found.push(format!("{relative}:{}: \"{name}\"", n + 1));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn only_the_protocol_crate_spells_the_wire() {
+    let names = wire_names();
+    for expected in ["TOOL_RESULT", "CONTEXT_UPDATE", "TOOL_RESULT_ACK", "tool_execution_end", "run_end"] {
+        assert!(names.iter().any(|n| n == expected), "{expected} not read from the schema: {names:?}");
+    }
+    let found = wire_spellings(&names);
+    let debt = |line: &String| SPELLS_EVENT_KINDS.iter().any(|(file, _)| line.starts_with(&format!("{file}:")));
+    let kind_of_event =
+        |line: &String| line.rsplit('"').nth(1).is_some_and(|name| name.contains(|c: char| c.is_ascii_lowercase()));
+    let wrong: Vec<&String> = found.iter().filter(|line| !(debt(line) && kind_of_event(line))).collect();
+    assert!(
+        wrong.is_empty(),
+        "only tether-protocol spells frame types and event kinds; use its types (ClientFrame, ServerFrame, RunEvent):\n{}",
+        wrong.iter().map(|l| l.as_str()).collect::<Vec<_>>().join("\n")
+    );
+    // The debt is real: each file listed still spells a kind (else remove it from the list).
+    for (file, why) in SPELLS_EVENT_KINDS {
+        assert!(
+            found.iter().any(|line| line.starts_with(&format!("{file}:"))),
+            "{file} no longer needs its exception ({why})"
+        );
+    }
+}
