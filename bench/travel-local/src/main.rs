@@ -9,7 +9,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
-use tether_agent::{BoxFuture, OpenAiConfig, OpenAiProvider, RunSink, ToolHost, ToolMode, ToolOutput};
+use tether_agent::{BoxFuture, CallRef, OpenAiConfig, OpenAiProvider, RunSink, ToolHost, ToolMode, ToolOutput};
 use tether_protocol::{RunEvent, ToolSpec};
 use travel_agent::{TravelDesk, travel_agent};
 
@@ -31,8 +31,8 @@ impl ToolHost for Recorded<'_> {
         Ok(())
     }
 
-    fn execute<'a>(&'a self, run: &'a str, call: &'a str, name: &'a str, args: Value) -> BoxFuture<'a, ToolOutput> {
-        self.desk.execute(run, call, name, args)
+    fn execute<'a>(&'a self, call: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput> {
+        self.desk.execute(call, args)
     }
 }
 

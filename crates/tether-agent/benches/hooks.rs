@@ -46,7 +46,7 @@ impl ToolHost for PingHost {
     fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
         Ok(())
     }
-    fn execute<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str, _: Value) -> BoxFuture<'a, ToolOutput> {
+    fn execute<'a>(&'a self, _: CallRef<'a>, _: Value) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async { ToolOutput::new(ResultStatus::Ok, "pong") })
     }
 }

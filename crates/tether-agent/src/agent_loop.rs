@@ -58,6 +58,17 @@ pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(600);
 /// `additionalContext` and Stop feedback are cut to the same size.
 pub const MAX_TOOL_RESULT_BYTES: usize = 16 * 1024;
 
+/// Which call a [`ToolHost`] runs: the run that made it, its id, its tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallRef<'a> {
+    /// The run that made the call.
+    pub run_id: &'a str,
+    /// The call's id, unique in its conversation.
+    pub call_id: &'a str,
+    /// The tool's name.
+    pub name: &'a str,
+}
+
 /// Where tools run: the browser session, server-side tools, or a test double.
 pub trait ToolHost: Send + Sync {
     /// The tools the model may call now (read again every turn).
@@ -76,26 +87,19 @@ pub trait ToolHost: Send + Sync {
     fn check(&self, name: &str, args: &Value) -> Result<(), ToolOutput>;
 
     /// Runs a checked and allowed call.
-    fn execute<'a>(
-        &'a self,
-        run_id: &'a str,
-        call_id: &'a str,
-        name: &'a str,
-        args: Value,
-    ) -> BoxFuture<'a, ToolOutput>;
+    fn execute<'a>(&'a self, call: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput>;
 
     /// Runs a checked call only once the user explicitly approves it, whatever the tool's own
     /// risk: a hook asked for it, giving `reason`. The default refuses, since this host has
     /// nobody to ask; the browser session's host shows the page's approval dialog.
     fn execute_with_approval<'a>(
         &'a self,
-        run_id: &'a str,
-        call_id: &'a str,
-        name: &'a str,
+        call: CallRef<'a>,
         args: Value,
         reason: &'a str,
     ) -> BoxFuture<'a, ToolOutput> {
-        let _ = (run_id, call_id, args);
+        let _ = args;
+        let name = call.name;
         Box::pin(async move {
             ToolOutput::new(
                 ResultStatus::Denied,
@@ -1374,8 +1378,8 @@ impl AgentLoop {
         }));
         let (run_id, call_id, name, args) = (&info.run_id, &tool_use.call_id, &tool_use.name, tool_use.args.clone());
         let mut output = match &ask {
-            Some(reason) => host.execute_with_approval(run_id, call_id, name, args, reason).await,
-            None => host.execute(run_id, call_id, name, args).await,
+            Some(reason) => host.execute_with_approval(CallRef { run_id, call_id, name }, args, reason).await,
+            None => host.execute(CallRef { run_id, call_id, name }, args).await,
         };
         if changed {
             output.content = format!("(A hook changed the arguments to {}.) {}", tool_use.args, output.content);

@@ -60,7 +60,8 @@ impl ToolHost for FakeHost {
         Ok(())
     }
 
-    fn execute<'a>(&'a self, _run: &'a str, _call: &'a str, name: &'a str, args: Value) -> BoxFuture<'a, ToolOutput> {
+    fn execute<'a>(&'a self, call: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput> {
+        let name = call.name;
         Box::pin(async move {
             self.executed.lock().unwrap().push((name.to_string(), args));
             ToolOutput::new(ResultStatus::Ok, self.output.clone())

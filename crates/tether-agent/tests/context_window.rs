@@ -72,7 +72,7 @@ impl ToolHost for Notes {
         Ok(())
     }
 
-    fn execute<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str, _: Value) -> BoxFuture<'a, ToolOutput> {
+    fn execute<'a>(&'a self, _: CallRef<'a>, _: Value) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async { ToolOutput::new(ResultStatus::Ok, "added") })
     }
 }

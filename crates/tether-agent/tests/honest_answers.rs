@@ -59,7 +59,8 @@ impl ToolHost for Shop {
         Ok(())
     }
 
-    fn execute<'a>(&'a self, _: &'a str, _: &'a str, name: &'a str, _: Value) -> BoxFuture<'a, ToolOutput> {
+    fn execute<'a>(&'a self, call: CallRef<'a>, _: Value) -> BoxFuture<'a, ToolOutput> {
+        let name = call.name;
         Box::pin(async move {
             self.ran.lock().unwrap().push(name.to_string());
             match name {
@@ -569,7 +570,7 @@ async fn tools_that_declare_a_risk_are_never_offered_to_a_question_nor_asked_abo
         fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
             Ok(())
         }
-        fn execute<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str, _: Value) -> BoxFuture<'a, ToolOutput> {
+        fn execute<'a>(&'a self, _: CallRef<'a>, _: Value) -> BoxFuture<'a, ToolOutput> {
             Box::pin(async { ToolOutput::new(ResultStatus::Ok, "done") })
         }
     }

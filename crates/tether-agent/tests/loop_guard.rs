@@ -33,7 +33,8 @@ impl ToolHost for Shop {
         Ok(())
     }
 
-    fn execute<'a>(&'a self, _: &'a str, _: &'a str, name: &'a str, args: Value) -> BoxFuture<'a, ToolOutput> {
+    fn execute<'a>(&'a self, call: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput> {
+        let name = call.name;
         Box::pin(async move {
             let mut executed = self.executed.lock().unwrap();
             executed.push((name.to_string(), args.clone()));

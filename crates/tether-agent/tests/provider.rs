@@ -473,7 +473,7 @@ async fn a_provider_failure_ends_the_run_with_a_clear_error() {
         fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
             Ok(())
         }
-        fn execute<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str, _: Value) -> BoxFuture<'a, ToolOutput> {
+        fn execute<'a>(&'a self, _: CallRef<'a>, _: Value) -> BoxFuture<'a, ToolOutput> {
             unreachable!()
         }
     }
@@ -725,7 +725,7 @@ async fn the_issue_trace_runs_the_call_once_and_answers() {
         fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
             Ok(())
         }
-        fn execute<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str, args: Value) -> BoxFuture<'a, ToolOutput> {
+        fn execute<'a>(&'a self, _: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput> {
             Box::pin(async move {
                 let mut items = self.0.lock().unwrap();
                 *items += args["quantity"].as_u64().unwrap() as u32;

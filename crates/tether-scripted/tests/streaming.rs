@@ -29,7 +29,9 @@ impl ToolHost for Shop {
         Ok(())
     }
 
-    fn execute<'a>(&'a self, _run: &'a str, call: &'a str, name: &'a str, args: Value) -> BoxFuture<'a, ToolOutput> {
+    fn execute<'a>(&'a self, call_ref: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput> {
+        let call = call_ref.call_id;
+        let name = call_ref.name;
         Box::pin(async move {
             self.executed.lock().unwrap().push((call.to_string(), args));
             ToolOutput::new(ResultStatus::Ok, format!("{name}: added"))

@@ -288,7 +288,8 @@ impl ServerHandler for PageTools {
         let call_id = format!("mcp-{}", &crate::session::random_token()[..16]);
         tracing::info!(session = session.id(), tool = name, call = call_id, "a paired MCP client calls a page tool");
         // A cancelled request drops this future; the page's call then times out as any would.
-        let output = host.execute(&run_id, &call_id, &name, args).await;
+        let output =
+            host.execute(tether_agent::CallRef { run_id: &run_id, call_id: &call_id, name: &name }, args).await;
         Ok(CallToolResponse::Complete(text_result(output.status, output.content)))
     }
 

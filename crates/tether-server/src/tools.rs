@@ -16,7 +16,7 @@ use tether_protocol::{RunEvent, ToolProgressEvent};
 use crate::ServerError;
 use crate::server::App;
 use crate::session::Session;
-use tether_agent::{BoxFuture, RunCheckpoint, ToolHost, ToolOutput};
+use tether_agent::{BoxFuture, CallRef, RunCheckpoint, ToolHost, ToolOutput};
 #[cfg(feature = "mcp")]
 use tether_mcp::{McpError, McpTool};
 
@@ -170,14 +170,8 @@ impl ToolHost for SessionTools {
         self.session.send_error(ErrorCode::InvalidTool, message, None);
     }
 
-    fn execute<'a>(
-        &'a self,
-        run_id: &'a str,
-        call_id: &'a str,
-        name: &'a str,
-        args: Value,
-    ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(self.run_call(run_id, call_id, name, args, Risk::None))
+    fn execute<'a>(&'a self, call: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(self.run_call(call.run_id, call.call_id, call.name, args, Risk::None))
     }
 
     /// A hook asked for the user's approval: a client tool's `TOOL_CALL` goes out with a risk of
@@ -185,12 +179,11 @@ impl ToolHost for SessionTools {
     /// server-side tool has no approval step: it is not run.
     fn execute_with_approval<'a>(
         &'a self,
-        run_id: &'a str,
-        call_id: &'a str,
-        name: &'a str,
+        call: CallRef<'a>,
         args: Value,
         reason: &'a str,
     ) -> BoxFuture<'a, ToolOutput> {
+        let CallRef { run_id, call_id, name } = call;
         if self.runs_here(name) {
             tracing::info!(session = self.session.id(), tool = name, %reason, "a hook asked for approval of a server tool");
             return Box::pin(async move {

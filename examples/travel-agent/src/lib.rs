@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 use regex::Regex;
 use serde_json::{Value, json};
 use tether_agent::BoxFuture;
-use tether_agent::{AgentLoop, ChatModel, Hooks, ToolDecision, ToolHost, ToolOutput, ToolUse};
+use tether_agent::{AgentLoop, CallRef, ChatModel, Hooks, ToolDecision, ToolHost, ToolOutput, ToolUse};
 use tether_protocol::{ResultStatus, ToolSpec};
 
 /// What the model reads when it tries to book first class.
@@ -98,7 +98,8 @@ impl ToolHost for TravelDesk {
         Ok(())
     }
 
-    fn execute<'a>(&'a self, _run: &'a str, _call: &'a str, name: &'a str, args: Value) -> BoxFuture<'a, ToolOutput> {
+    fn execute<'a>(&'a self, call: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput> {
+        let name = call.name;
         Box::pin(async move {
             match name {
                 "find_trains" => ToolOutput::new(

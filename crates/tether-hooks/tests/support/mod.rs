@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tether_agent::BoxFuture;
-use tether_agent::{AgentLoop, ChatMessage, ChatModel, NoteKind, RunOutcome, RunSink, ToolHost, ToolOutput};
+use tether_agent::{AgentLoop, CallRef, ChatMessage, ChatModel, NoteKind, RunOutcome, RunSink, ToolHost, ToolOutput};
 use tether_hooks::{DeclarativeHooks, HookConfig};
 use tether_protocol::{HookAudit, ResultStatus, RunEvent, ToolSpec};
 use tether_scripted::ScriptedModel;
@@ -73,7 +73,7 @@ impl ToolHost for ShellHost {
         }
     }
 
-    fn execute<'a>(&'a self, _run: &'a str, _call: &'a str, _name: &'a str, args: Value) -> BoxFuture<'a, ToolOutput> {
+    fn execute<'a>(&'a self, _: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             self.executed.lock().unwrap().push(args);
             ToolOutput::new(self.status, RAW_RESULT)
@@ -82,15 +82,13 @@ impl ToolHost for ShellHost {
 
     fn execute_with_approval<'a>(
         &'a self,
-        run: &'a str,
-        call: &'a str,
-        name: &'a str,
+        call: CallRef<'a>,
         args: Value,
         reason: &'a str,
     ) -> BoxFuture<'a, ToolOutput> {
         self.approvals_asked.lock().unwrap().push(reason.to_string());
         if self.user_approves {
-            self.execute(run, call, name, args)
+            self.execute(call, args)
         } else {
             Box::pin(async { ToolOutput::new(ResultStatus::Denied, "The user refused.") })
         }
