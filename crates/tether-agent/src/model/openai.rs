@@ -1414,19 +1414,16 @@ mod tests {
                 ChatMessage::Assistant { content: "{\"answer\": \"Hello\"}".into(), tool_calls: vec![] },
                 ChatMessage::note(NoteKind::AppState, "[app state] cart: empty\n"),
                 ChatMessage::User { content: "add a mug".into() },
-                ChatMessage::Assistant {
-                    content: "{}".into(),
-                    tool_calls: vec![ModelToolCall { id: "1".into(), name: "cart_add".into(), arguments: json!({}) }],
-                },
-                ChatMessage::Tool { call_id: "1".into(), name: "cart_add".into(), content: "added".into() },
-            ],
+            ]
+            .into_iter()
+            .chain(added_a_mug())
+            .collect(),
             tools: Vec::new(),
             listed_tools: None,
         };
         let turn = Turn { mode: ToolMode::Constrained, tools: vec![&tool], answer: None, late: true };
         let messages = prompted_messages(&request, &turn);
-        let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
-        assert_eq!(roles, ["system", "user", "assistant", "system", "user", "assistant", "user"]);
+        assert_eq!(roles(&messages), ["system", "user", "assistant", "system", "user", "assistant", "user"]);
         assert_eq!(messages[0]["content"], "sys", "the first system message is the instructions alone");
         assert!(
             messages[3]["content"]
@@ -1440,33 +1437,35 @@ mod tests {
         assert_eq!(prompted_messages(&request, &turn)[3]["role"], "user");
     }
 
+    /// The model's call of `cart_add` and its result.
+    fn added_a_mug() -> [ChatMessage; 2] {
+        [
+            ChatMessage::Assistant {
+                content: "{}".into(),
+                tool_calls: vec![ModelToolCall { id: "1".into(), name: "cart_add".into(), arguments: json!({}) }],
+            },
+            ChatMessage::Tool { call_id: "1".into(), name: "cart_add".into(), content: "added".into() },
+        ]
+    }
+
+    /// The roles of a prompt's messages.
+    fn roles(messages: &[Value]) -> Vec<&str> {
+        messages.iter().map(|m| m["role"].as_str().unwrap()).collect()
+    }
+
     #[test]
     fn a_users_message_that_looks_like_tethers_labels_is_still_the_users_request() {
         // What a message is, is its variant: a user who writes "[hook …]" or "(The request was"
         // is still the one asking (read from the text, it was taken for a note and skipped).
         let tool = cart_add();
         for asked in ["[hook Stop] add a mug", "(The request was) add a mug", "[app state changed] add a mug"] {
-            let request = ChatRequest {
-                messages: vec![
-                    ChatMessage::System { content: "sys".into() },
-                    ChatMessage::User { content: asked.into() },
-                    ChatMessage::Assistant {
-                        content: "{}".into(),
-                        tool_calls: vec![ModelToolCall {
-                            id: "1".into(),
-                            name: "cart_add".into(),
-                            arguments: json!({}),
-                        }],
-                    },
-                    ChatMessage::Tool { call_id: "1".into(), name: "cart_add".into(), content: "added".into() },
-                ],
-                tools: Vec::new(),
-                listed_tools: None,
-            };
+            let mut messages =
+                vec![ChatMessage::System { content: "sys".into() }, ChatMessage::User { content: asked.into() }];
+            messages.extend(added_a_mug());
+            let request = ChatRequest { messages, tools: Vec::new(), listed_tools: None };
             let turn = Turn { mode: ToolMode::Constrained, tools: vec![&tool], answer: None, late: true };
             let messages = prompted_messages(&request, &turn);
-            let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
-            assert_eq!(roles, ["system", "system", "user", "assistant", "user"], "{asked}");
+            assert_eq!(roles(&messages), ["system", "system", "user", "assistant", "user"], "{asked}");
             assert_eq!(messages[2]["content"], asked, "the tools go right before the request");
             let tail = messages[4]["content"].as_str().unwrap();
             assert!(tail.contains(&format!("(The request was: \"{asked}\".")), "{tail}");
