@@ -335,9 +335,39 @@ export function useAgentTool<S extends ToolSchema | undefined = undefined>(
     names: [def.name],
     register: (client, owner) =>
       client.registerTool(owner, def, (args, context) =>
-        store.runHandler(() => latest.current(args, agentContext(store, def.name, context))),
+        withSchemaOutput(tool.schema, def.name, args, (value) =>
+          store.runHandler(() => latest.current(value as ArgsOf<S>, agentContext(store, def.name, context))),
+        ),
       ),
   }));
+}
+
+/** What a Standard Schema's `validate` gives: the output, or what is wrong. */
+type StandardResult = { value?: unknown; issues?: ReadonlyArray<{ message: string; path?: ReadonlyArray<unknown> }> };
+
+/**
+ * Runs `schema`'s own validation when it is a Standard Schema (`~standard.validate`: zod's
+ * refinements, transforms and defaults) on arguments the runtime already checked against its
+ * JSON Schema, and calls `run` with its output, which is what the handler's type says it gets.
+ * Arguments it refuses never reach the handler: the call fails with
+ * `Validation args "<name>": …` (after an approval, for a tool that needs one: only what JSON
+ * Schema can say is checked before). Plain JSON Schema: `run` gets the arguments as they are.
+ */
+function withSchemaOutput(schema: ToolSchema | undefined, name: string, args: unknown, run: (value: unknown) => unknown): unknown {
+  const validate = schema && "~standard" in schema ? (schema["~standard"] as { validate?: (value: unknown) => unknown }).validate : undefined;
+  if (typeof validate !== "function") return run(args);
+  const settle = (result: StandardResult) => {
+    if (result.issues) {
+      const issues = result.issues.map((issue) => {
+        const path = (issue.path ?? []).map((key) => (typeof key === "object" && key && "key" in key ? (key as { key: unknown }).key : key));
+        return path.length ? `${path.join(".")}: ${issue.message}` : issue.message;
+      });
+      throw new Error(`Validation args "${name}": ${issues.join("; ")}`);
+    }
+    return run(result.value);
+  };
+  const result = validate(args) as StandardResult | Promise<StandardResult>;
+  return result instanceof Promise ? result.then(settle) : settle(result);
 }
 
 /** A tool that asks the user (`useHumanInTheLoop`): what it is, and how its question looks in the chat. */
@@ -454,7 +484,10 @@ export function useAgentToolResolver(resolver: AgentToolResolver, hooks: Resolve
         defs.map((d) => (args: unknown, context: ToolContext) => {
           const tool = latest.current.resolver.tools.find((t) => t.name === d.name);
           if (!tool) throw new Error(`the tool ${d.name} is gone`);
-          return store.runHandler(() => tool.handler(args, agentContext(store, resolverName(resolver.prefix, d.name), context)));
+          const name = resolverName(resolver.prefix, d.name);
+          return withSchemaOutput(tool.schema, name, args, (value) =>
+            store.runHandler(() => tool.handler(value as never, agentContext(store, name, context))),
+          );
         }),
         {
           onBeforeAnyCall: (tool, args) => latest.current.hooks.onBeforeAnyCall?.(tool, args),

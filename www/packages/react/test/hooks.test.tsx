@@ -305,6 +305,45 @@ describe("useAgentTool", () => {
     expect(got).toEqual({ productId: "mug-red", quantity: 1 });
   });
 
+  it("gives the handler a zod schema's output, and refuses what its refinements refuse", async () => {
+    // The JSON Schema checks the shape (in the runtime, before any approval); zod's own
+    // validation runs before the handler: transforms and defaults applied, refinements checked.
+    const schema = z
+      .object({ code: z.string().transform((code) => code.toUpperCase()), quantity: z.number().int().default(1) })
+      .refine((args) => args.code !== "MUG-0", { message: "there is no product 0", path: ["code"] });
+    const got: { code: string; quantity: number }[] = [];
+    function Add() {
+      useAgentTool({ name: "cart_add", description: "Add.", schema }, (args) => {
+        got.push(args);
+        return { ok: true };
+      });
+      return null;
+    }
+    const { client } = setup(<Add />);
+    await settle();
+    await client.call("cart_add", { code: "mug-red" });
+    expect(got).toEqual([{ code: "MUG-RED", quantity: 1 }]);
+    await expect(client.call("cart_add", { code: "mug-0", quantity: 2 })).rejects.toThrow(
+      'Validation args "cart_add": code: there is no product 0',
+    );
+    expect(got).toHaveLength(1);
+    // An asynchronous refinement is awaited before the handler.
+    const slow = z.object({ id: z.string() }).refine(async (args) => args.id !== "gone", "no such id");
+    const seen: string[] = [];
+    function Remove() {
+      useAgentTool({ name: "remove", description: "Remove.", schema: slow }, (args) => {
+        seen.push(args.id);
+        return "removed";
+      });
+      return null;
+    }
+    const second = setup(<Remove />);
+    await settle();
+    await expect(second.client.call("remove", { id: "gone" })).rejects.toThrow('Validation args "remove": no such id');
+    expect(await second.client.call("remove", { id: "a" })).toBe("removed");
+    expect(seen).toEqual(["a"]);
+  });
+
   it("passes a plain JSON Schema as it is", async () => {
     const schema = { type: "object", properties: { to: { type: "string", enum: ["home", "cart"] } }, required: ["to"] };
     function Nav() {
