@@ -457,8 +457,8 @@ pub(crate) fn test(_args: &[String]) -> Result<()> {
     }
     eprintln!("[xtask] the browser runtime is {} bytes gzip, within its budget of {ceiling}", runtime.total_gzip());
 
-    step("the React package: build, unit tests (vitest), types (tsc)");
-    for script in ["react:build", "react:test", "react:typecheck"] {
+    step("the React package: build, unit tests (vitest), types (tsc), lint (eslint with the rules of hooks)");
+    for script in ["react:build", "react:test", "react:typecheck", "react:lint"] {
         run(in_repo("npm").args(["run", "--silent", script]))?;
     }
     walkthroughs_end_to_end(&runtime, &storefront, &[])?;

@@ -303,6 +303,8 @@ function useRegistration(
   key: string,
   want: () => Omit<Parameters<TetherStore["want"]>[1] & object, "key">,
 ) {
+  // A new slot for a new store: the store is the key, not an input.
+  // eslint-disable-next-line react-hooks/exhaustive-deps
   const slot = useMemo(() => new Slot(), [store]);
   const make = useLatest(want);
   useEffect(() => {

@@ -296,7 +296,7 @@ describe("useAgentTool", () => {
     }
     const { client } = setup(<Add />);
     await settle();
-    const parameters = client.tools()[0]!.parameters as Record<string, any>;
+    const parameters = client.tools()[0]!.parameters as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
     expect(parameters.type).toBe("object");
     expect(parameters.properties.productId.enum).toEqual(["mug-red", "mug-blue"]);
     expect(parameters.properties.quantity).toMatchObject({ type: "integer", minimum: 1, maximum: 10, default: 1 });
@@ -360,6 +360,8 @@ describe("useAgentTool", () => {
 
   it("reports refusals over the cap", async () => {
     function Many() {
+      // The same 31 calls in every render: a loop of fixed length keeps the hooks' order.
+      // eslint-disable-next-line react-hooks/rules-of-hooks
       for (let n = 1; n <= 31; n++) useAgentTool({ name: `stress_tool_${n}`, description: `Stress tool number ${n}.` }, () => ({ n }));
       return (
         <>
