@@ -71,11 +71,6 @@ impl SessionTools {
         if self.server_tool(name).is_some() { None } else { self.app.mcp.find(name) }
     }
 
-    /// Whether the tool runs on the server: a server tool, or an MCP server's.
-    fn runs_here(&self, name: &str) -> bool {
-        self.app.runs_here(name)
-    }
-
     /// A tool that runs on the server has nobody to approve it: a floor that asks for approval
     /// refuses it.
     fn no_approval_step(&self, name: &str) -> Result<(), ToolOutput> {
@@ -184,7 +179,7 @@ impl ToolHost for SessionTools {
         reason: &'a str,
     ) -> BoxFuture<'a, ToolOutput> {
         let CallRef { run_id, call_id, name } = call;
-        if self.runs_here(name) {
+        if self.app.runs_here(name) {
             tracing::info!(session = self.session.id(), tool = name, %reason, "a hook asked for approval of a server tool");
             return Box::pin(async move {
                 ToolOutput::new(

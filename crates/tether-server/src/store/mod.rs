@@ -12,7 +12,8 @@
 //!
 //! Implementations: [`MemoryStore`] (`--store memory`: nothing survives the process),
 //! `SqliteStore` (feature `sqlite`; `--store sqlite:PATH`, the default: one file, WAL, one
-//! server) and `RedisStore` (feature `redis`) (`--store redis://HOST:PORT/DB`: shared by several servers).
+//! server) and `RedisStore` (feature `redis`; `--store redis://HOST:PORT/DB`: shared by several
+//! servers, on one Redis or a Redis Cluster).
 
 mod memory;
 #[cfg(feature = "redis")]

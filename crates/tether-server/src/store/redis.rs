@@ -211,6 +211,14 @@ impl RedisStore {
             problem: StoreProblem::Unavailable,
             message,
         };
+        let other_database = |seed: &redis::Client| {
+            let info = seed.get_connection_info();
+            config_error(format!(
+                "a Redis Cluster has only database 0; {} names database {}",
+                info.addr(),
+                info.redis_settings().db()
+            ))
+        };
         let seeds = url
             .split(',')
             .map(|seed| {
@@ -239,11 +247,7 @@ impl RedisStore {
                     }
                 }
                 Err(error) if error.to_string().contains("SELECT is not allowed in cluster mode") => {
-                    return Err(config_error(format!(
-                        "a Redis Cluster has only database 0; {} names database {}",
-                        seed.get_connection_info().addr(),
-                        seed.get_connection_info().redis_settings().db()
-                    )));
+                    return Err(other_database(seed));
                 }
                 Err(error) => last_error = Some(error),
             }
@@ -253,10 +257,7 @@ impl RedisStore {
         };
         let (connection, writes) = if cluster {
             if let Some(seed) = seeds.iter().find(|seed| seed.get_connection_info().redis_settings().db() != 0) {
-                return Err(config_error(format!(
-                    "a Redis Cluster has only database 0; {} names another",
-                    seed.get_connection_info().addr()
-                )));
+                return Err(other_database(seed));
             }
             let client =
                 redis::cluster::ClusterClientBuilder::new(seeds.iter().map(|seed| seed.get_connection_info().clone()))

@@ -205,19 +205,23 @@ impl RedisCluster {
             .iter()
             .find(|node| node.master && node.slots.iter().any(|&(a, b)| (a..=b).contains(&slot)))
             .expect("a master serves every slot");
-        self.serving_node(self.index_of(master.port))
+        (self.index_of(master.port), self.replicas_of(&known, master))
     }
 
-    /// Master `index` and its replicas, as node indexes.
-    pub fn serving_node(&self, index: usize) -> (usize, Vec<usize>) {
+    /// The replicas of master `index`, as node indexes.
+    pub fn replicas(&self, index: usize) -> Vec<usize> {
         let known = self.topology();
         let master = known.iter().find(|node| node.port == self.nodes[index].port).expect("a known node");
-        let replicas = known
+        self.replicas_of(&known, master)
+    }
+
+    /// The replicas of `master` in `known`, as node indexes.
+    fn replicas_of(&self, known: &[ClusterNode], master: &ClusterNode) -> Vec<usize> {
+        known
             .iter()
             .filter(|node| node.master_id.as_deref() == Some(&master.id))
             .map(|node| self.index_of(node.port))
-            .collect();
-        (self.index_of(master.port), replicas)
+            .collect()
     }
 
     /// Polls `done` every 50 ms until it holds; panics, naming `what`, after 30 s.
@@ -243,13 +247,7 @@ impl RedisCluster {
     /// the master stops taking writes until the replica has all of them) and waits until the
     /// replica serves as master. Returns the replica's index.
     pub fn fail_over(&self, index: usize) -> usize {
-        let id = self.cli(index, &["cluster", "myid"]).trim().to_string();
-        let replica = self
-            .topology()
-            .into_iter()
-            .find(|node| node.master_id.as_deref() == Some(&id))
-            .map(|node| self.index_of(node.port))
-            .expect("the master has a replica");
+        let replica = *self.replicas(index).first().expect("the master has a replica");
         assert!(self.cli(replica, &["cluster", "failover"]).contains("OK"), "failover refused");
         self.wait_until("the replica serves as master", |cluster| {
             cluster.cli(replica, &["role"]).starts_with("master") && cluster.cli(index, &["role"]).starts_with("slave")

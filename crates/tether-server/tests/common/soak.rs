@@ -588,7 +588,7 @@ async fn fail_over_in_turn(
                 .collect();
             let master = masters[turn % masters.len()];
             if hard {
-                let (_, replicas) = cluster.serving_node(master);
+                let replicas = cluster.replicas(master);
                 cluster.nodes[master].kill();
                 cluster.take_over(replicas[0]);
                 cluster.nodes[master].restart();
