@@ -189,13 +189,6 @@ fn both_toolkits_ship_the_same_component_styles() {
     );
 }
 
-/// Files outside the protocol crate that still spell run events' kinds, and why: debt with a
-/// reason, not a way around the check below.
-const SPELLS_EVENT_KINDS: &[(&str, &str)] = &[(
-    "crates/tether-leptos/src/lib.rs",
-    "the Leptos chat reducer decodes run events by kind until the chat state machine replaces it (issue 29)",
-)];
-
 /// The wire's names from `protocol.schema.json`: the frames' `type` tags and the run events'
 /// `kind` tags (those with an underscore: `hook` and `navigate` are words of other things too).
 fn wire_names() -> Vec<String> {
@@ -262,20 +255,9 @@ fn only_the_protocol_crate_spells_the_wire() {
         assert!(names.iter().any(|n| n == expected), "{expected} not read from the schema: {names:?}");
     }
     let found = wire_spellings(&names);
-    let debt = |line: &String| SPELLS_EVENT_KINDS.iter().any(|(file, _)| line.starts_with(&format!("{file}:")));
-    let kind_of_event =
-        |line: &String| line.rsplit('"').nth(1).is_some_and(|name| name.contains(|c: char| c.is_ascii_lowercase()));
-    let wrong: Vec<&String> = found.iter().filter(|line| !(debt(line) && kind_of_event(line))).collect();
     assert!(
-        wrong.is_empty(),
+        found.is_empty(),
         "only tether-protocol spells frame types and event kinds; use its types (ClientFrame, ServerFrame, RunEvent):\n{}",
-        wrong.iter().map(|l| l.as_str()).collect::<Vec<_>>().join("\n")
+        found.join("\n")
     );
-    // The debt is real: each file listed still spells a kind (else remove it from the list).
-    for (file, why) in SPELLS_EVENT_KINDS {
-        assert!(
-            found.iter().any(|line| line.starts_with(&format!("{file}:"))),
-            "{file} no longer needs its exception ({why})"
-        );
-    }
 }

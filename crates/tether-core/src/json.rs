@@ -170,6 +170,15 @@ pub fn set_float_printer(printer: fn(f64) -> String) {
     let _ = printer;
 }
 
+/// `value` as compact JSON text, as `serde_json::to_string` writes it (numbers that are not
+/// integers printed by the host, see [`set_float_printer`]): for messages, without serde_json's
+/// writer in the browser module.
+pub fn to_text(value: &Value) -> String {
+    let mut text = String::new();
+    write_json(value, &mut text);
+    text
+}
+
 /// How many bytes `value` takes as compact JSON (what the app-state limits count).
 pub(crate) fn json_len(value: &Value) -> usize {
     let mut text = String::new();

@@ -29,7 +29,7 @@ pub use executor::{
     ApprovalDecision, ApprovalRequest, CallRequest, DEFAULT_APPROVAL_TIMEOUT_MS, DEFAULT_HANDLER_TIMEOUT_MS, Executor,
     ExecutorConfig, HookOutcome, Outcome, Phase, Step,
 };
-pub use json::{integer_number, set_float_printer};
+pub use json::{integer_number, set_float_printer, to_text as json_text};
 pub use policy::{PolicyDecision, decide, effective_risk};
 pub use recent::RecentIds;
 pub use registry::{

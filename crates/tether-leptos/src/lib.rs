@@ -69,13 +69,12 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::rc::Rc;
 
-use futures_channel::oneshot;
 use leptos::prelude::*;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tether_web::{
-    ApprovalDecision, ApprovalRequest, ApprovalView, CallRecord, Client, ClientConfig, ClientEvent, Handler,
-    LocalFuture, Notification, OwnerId, ResolverHooks, ResultStatus, RunStatus,
+    ApprovalDecision, ApprovalView, CallRecord, Client, ClientConfig, ClientEvent, Handler, LocalFuture, Notification,
+    OwnerId, ResolverHooks, RunEvent, RunStatus,
 };
 
 pub use components::{
@@ -95,75 +94,17 @@ view! { <AgentProvider> <App/> <ChatPanel/> <ApprovalDialog/> </AgentProvider> }
 /// The styles of the ready-made components (the same as `@tether/react/styles.css`).
 pub const STYLES: &str = include_str!("styles.css");
 
-/// Who wrote a chat line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChatRole {
-    /// The user.
-    User,
-    /// The agent (streamed).
-    Agent,
-    /// The runtime (a low-risk tool ran, an error).
-    System,
-    /// A tool call ([`ChatLine::call`]).
-    Tool,
-}
+/// Where a tool call shown in the chat stands (the runtime's chat's [`CallStatus`](tether_web::chat::CallStatus)).
+pub use tether_web::chat::CallStatus as ToolCallStatus;
+pub use tether_web::chat::{ChatRole, SESSION_LOST, edited_args_reason};
 
-/// Where a tool call shown in the chat stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ToolCallStatus {
-    /// The model is still writing it ([`ToolCallView::partial_args`] holds its arguments so far).
-    Streaming,
-    /// Waiting for the user's approval.
-    Approval,
-    /// Its handler runs.
-    Running,
-    /// It succeeded.
-    Done,
-    /// It failed (an error, invalid arguments, a timeout, an unknown tool).
-    Failed,
-    /// The user or a policy refused it.
-    Refused,
-    /// It was cancelled (Stop, the server, an unmount, a reload).
-    Cancelled,
-}
-
-impl ToolCallStatus {
-    /// The status a finished call shows, from its result status.
-    pub fn finished(status: ResultStatus) -> ToolCallStatus {
-        match status {
-            ResultStatus::Ok => ToolCallStatus::Done,
-            ResultStatus::Denied | ResultStatus::Blocked => ToolCallStatus::Refused,
-            ResultStatus::Cancelled | ResultStatus::Interrupted => ToolCallStatus::Cancelled,
-            _ => ToolCallStatus::Failed,
-        }
-    }
-
-    /// Its name, as `data-call-status` carries it: `approval`, `running`, `done`, …
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolCallStatus::Streaming => "streaming",
-            ToolCallStatus::Approval => "approval",
-            ToolCallStatus::Running => "running",
-            ToolCallStatus::Done => "done",
-            ToolCallStatus::Failed => "failed",
-            ToolCallStatus::Refused => "refused",
-            ToolCallStatus::Cancelled => "cancelled",
-        }
-    }
-
-    /// What it says in the chat (the same words as `@tether/react`).
-    pub fn words(self) -> &'static str {
-        match self {
-            ToolCallStatus::Streaming => "being written",
-            ToolCallStatus::Approval => "waiting for your approval",
-            other => other.as_str(),
-        }
-    }
-}
-
-/// A tool call as the chat shows it (what a renderer of [`use_tool_call_renderer`] gets).
+/// A tool call as the chat shows it (what a renderer of [`use_tool_call_renderer`] gets): the
+/// runtime chat's [`CallView`](tether_web::chat::CallView), with a [`Responder`] while its
+/// handler waits for the user.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCallView {
+    /// The run that made it, when the server said (a streamed call).
+    pub run_id: Option<String>,
     /// The call.
     pub call_id: String,
     /// The tool.
@@ -188,23 +129,6 @@ pub struct ToolCallView {
     /// Answers the call's question ([`use_human_in_the_loop`], [`AgentContext::ask`]): present
     /// while it waits for the user.
     pub respond: Option<Responder>,
-}
-
-impl ToolCallView {
-    fn new(call_id: &str, tool: &str, args: Value, status: ToolCallStatus) -> Self {
-        ToolCallView {
-            call_id: call_id.to_string(),
-            tool: tool.to_string(),
-            args,
-            partial_args: None,
-            status,
-            progress: None,
-            result: None,
-            error: None,
-            question: None,
-            respond: None,
-        }
-    }
 }
 
 /// Answers a call of a [`use_human_in_the_loop`] tool: the value is the tool's result.
@@ -238,7 +162,7 @@ impl PartialEq for Responder {
 /// Draws a tool call in the chat.
 type Renderer = Rc<dyn Fn(ToolCallView) -> AnyView>;
 
-/// One line of the chat.
+/// One line of the chat (the runtime chat's [`ChatLine`](tether_web::chat::ChatLine)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatLine {
     /// A stable key: the run id for agent lines (`run~n` for the words after its n-th tool
@@ -254,20 +178,6 @@ pub struct ChatLine {
     pub waiting: bool,
     /// The call ([`ChatRole::Tool`]).
     pub call: Option<ToolCallView>,
-}
-
-impl ChatLine {
-    /// The line of a tool call, keyed `call-<call id>`.
-    fn tool(call: ToolCallView) -> ChatLine {
-        ChatLine {
-            key: format!("call-{}", call.call_id),
-            role: ChatRole::Tool,
-            text: String::new(),
-            status: None,
-            waiting: false,
-            call: Some(call),
-        }
-    }
 }
 
 /// A refused tool, as the inspector shows it.
@@ -303,7 +213,8 @@ pub struct AgentState {
     pub approvals: RwSignal<Vec<ApprovalView>>,
     /// The calls of [`use_human_in_the_loop`] tools waiting for the user's answer, oldest first.
     pub questions: RwSignal<Vec<String>>,
-    /// Errors reported by the runtime (refused tools, server errors), newest last.
+    /// Errors reported by the runtime (refused tools, server errors, connection outages), newest
+    /// last.
     pub errors: RwSignal<Vec<String>>,
     /// How many `CONTEXT_UPDATE` frames were sent (dev tools and tests read it).
     pub context_updates: RwSignal<u64>,
@@ -321,29 +232,6 @@ pub fn connection_words(state: ConnectionState, attempt: u32) -> String {
     }
 }
 
-/// How the error list words a connection that failed: `was_open` when it had been connected.
-pub fn connection_error(url: &str, attempt: u32, was_open: bool) -> String {
-    if was_open {
-        format!("lost the connection to the agent server at {url}; reconnecting")
-    } else {
-        format!(
-            "cannot reach the agent server at {url} ({attempt} failed attempt{}); is `tether serve` running there? Retrying",
-            if attempt == 1 { "" } else { "s" }
-        )
-    }
-}
-
-/// What an outage's entry in the error list becomes once the connection is back: the same
-/// words in the past tense.
-pub fn connection_restored(url: &str, attempt: u32, was_lost: bool) -> String {
-    let tries = if attempt == 1 { "1 failed attempt".to_string() } else { format!("{attempt} failed attempts") };
-    if was_lost {
-        format!("the connection to the agent server at {url} was lost and is back ({tries})")
-    } else {
-        format!("the agent server at {url} could not be reached ({tries}); connected since")
-    }
-}
-
 /// The WebSocket URL of a `tether serve` on the page's own origin: `ws(s)://<host>/ws`. A dev
 /// server on another port reaches it through a proxy for `/ws` (see the README).
 pub fn same_origin_url() -> String {
@@ -353,33 +241,17 @@ pub fn same_origin_url() -> String {
     format!("{}://{host}/ws", if secure { "wss" } else { "ws" })
 }
 
-/// A connection outage going on: its entry in the error list, whether it began with a lost
-/// connection (rather than a server never reached), and the attempts that failed so far.
-#[derive(Clone)]
-struct Outage {
-    entry: String,
-    lost: bool,
-    attempts: u32,
-}
-
 /// What [`AgentProvider`] puts in the Leptos context.
 #[derive(Clone, Copy)]
 pub struct AgentContext {
     client: StoredValue<Client, LocalStorage>,
-    responders: StoredValue<HashMap<String, oneshot::Sender<ApprovalDecision>>, LocalStorage>,
-    /// Calls that reached the page and whose handler has not asked yet, oldest first: (call, tool).
-    arrived: StoredValue<Vec<(String, String)>, LocalStorage>,
-    /// The human-in-the-loop calls waiting for an answer.
-    asks: StoredValue<HashMap<String, oneshot::Sender<Value>>, LocalStorage>,
-    /// Calls the user approved with changed arguments, until the model makes them (this run only).
-    pre_approved: StoredValue<Vec<(String, Value)>, LocalStorage>,
+    /// The chat revision the signals show.
+    shown: StoredValue<u64, LocalStorage>,
     refresh_scheduled: StoredValue<bool, LocalStorage>,
     /// How each tool's calls look in the chat (`"*"`: the rest).
     renderers: StoredValue<HashMap<String, Renderer>, LocalStorage>,
     /// Opens a page of the app for a call whose tool is there (`None`: [`open_page`]).
     navigate: StoredValue<Option<Callback<String>>, LocalStorage>,
-    /// The outage going on now, if any.
-    outage: StoredValue<Option<Outage>, LocalStorage>,
     /// The reactive state.
     pub state: AgentState,
 }
@@ -390,45 +262,74 @@ impl AgentContext {
         self.client.try_with_value(f)
     }
 
+    /// Brings the chat's signals up to the runtime's chat (only what changed is set).
+    fn sync(&self) {
+        let shown = self.shown.try_get_value();
+        let context = *self;
+        let chat = self.with_client(|client| {
+            client.chat(|chat| {
+                (shown != Some(chat.revision())).then(|| {
+                    let lines: Vec<ChatLine> = chat.lines().iter().map(|line| context.line(line)).collect();
+                    let errors: Vec<String> = chat.errors().iter().map(|e| e.message.clone()).collect();
+                    (
+                        chat.revision(),
+                        lines,
+                        chat.running(),
+                        chat.approvals().to_vec(),
+                        chat.questions().to_vec(),
+                        errors,
+                    )
+                })
+            })
+        });
+        let Some(Some((revision, lines, running, approvals, questions, errors))) = chat else { return };
+        self.shown.set_value(revision);
+        let state = self.state;
+        set_changed(state.messages, lines);
+        set_changed(state.running, running);
+        set_changed(state.approvals, approvals);
+        set_changed(state.questions, questions);
+        set_changed(state.errors, errors);
+    }
+
+    /// A line of the runtime's chat as the components show it.
+    fn line(&self, line: &tether_web::chat::ChatLine) -> ChatLine {
+        let call = line.call.as_ref().map(|call| ToolCallView {
+            run_id: call.run_id.clone(),
+            call_id: call.call_id.clone(),
+            tool: call.tool.clone(),
+            args: call.args.clone(),
+            partial_args: call.partial_args.clone(),
+            status: call.status,
+            progress: call.progress.clone(),
+            result: call.result.clone(),
+            error: call.error.clone(),
+            question: call.question.clone(),
+            respond: call
+                .question
+                .is_some()
+                .then(|| Responder { context: *self, call_id: StoredValue::new(call.call_id.clone()) }),
+        });
+        ChatLine {
+            key: line.key.clone(),
+            role: line.role,
+            text: line.text.clone(),
+            status: line.status,
+            waiting: line.waiting,
+            call,
+        }
+    }
+
     /// Sends the user's message and shows it in the chat.
     ///
     /// While the run waits for approvals, the message answers them instead: each pending call is
     /// refused with the message as the reason (`the user wrote instead: …`), the run goes on,
     /// and the model reads those words with the refusal; a question of a
     /// [`use_human_in_the_loop`] tool is answered with the text. No new run starts. The same as
-    /// `@tether/react`.
+    /// `@tether/react` (both are the runtime's chat).
     pub fn send_message(&self, text: &str) {
-        let text = text.trim();
-        if text.is_empty() {
-            return;
-        }
-        let waiting = self.state.connection.get_untracked() != ConnectionState::Open;
-        self.state.messages.update(|lines| {
-            let key = format!("user-{}", lines.len());
-            lines.push(ChatLine {
-                key,
-                role: ChatRole::User,
-                text: text.to_string(),
-                status: None,
-                waiting,
-                call: None,
-            });
-        });
-        let pending = self.pending_approvals();
-        let questions = self.state.questions.get_untracked();
-        if !pending.is_empty() || !questions.is_empty() {
-            for call_id in pending {
-                let reason = Some(format!("the user wrote instead: {text}"));
-                self.answer_approval(&call_id, ApprovalDecision::Rejected { reason });
-            }
-            for call_id in questions {
-                self.respond(&call_id, Value::String(text.to_string()));
-            }
-            return;
-        }
-        self.state.running.set(true);
-        // The runtime keeps it until the server has welcomed the client.
-        self.with_client(|client| client.send_message(text));
+        self.with_client(|client| client.chat_message(text));
+        self.sync();
     }
 
     /// The URL the provider connects to.
@@ -456,57 +357,6 @@ impl AgentContext {
         self.with_client(Client::stop);
     }
 
-    /// The server could not resume the session (it expired, or the server lost it): nothing of
-    /// the old one will ever answer. The run in progress ends in the chat, the approvals
-    /// waiting for the user close without running their handlers, and the chat says so.
-    fn session_lost(&self, session_id: &str) {
-        for call_id in self.pending_approvals() {
-            self.answer_approval(&call_id, ApprovalDecision::Dismissed);
-        }
-        self.state.messages.update(|lines| {
-            for line in lines.iter_mut().filter(|l| l.role == ChatRole::Agent && l.status.is_none()) {
-                line.status = Some(RunStatus::Failed);
-            }
-            lines.push(ChatLine {
-                key: format!("lost-{session_id}"),
-                role: ChatRole::System,
-                text: SESSION_LOST.to_string(),
-                status: None,
-                waiting: false,
-                call: None,
-            });
-        });
-        self.state.running.set(false);
-    }
-
-    /// The call ids of the approval requests waiting for the user.
-    fn pending_approvals(&self) -> Vec<String> {
-        self.state.approvals.with_untracked(|pending| pending.iter().map(|a| a.call_id.clone()).collect())
-    }
-
-    /// The chat line of call `call_id`, if it is shown, now says `status` (and `result`).
-    fn set_call_status(&self, call_id: &str, status: ToolCallStatus, result: Option<Value>) {
-        let key = format!("call-{call_id}");
-        self.state.messages.update(|lines| {
-            if let Some(call) = lines.iter_mut().find(|l| l.key == key).and_then(|l| l.call.as_mut()) {
-                call.status = status;
-                if result.is_some() {
-                    call.result = result;
-                }
-            }
-        });
-    }
-
-    /// The chat line of call `call_id`, if it is shown, changed by `change`.
-    fn update_call(&self, call_id: &str, change: impl FnOnce(&mut ToolCallView)) {
-        let key = format!("call-{call_id}");
-        self.state.messages.update(|lines| {
-            if let Some(call) = lines.iter_mut().find(|l| l.key == key).and_then(|l| l.call.as_mut()) {
-                change(call);
-            }
-        });
-    }
-
     /// Asks the user, from a handler of `tool`, and waits for the answer: the call's line in the
     /// chat gets [`ToolCallView::question`] and [`ToolCallView::respond`] (draw them in the
     /// tool's renderer), and the future gives the value given to [`Responder::respond`] (or the
@@ -515,29 +365,19 @@ impl AgentContext {
     /// (a tool's handlers start in the order its calls arrive). Dropping the future (the call
     /// was cancelled) closes the question.
     pub fn ask(&self, tool: &str, question: Value) -> LocalFuture<Result<Value, String>> {
-        let call_id = self
-            .arrived
-            .try_update_value(|arrived| arrived.iter().position(|(_, t)| t == tool).map(|at| arrived.remove(at).0))
-            .flatten();
+        let call_id = self.with_client(|client| client.claim_call(tool)).flatten();
         let Some(call_id) = call_id else {
             let message = format!("no call of {tool} is waiting to ask the user");
             return Box::pin(async move { Err(message) });
         };
-        let (sender, answer) = oneshot::channel();
-        self.asks.update_value(|asks| {
-            asks.insert(call_id.clone(), sender);
-        });
-        self.state.questions.update(|questions| questions.push(call_id.clone()));
-        let respond = Responder { context: *self, call_id: StoredValue::new(call_id.clone()) };
-        self.update_call(&call_id, |call| {
-            call.question = Some(question);
-            call.respond = Some(respond);
-        });
-        let context = *self;
+        let Some(answer) = self.with_client(|client| client.ask(&call_id, question)) else {
+            return Box::pin(async { Err("the question was cancelled".to_string()) });
+        };
+        self.sync();
         // Dropped (the call was cancelled: Stop, an unmount, the timeout): the question closes.
-        let guard = QuestionGuard { context, call_id };
+        let guard = QuestionGuard { context: *self, call_id };
         Box::pin(async move {
-            let answer = answer.await.map_err(|_| "the question was cancelled".to_string());
+            let answer = answer.await;
             drop(guard);
             answer
         })
@@ -545,19 +385,8 @@ impl AgentContext {
 
     /// Answers the human-in-the-loop call `call_id`: `value` is its result.
     pub fn respond(&self, call_id: &str, value: Value) {
-        let sender = self.asks.try_update_value(|asks| asks.remove(call_id)).flatten();
-        self.close_question(call_id);
-        if let Some(sender) = sender {
-            let _ = sender.send(value);
-        }
-    }
-
-    fn close_question(&self, call_id: &str) {
-        self.state.questions.try_update(|questions| questions.retain(|id| id != call_id));
-        self.update_call(call_id, |call| {
-            call.question = None;
-            call.respond = None;
-        });
+        self.with_client(|client| client.respond(call_id, value));
+        self.sync();
     }
 
     /// The renderer of `tool`'s calls, if one was given ([`use_tool_call_renderer`]).
@@ -571,27 +400,21 @@ impl AgentContext {
     /// without asking again (after the runtime validated it against the schema, as every call).
     /// The same as `@tether/react`'s `approveWithArgs`.
     pub fn approve_with_args(&self, call_id: &str, args: Value) {
-        let request =
-            self.state.approvals.with_untracked(|pending| pending.iter().find(|a| a.call_id == call_id).cloned());
-        let Some(request) = request else { return };
-        if args == request.args {
-            return self.answer_approval(call_id, ApprovalDecision::Approved);
-        }
-        let reason = Some(edited_args_reason(&request.tool, &args));
-        self.pre_approved.update_value(|approved| approved.push((request.tool.clone(), args)));
-        self.answer_approval(call_id, ApprovalDecision::Rejected { reason });
+        self.with_client(|client| client.approve_with_args(call_id, args));
+        self.sync();
     }
 
     /// Answers the approval request of `call_id`.
     pub fn answer_approval(&self, call_id: &str, decision: ApprovalDecision) {
-        if decision == ApprovalDecision::Approved {
-            self.set_call_status(call_id, ToolCallStatus::Running, None);
-        }
-        let responder = self.responders.try_update_value(|responders| responders.remove(call_id)).flatten();
-        if let Some(responder) = responder {
-            let _ = responder.send(decision);
-        }
-        self.state.approvals.update(|pending| pending.retain(|a| a.call_id != call_id));
+        self.with_client(|client| client.answer_approval(call_id, decision));
+        self.sync();
+    }
+}
+
+/// Sets `signal` to `value` unless it holds that already (no needless reruns).
+fn set_changed<T: PartialEq + Send + Sync + 'static>(signal: RwSignal<T>, value: T) {
+    if signal.try_with_untracked(|now| *now != value) == Some(true) {
+        signal.set(value);
     }
 }
 
@@ -603,8 +426,8 @@ struct QuestionGuard {
 
 impl Drop for QuestionGuard {
     fn drop(&mut self) {
-        self.context.asks.try_update_value(|asks| asks.remove(&self.call_id));
-        self.context.close_question(&self.call_id);
+        self.context.with_client(|client| client.close_question(&self.call_id));
+        self.context.sync();
     }
 }
 
@@ -628,256 +451,39 @@ pub(crate) fn agent_for(what: &str) -> AgentContext {
     panic!("{message}")
 }
 
-/// How many chat lines and calls the provider keeps.
-const KEPT: usize = 50;
+/// How many calls the inspector keeps.
+const KEPT: usize = tether_web::chat::KEPT;
 
-/// The refusal that carries arguments the user changed in the approval dialog (the same words in
-/// `@tether/react`): the model calls the tool again with them, that call is validated like any
-/// other, and it runs without asking again.
-pub fn edited_args_reason(tool: &str, args: &Value) -> String {
-    format!("the user changed the arguments before approving; call {tool} again with exactly these arguments: {args}")
-}
-
-/// What the chat says when the server could not resume the conversation (the same in
-/// `@tether/react`).
-pub const SESSION_LOST: &str = "The server could not resume this conversation (it expired, or the server lost it): the run in progress ended, and what you say next starts a new conversation.";
-
-fn apply_event(context: &AgentContext, url: &str, event: &ClientEvent) {
+/// What the inspector keeps of the client's events (the chat is the runtime's, see
+/// [`AgentContext::sync`]), and the page opened for a call whose tool is on another page.
+fn apply_event(context: &AgentContext, event: &ClientEvent) {
     let state = &context.state;
     match event {
         ClientEvent::Connection { state: connection, attempt } => {
-            let was_open = state.connection.get_untracked() == ConnectionState::Open;
             state.connection.set(*connection);
             state.attempt.set(*attempt);
-            match connection {
-                ConnectionState::Reconnecting => state.errors.update(|errors| {
-                    // One entry per outage, updated as the attempts fail.
-                    let outage = context.outage.get_value();
-                    let lost = outage.as_ref().map_or(was_open, |o| o.lost);
-                    let error = connection_error(url, *attempt, lost);
-                    match outage.and_then(|o| errors.iter().rposition(|e| *e == o.entry)) {
-                        Some(at) => errors[at] = error.clone(),
-                        None => push_kept(errors, error.clone()),
-                    }
-                    context.outage.set_value(Some(Outage { entry: error, lost, attempts: *attempt }));
-                }),
-                ConnectionState::Open => {
-                    // The outage's entry says it ended.
-                    if let Some(outage) = context.outage.get_value() {
-                        context.outage.set_value(None);
-                        state.errors.update(|errors| {
-                            if let Some(at) = errors.iter().rposition(|e| *e == outage.entry) {
-                                errors[at] = connection_restored(url, outage.attempts, outage.lost);
-                            }
-                        });
-                    }
-                    // Messages written while offline have now left.
-                    state.messages.update(|lines| {
-                        for line in lines.iter_mut().filter(|l| l.waiting) {
-                            line.waiting = false;
-                        }
-                    });
-                }
-                _ => {}
-            }
         }
         ClientEvent::ContextSent { .. } => state.context_updates.update(|n| *n += 1),
         ClientEvent::ToolRefused { event, tool, reason } => state.refused.update(|refused| {
             refused.retain(|r| &r.tool != tool);
             refused.push(RefusedView { tool: tool.clone(), event: event.clone(), reason: reason.clone() });
         }),
-        // The call takes its place in the chat after the words so far; the run's later words go
-        // in a line after it (`run_line`).
-        ClientEvent::CallStarted { call_id, tool, args } => state.messages.update(|lines| {
-            context.arrived.update_value(|arrived| arrived.push((call_id.clone(), tool.clone())));
-            // The call keeps the place it took while the model wrote it.
-            let key = format!("call-{call_id}");
-            if let Some(call) = lines.iter_mut().find(|l| l.key == key).and_then(|l| l.call.as_mut()) {
-                call.args = args.clone();
-                call.status = ToolCallStatus::Running;
-                return;
+        ClientEvent::CallFinished { record } => state.calls.update(|calls| {
+            calls.push(record.clone());
+            if calls.len() > KEPT {
+                calls.remove(0);
             }
-            push_kept(lines, ChatLine::tool(ToolCallView::new(call_id, tool, args.clone(), ToolCallStatus::Running)));
         }),
-        ClientEvent::CallFinished { record } => {
-            state.calls.update(|calls| push_kept(calls, record.clone()));
-            context.arrived.update_value(|arrived| arrived.retain(|(id, _)| id != &record.call_id));
-            context.set_call_status(
-                &record.call_id,
-                ToolCallStatus::finished(record.status),
-                Some(record.content.clone()),
-            );
-            if record.status != ResultStatus::Ok {
-                let error = as_text(&record.content);
-                context.update_call(&record.call_id, |call| call.error = Some(error));
-            }
-        }
-        ClientEvent::Run { run_id, event } => {
+        ClientEvent::Run { event, .. } => {
             // The call's tool is on another page of the app: open it (the server then sends the call).
-            if event.get("kind").and_then(Value::as_str) == Some("navigate") {
-                if let Some(url) = event.get("url").and_then(Value::as_str) {
-                    match context.navigate.get_value() {
-                        Some(navigate) => navigate.run(url.to_string()),
-                        None => open_page(url),
-                    }
+            if let Ok(RunEvent::Navigate(navigate)) = RunEvent::from_value(event) {
+                match context.navigate.get_value() {
+                    Some(open) => open.run(navigate.url),
+                    None => open_page(&navigate.url),
                 }
-            }
-            state.messages.update(|lines| on_run_event(lines, run_id.as_deref(), event));
-        }
-        ClientEvent::AgentMessage { run_id, delta, done, status, reset } => {
-            state.messages.update(|lines| {
-                if *reset {
-                    // The run starts its words again: one line, after its calls.
-                    lines.retain(|l| !of_run(&l.key, run_id));
-                }
-                let key = run_line(lines, run_id);
-                match lines.iter_mut().find(|l| l.key == key) {
-                    Some(line) => {
-                        line.text.push_str(delta);
-                        line.status = *status;
-                    }
-                    None => push_kept(
-                        lines,
-                        ChatLine {
-                            key,
-                            role: ChatRole::Agent,
-                            text: delta.clone(),
-                            status: *status,
-                            waiting: false,
-                            call: None,
-                        },
-                    ),
-                }
-            });
-            if *done {
-                state.running.set(false);
-                context.pre_approved.update_value(Vec::clear);
-            }
-        }
-        // After a reload: the conversation so far comes first (the lines this page added since
-        // are kept after it).
-        ClientEvent::History { lines } => {
-            // A line the runtime could not read is left out (the rest still shows).
-            let lines: Vec<tether_web::HistoryLine> =
-                lines.iter().filter_map(|line| tether_web::HistoryLine::from_value(line).ok()).collect();
-            let restored: Vec<ChatLine> = lines
-                .iter()
-                .enumerate()
-                .map(|(n, line)| ChatLine {
-                    key: line.run_id.clone().unwrap_or_else(|| format!("history-{n}")),
-                    role: if line.role == tether_web::HistoryRole::User { ChatRole::User } else { ChatRole::Agent },
-                    text: line.text.clone(),
-                    status: line.status,
-                    waiting: false,
-                    call: None,
-                })
-                .collect();
-            let running = lines.iter().any(|l| l.role == tether_web::HistoryRole::Agent && l.status.is_none());
-            state.messages.update(|shown| {
-                shown.retain(|line| !restored.iter().any(|r| r.key == line.key));
-                shown.splice(0..0, restored);
-            });
-            if running {
-                state.running.set(true);
-            }
-        }
-        // The error itself reaches the list through the error callback.
-        ClientEvent::ServerError { code, .. } => {
-            if matches!(code, tether_web::ErrorCode::RunInProgress | tether_web::ErrorCode::RunFailed) {
-                state.running.set(false);
             }
         }
         _ => {}
-    }
-}
-
-/// What the server tells of a run, in the chat: a call the model is still writing takes its place
-/// with its arguments so far (`tool_call_delta`), a running call's progress (`tool_progress`), a
-/// streamed call refused on the server before it reached the page ends (`tool_execution_end`),
-/// and one never made leaves when its run ends (`run_end`). The same as `@tether/react`.
-pub fn on_run_event(lines: &mut Vec<ChatLine>, run_id: Option<&str>, event: &Value) {
-    let text = |key: &str| event.get(key).and_then(Value::as_str);
-    let call_id = text("callId");
-    let key = call_id.map(|id| format!("call-{id}"));
-    let at = key.as_ref().and_then(|key| lines.iter().position(|l| &l.key == key));
-    let streaming = at.is_some_and(|at| lines[at].call.as_ref().is_some_and(|c| c.status == ToolCallStatus::Streaming));
-    match text("kind") {
-        Some("tool_call_delta") => {
-            let (Some(call_id), Some(tool), Some(partial)) = (call_id, text("tool"), event.get("partialArgs")) else {
-                return;
-            };
-            match at {
-                None => {
-                    let mut call = ToolCallView::new(call_id, tool, partial.clone(), ToolCallStatus::Streaming);
-                    call.partial_args = Some(partial.clone());
-                    push_kept(lines, ChatLine::tool(call));
-                }
-                Some(at) if streaming => {
-                    if let Some(call) = lines[at].call.as_mut() {
-                        call.args = partial.clone();
-                        call.partial_args = Some(partial.clone());
-                    }
-                }
-                Some(_) => {}
-            }
-        }
-        Some("tool_progress") => {
-            if let (Some(at), Some(message)) = (at, text("message")) {
-                if let Some(call) = lines[at].call.as_mut() {
-                    call.progress = Some(message.to_string());
-                }
-            }
-        }
-        Some("tool_execution_end") if streaming => {
-            let status = text("status").and_then(ResultStatus::parse).unwrap_or(ResultStatus::Error);
-            let output = text("output").unwrap_or_default().to_string();
-            if let Some(call) = at.and_then(|at| lines[at].call.as_mut()) {
-                call.status = ToolCallStatus::finished(status);
-                call.result = Some(Value::String(output.clone()));
-                call.error = Some(output);
-            }
-        }
-        Some("run_end") => {
-            if let Some(run_id) = run_id {
-                let prefix = format!("call-{run_id}.");
-                lines.retain(|l| {
-                    !(l.key.starts_with(&prefix)
-                        && l.call.as_ref().is_some_and(|c| c.status == ToolCallStatus::Streaming))
-                });
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Whether a chat line holds words of run `run_id` (keyed `run_id`, or `run_id~n` after a call).
-fn of_run(key: &str, run_id: &str) -> bool {
-    key.strip_prefix(run_id).is_some_and(|rest| rest.is_empty() || rest.starts_with('~'))
-}
-
-/// The key of the line that takes run `run_id`'s next words: its last line, unless a tool call
-/// came after it (then a new line, `run_id~n`, after the call); the run id for its first.
-fn run_line(lines: &[ChatLine], run_id: &str) -> String {
-    let Some(last) = lines.iter().rposition(|l| l.role == ChatRole::Agent && of_run(&l.key, run_id)) else {
-        return run_id.to_string();
-    };
-    if lines[last + 1..].iter().any(|l| l.role == ChatRole::Tool) {
-        let later = lines.iter().filter(|l| l.key.starts_with(&format!("{run_id}~"))).count();
-        return format!("{run_id}~{}", later + 1);
-    }
-    lines[last].key.clone()
-}
-
-/// Adds to a list the provider keeps short: the last [`KEPT`] entries.
-fn push_kept<T>(list: &mut Vec<T>, item: T) {
-    insert_kept(list, list.len(), item);
-}
-
-/// [`push_kept`] at `at`.
-fn insert_kept<T>(list: &mut Vec<T>, at: usize, item: T) {
-    list.insert(at, item);
-    if list.len() > KEPT {
-        list.remove(0);
     }
 }
 
@@ -932,7 +538,7 @@ pub fn AgentProvider(
     children: Children,
 ) -> impl IntoView {
     let url = url.unwrap_or_else(same_origin_url);
-    let client = Client::new(ClientConfig::new(url.clone()));
+    let client = Client::new(ClientConfig::new(url));
     let state = AgentState {
         connection: RwSignal::new(ConnectionState::Idle),
         attempt: RwSignal::new(0),
@@ -948,73 +554,24 @@ pub fn AgentProvider(
     };
     let context = AgentContext {
         client: StoredValue::new_local(client.clone()),
-        responders: StoredValue::new_local(HashMap::new()),
-        arrived: StoredValue::new_local(Vec::new()),
-        asks: StoredValue::new_local(HashMap::new()),
-        pre_approved: StoredValue::new_local(Vec::new()),
+        shown: StoredValue::new_local(0),
         refresh_scheduled: StoredValue::new_local(false),
         renderers: StoredValue::new_local(HashMap::new()),
         navigate: StoredValue::new_local(navigate),
-        outage: StoredValue::new_local(None),
         state,
     };
-
-    let session = StoredValue::new_local(None::<String>);
+    // The runtime's chat holds the conversation, the approvals and the questions; the signals
+    // follow it after each event, error and notification.
+    client.use_chat_approvals();
     client.subscribe(move |event| {
-        // A call that ended while its approval was open (Stop, a timeout): the dialog goes.
-        if let ClientEvent::CallFinished { record } = event {
-            context.answer_approval(&record.call_id, ApprovalDecision::Dismissed);
-        }
-        if let ClientEvent::Welcome { session_id, resumed, .. } = event {
-            let before = session.get_value();
-            session.set_value(Some(session_id.clone()));
-            if !resumed && before.is_some_and(|before| &before != session_id) {
-                context.session_lost(session_id);
-            }
-        }
-        apply_event(&context, &url, event);
+        apply_event(&context, event);
+        context.sync();
         if matches!(event, ClientEvent::ContextSent { .. } | ClientEvent::ToolRefused { .. }) {
             context.refresh_tools();
         }
     });
-    client.set_approver(Rc::new(move |request: ApprovalRequest| -> LocalFuture<ApprovalDecision> {
-        // The call the user approved with changed arguments: it runs without asking again.
-        let approved = context
-            .pre_approved
-            .try_update_value(|approved| {
-                let at = approved.iter().position(|(tool, args)| *tool == request.tool && *args == request.args);
-                at.map(|at| approved.remove(at))
-            })
-            .flatten();
-        if approved.is_some() {
-            return Box::pin(async { ApprovalDecision::Approved });
-        }
-        let (responder, answer) = oneshot::channel();
-        context.responders.update_value(|responders| {
-            responders.insert(request.call_id.clone(), responder);
-        });
-        state.approvals.update(|pending| pending.push(ApprovalView::from(&request)));
-        context.set_call_status(&request.call_id, ToolCallStatus::Approval, None);
-        Box::pin(async move { answer.await.unwrap_or(ApprovalDecision::Dismissed) })
-    }));
-    client.on_notify(move |notification: &Notification| {
-        state.messages.update(|lines| {
-            let text = format!("Running {} {}", notification.tool, notification.args);
-            let line = ChatLine {
-                key: format!("notify-{}", notification.call_id),
-                role: ChatRole::System,
-                text,
-                status: None,
-                waiting: false,
-                call: None,
-            };
-            // Before the call's own line when that is in the chat already (the notice may come after it).
-            let call_key = format!("call-{}", notification.call_id);
-            let at = lines.iter().position(|l| l.key == call_key).unwrap_or(lines.len());
-            insert_kept(lines, at, line);
-        });
-    });
-    client.on_error(move |error| state.errors.update(|errors| push_kept(errors, error.to_string())));
+    client.on_notify(move |_: &Notification| context.sync());
+    client.on_error(move |_| context.sync());
     provide_context(context);
     client.connect();
     on_cleanup(move || {
@@ -1179,12 +736,7 @@ pub fn use_agent_context_keyed(key: &str, description: impl Into<String>, value:
 
 /// A value as a line of text: a string as it is, anything else as compact JSON (`asText` in
 /// `@tether/react`).
-pub(crate) fn as_text(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    }
-}
+pub(crate) use tether_web::chat::as_text;
 
 /// A context key made from a description: lowercase letters and digits, `_` between words, at
 /// most 64 characters (`"The shopping cart"` gives `the_shopping_cart`).

@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tether_core::validate::{CompactValidator, CompiledSchema, NativeRegex, Validator, apply_defaults};
 use tether_leptos::{
-    ChatLine, ConnectionState, OUTSIDE_PROVIDER, STYLES, ToolCallStatus, ToolDef, connection_words, on_run_event,
-    schema_of, use_agent_tool, use_agent_tool_typed,
+    ConnectionState, OUTSIDE_PROVIDER, STYLES, ToolDef, connection_words, schema_of, use_agent_tool,
+    use_agent_tool_typed,
 };
 
 #[test]
@@ -161,13 +161,6 @@ fn the_approval_dialog_offers_the_values_a_derived_enum_allows() {
 }
 
 #[test]
-fn a_lost_session_is_told_in_the_same_words_as_in_react() {
-    let react = include_str!("../../../www/packages/react/src/store.ts");
-    let quoted = format!("\"{}\"", tether_leptos::SESSION_LOST);
-    assert!(react.contains(&quoted), "www/packages/react/src/store.ts has no {quoted}");
-}
-
-#[test]
 fn a_tool_call_in_the_chat_says_its_status_in_the_same_words_as_in_react() {
     use tether_leptos::ToolCallStatus::*;
     let react = include_str!("../../../www/packages/react/src/components.tsx");
@@ -175,44 +168,6 @@ fn a_tool_call_in_the_chat_says_its_status_in_the_same_words_as_in_react() {
         let entry = format!("  {}: \"{}\",", status.as_str(), status.words());
         assert!(react.contains(&entry), "www/packages/react/src/components.tsx has no {entry:?}");
     }
-}
-
-fn statuses(lines: &[ChatLine]) -> Vec<(String, &'static str, Value)> {
-    lines
-        .iter()
-        .filter_map(|l| l.call.as_ref())
-        .map(|c| (c.call_id.clone(), c.status.as_str(), c.partial_args.clone().unwrap_or(Value::Null)))
-        .collect()
-}
-
-#[test]
-fn a_call_being_written_is_in_the_chat_with_its_arguments_so_far_and_leaves_if_never_made() {
-    let mut lines = Vec::new();
-    let delta = |call: &str, args: Value| json!({"kind": "tool_call_delta", "callId": call, "tool": "cart_add", "partialArgs": args});
-    on_run_event(&mut lines, Some("r1"), &delta("r1.1.0", json!({})));
-    on_run_event(&mut lines, Some("r1"), &delta("r1.1.0", json!({"productId": "mug-r"})));
-    on_run_event(&mut lines, Some("r1"), &delta("r1.1.1", json!({})));
-    assert_eq!(
-        statuses(&lines),
-        [("r1.1.0".into(), "streaming", json!({"productId": "mug-r"})), ("r1.1.1".into(), "streaming", json!({}))]
-    );
-    assert_eq!(lines[0].call.as_ref().unwrap().args, json!({"productId": "mug-r"}));
-    // Refused on the server before it reached the page: it ends there.
-    on_run_event(
-        &mut lines,
-        Some("r1"),
-        &json!({"kind": "tool_execution_end", "callId": "r1.1.0", "tool": "cart_add", "status": "denied", "output": "Blocked"}),
-    );
-    assert_eq!(lines[0].call.as_ref().unwrap().status, ToolCallStatus::Refused);
-    assert_eq!(lines[0].call.as_ref().unwrap().error.as_deref(), Some("Blocked"));
-    // The run ends: the call never made leaves; the refused one stays.
-    on_run_event(&mut lines, Some("r1"), &json!({"kind": "run_end", "status": "completed", "turns": 1}));
-    assert_eq!(statuses(&lines), [("r1.1.0".into(), "refused", json!({"productId": "mug-r"}))]);
-    // Progress of a call in the chat; an event that cannot be read changes nothing.
-    on_run_event(&mut lines, Some("r1"), &json!({"kind": "tool_progress", "callId": "r1.1.0", "message": "50%"}));
-    assert_eq!(lines[0].call.as_ref().unwrap().progress.as_deref(), Some("50%"));
-    on_run_event(&mut lines, Some("r1"), &json!({"kind": "tool_call_delta", "callId": 7}));
-    assert_eq!(lines.len(), 1);
 }
 
 #[test]
@@ -223,20 +178,6 @@ fn edited_arguments_keep_strings_as_typed_and_read_numbers_and_booleans() {
     assert_eq!(
         tether_leptos::components::edited_args(&args, &edits),
         json!({"id": "8", "n": 3, "x": 2.5, "flag": "nope", "on": true})
-    );
-}
-
-#[test]
-fn the_refusal_with_edited_arguments_says_what_the_react_package_says() {
-    let react = include_str!("../../../www/packages/react/src/store.ts");
-    let reason = tether_leptos::edited_args_reason("cart_remove", &json!({"productId": "mug-blue"}));
-    assert_eq!(
-        reason,
-        r#"the user changed the arguments before approving; call cart_remove again with exactly these arguments: {"productId":"mug-blue"}"#
-    );
-    assert!(
-        react.contains("`the user changed the arguments before approving; call ${tool} again with exactly these arguments: ${JSON.stringify(args)}`"),
-        "www/packages/react/src/store.ts words the refusal otherwise"
     );
 }
 

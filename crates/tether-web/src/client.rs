@@ -27,6 +27,8 @@ use tether_protocol::{
 use wasm_bindgen_futures::spawn_local;
 
 use crate::WebError;
+#[cfg(feature = "chat")]
+use crate::chat::{Chat, Reply};
 use crate::events::{ApprovalView, CallRecord, ClientEvent, ConnectionState, Notification};
 use crate::time::{next_frame, now_ms, sleep_ms, yield_microtasks};
 
@@ -151,6 +153,26 @@ struct Inner {
     listeners: Vec<(u32, Listener)>,
     next_listener: u32,
     running: bool,
+    /// The chat, fed every event, error and notification before anyone is told of them.
+    #[cfg(feature = "chat")]
+    chat: Chat,
+    /// The approval dialogs the chat waits on ([`Client::use_chat_approvals`]), by call.
+    #[cfg(feature = "chat")]
+    responders: Vec<(String, futures_channel::oneshot::Sender<ApprovalDecision>)>,
+    /// The handlers' questions waiting for the user ([`Client::ask`]), by call.
+    #[cfg(feature = "chat")]
+    asks: Vec<(String, futures_channel::oneshot::Sender<Value>)>,
+}
+
+#[cfg(feature = "chat")]
+impl Inner {
+    /// Dialogs and questions the chat no longer waits for (the call ended: Stop, a timeout, a
+    /// lost session) close: their futures end as dismissed or cancelled.
+    fn close_stale_dialogs(&mut self) {
+        let Inner { chat, responders, asks, .. } = self;
+        responders.retain(|(id, _)| chat.approvals().iter().any(|a| a.call_id == *id));
+        asks.retain(|(id, _)| chat.questions().iter().any(|q| q == id));
+    }
 }
 
 struct Shared {
@@ -215,6 +237,12 @@ impl Client {
             listeners: Vec::new(),
             next_listener: 0,
             running: false,
+            #[cfg(feature = "chat")]
+            chat: Chat::new(config.url.clone()),
+            #[cfg(feature = "chat")]
+            responders: Vec::new(),
+            #[cfg(feature = "chat")]
+            asks: Vec::new(),
         };
         let client = Client(Rc::new(Shared { config, inner: RefCell::new(inner) }));
         client.restore_saved();
@@ -462,6 +490,124 @@ impl Client {
         }
     }
 
+    // ---- the chat (feature `chat`) -------------------------------------------------------
+
+    #[cfg(feature = "chat")]
+    /// Reads the chat: every event, error and notification of this client reaches it before
+    /// subscribers hear of them, so a subscriber reads it up to date.
+    pub fn chat<R>(&self, read: impl FnOnce(&Chat) -> R) -> R {
+        read(&self.0.inner.borrow().chat)
+    }
+
+    #[cfg(feature = "chat")]
+    /// Approval requests wait for the chat's dialog ([`Client::answer_approval`],
+    /// [`Client::approve_with_args`], or a message written meanwhile) instead of an approver
+    /// callback. What both toolkits' approval dialogs use.
+    pub fn use_chat_approvals(&self) {
+        let client = self.clone();
+        self.set_approver(Rc::new(move |request: ApprovalRequest| -> LocalFuture<ApprovalDecision> {
+            let (sender, answer) = futures_channel::oneshot::channel();
+            client.inner().responders.push((request.call_id, sender));
+            Box::pin(async move { answer.await.unwrap_or(ApprovalDecision::Dismissed) })
+        }));
+    }
+
+    #[cfg(feature = "chat")]
+    /// The user wrote `text` in the chat: it is sent (kept until connected), or, while the run
+    /// waits for approvals or a handler's question, it answers them (see
+    /// [`Chat::user_message`]).
+    pub fn chat_message(&self, text: &str) {
+        let reply = self.inner().chat.user_message(text);
+        match reply {
+            Reply::Nothing => {}
+            Reply::Send(text) => self.send_message(&text),
+            Reply::Answers { approvals, questions } => {
+                for (call_id, decision) in approvals {
+                    self.resolve_approval(&call_id, decision);
+                }
+                for (call_id, value) in questions {
+                    self.resolve_question(&call_id, value);
+                }
+            }
+        }
+    }
+
+    #[cfg(feature = "chat")]
+    /// Answers the approval request of `call_id` in the chat's dialog.
+    pub fn answer_approval(&self, call_id: &str, decision: ApprovalDecision) {
+        self.inner().chat.answer_approval(call_id, &decision);
+        self.resolve_approval(call_id, decision);
+    }
+
+    #[cfg(feature = "chat")]
+    /// Approves the request of `call_id` with the arguments the user may have changed: see
+    /// [`Chat::approve_with_args`].
+    pub fn approve_with_args(&self, call_id: &str, args: Value) {
+        let decision = self.inner().chat.approve_with_args(call_id, args);
+        if let Some(decision) = decision {
+            self.resolve_approval(call_id, decision);
+        }
+    }
+
+    #[cfg(feature = "chat")]
+    fn resolve_approval(&self, call_id: &str, decision: ApprovalDecision) {
+        let sender = {
+            let mut inner = self.inner();
+            let at = inner.responders.iter().position(|(id, _)| id == call_id);
+            at.map(|at| inner.responders.remove(at).1)
+        };
+        if let Some(sender) = sender {
+            let _ = sender.send(decision);
+        }
+    }
+
+    #[cfg(feature = "chat")]
+    /// A handler of `tool` starts: the id of its call (see [`Chat::claim`]).
+    pub fn claim_call(&self, tool: &str) -> Option<String> {
+        self.inner().chat.claim(tool)
+    }
+
+    #[cfg(feature = "chat")]
+    /// The handler of call `call_id` asks the user `question` and waits: the call's line in the
+    /// chat shows it until [`Client::respond`] (or a chat message) answers it. Dropping the
+    /// future, or [`Client::close_question`], closes it; the future then ends with an error.
+    pub fn ask(&self, call_id: &str, question: Value) -> LocalFuture<Result<Value, String>> {
+        let (sender, answer) = futures_channel::oneshot::channel();
+        {
+            let mut inner = self.inner();
+            inner.chat.ask(call_id, question);
+            inner.asks.push((call_id.to_string(), sender));
+        }
+        Box::pin(async move { answer.await.map_err(|_| "the question was cancelled".to_string()) })
+    }
+
+    #[cfg(feature = "chat")]
+    /// Answers the question of call `call_id` with `value` (later answers are ignored).
+    pub fn respond(&self, call_id: &str, value: Value) {
+        self.inner().chat.close_question(call_id);
+        self.resolve_question(call_id, value);
+    }
+
+    #[cfg(feature = "chat")]
+    /// Closes the question of call `call_id` unanswered (its handler was cancelled).
+    pub fn close_question(&self, call_id: &str) {
+        let mut inner = self.inner();
+        inner.chat.close_question(call_id);
+        inner.close_stale_dialogs();
+    }
+
+    #[cfg(feature = "chat")]
+    fn resolve_question(&self, call_id: &str, value: Value) {
+        let sender = {
+            let mut inner = self.inner();
+            let at = inner.asks.iter().position(|(id, _)| id == call_id);
+            at.map(|at| inner.asks.remove(at).1)
+        };
+        if let Some(sender) = sender {
+            let _ = sender.send(value);
+        }
+    }
+
     /// The tools as the model sees them now.
     pub fn tools(&self) -> Vec<ToolSpec> {
         self.0.inner.borrow().registry.specs()
@@ -534,14 +680,29 @@ impl Client {
     // ---- internals -------------------------------------------------------------------
 
     fn emit(&self, event: &ClientEvent) {
-        let listeners: Vec<Listener> = self.0.inner.borrow().listeners.iter().map(|(_, l)| l.clone()).collect();
+        let listeners: Vec<Listener> = {
+            #[cfg_attr(not(feature = "chat"), allow(unused_mut))]
+            let mut inner = self.inner();
+            #[cfg(feature = "chat")]
+            {
+                inner.chat.event(event);
+                inner.close_stale_dialogs();
+            }
+            inner.listeners.iter().map(|(_, l)| l.clone()).collect()
+        };
         for listener in listeners {
             listener(event);
         }
     }
 
     fn report(&self, error: &WebError) {
-        let callback = self.0.inner.borrow().on_error.clone();
+        let callback = {
+            #[cfg_attr(not(feature = "chat"), allow(unused_mut))]
+            let mut inner = self.inner();
+            #[cfg(feature = "chat")]
+            inner.chat.error(error);
+            inner.on_error.clone()
+        };
         match callback {
             Some(callback) => callback(error),
             None => web_sys::console::warn_1(&format!("tether: {error}").into()),
@@ -817,6 +978,14 @@ impl Client {
     fn drive(&self, step: Step) {
         match step {
             Step::AskApproval(request) => {
+                // The call the user approved already with these arguments (edited in the
+                // dialog): it runs without asking again.
+                #[cfg(feature = "chat")]
+                if self.inner().chat.take_pre_approved(&request.call_id, &request.tool, &request.args) {
+                    let step =
+                        self.inner().executor.approval_decided(&request.call_id, ApprovalDecision::Approved, now_ms());
+                    return self.after(step);
+                }
                 self.emit(&ClientEvent::ApprovalRequested { request: ApprovalView::from(&request) });
                 let approver = self.0.inner.borrow().approver.clone();
                 let client = self.clone();
@@ -907,8 +1076,11 @@ impl Client {
             return self.after(step);
         };
         if notify {
+            let notification = Notification { call_id: call_id.clone(), tool: tool.to_string(), args: args.clone() };
+            #[cfg(feature = "chat")]
+            self.inner().chat.notified(&notification);
             if let Some(callback) = notify_callback {
-                callback(&Notification { call_id: call_id.clone(), tool: tool.to_string(), args: args.clone() });
+                callback(&notification);
             }
         }
         let (abort, registration) = AbortHandle::new_pair();

@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 use tether_core::{ApprovalDecision, ToolDef};
-use tether_protocol::{JsonObject, Risk};
+use tether_protocol::Risk;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
@@ -118,6 +118,7 @@ extern "C" {
     /// `ToolSpec[]`.
     #[wasm_bindgen(typescript_type = "ToolSpec[]")]
     pub type JsToolSpecs;
+
 }
 
 // Values cross the boundary as JavaScript objects, converted by walking them (`crate::json`);
@@ -284,16 +285,7 @@ fn decision(answer: Result<JsValue, String>) -> ApprovalDecision {
 }
 
 fn error_object(error: &WebError) -> JsValue {
-    let (kind, event) = match error {
-        WebError::Registry(tether_core::CoreError::ToolLimit { .. }) => ("registry", Some(tether_core::LIMIT_EVENT)),
-        WebError::Registry(_) => ("registry", Some("tool.registry.refused")),
-        WebError::Server { .. } => ("server", None),
-        WebError::Connection(_) => ("connection", None),
-        WebError::Protocol(_) => ("protocol", None),
-        WebError::ResultsLost { .. } => ("resultsLost", None),
-    };
-    let event = event.map_or(Value::Null, Value::from);
-    to_js(&JsonObject::new().text("kind", kind).text("message", &error.to_string()).value("event", event).build())
+    to_js(&crate::chat::ErrorLine::from(error).to_value())
 }
 
 /// The Tether browser runtime for JavaScript.
@@ -506,7 +498,7 @@ impl TetherClient {
                     tether_core::CoreError::ContextLimit { .. } => tether_core::CONTEXT_LIMIT_EVENT,
                     _ => "tool.registry.refused",
                 };
-                JsonObject::new()
+                tether_protocol::JsonObject::new()
                     .text("name", &r.name)
                     .text("reason", &r.error.to_string())
                     .text("event", event)
@@ -524,7 +516,7 @@ impl TetherClient {
         let args = if args.is_undefined() { Value::Object(Default::default()) } else { from_js(&args, "arguments")? };
         let outcome = self.client.invoke_local(&name, args).await;
         Ok(to_js(
-            &JsonObject::new()
+            &tether_protocol::JsonObject::new()
                 .text("callId", &outcome.call_id)
                 .text("tool", &outcome.tool)
                 .text("status", outcome.status.as_str())

@@ -11,6 +11,7 @@
 //! Rust apps use [`Client`] directly (`tether-leptos` wraps it in hooks); JavaScript apps use
 //! the `TetherClient` class of the `js-api` feature, which the npm package wraps.
 
+pub mod chat;
 mod client;
 mod events;
 #[cfg(feature = "js-api")]
@@ -26,6 +27,7 @@ mod transport;
 #[global_allocator]
 static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
 
+pub use chat::Chat;
 pub use client::{
     AfterHook, Approver, BeforeHook, BrowserValidator, Client, ClientConfig, ErrorHook, Handler, LocalFuture,
     ResolverHooks,

@@ -9,6 +9,10 @@ export default defineConfig({
     environment: "jsdom",
     include: ["test/**/*.test.{ts,tsx}"],
     testTimeout: 20_000,
-    env: { TETHER_WASM: fileURLToPath(new URL("./wasm/tether_web_bg.wasm", import.meta.url)) },
+    env: {
+      TETHER_WASM: fileURLToPath(new URL("./wasm/tether_web_bg.wasm", import.meta.url)),
+      // The chat fixtures shared with the runtime's tests (tests/chat at the repository root).
+      TETHER_CHAT_FIXTURES: fileURLToPath(new URL("../../../tests/chat/", import.meta.url)),
+    },
   },
 });

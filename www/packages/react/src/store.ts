@@ -304,6 +304,8 @@ export class TetherStore {
   #closed = false;
   #subscription: number | undefined;
   #wants = 0;
+  /** How many messages the user wrote (their lines' keys). */
+  #users = 0;
 
   /**
    * Opens a page of the app when a call's tool is on another page (the `navigate` run event);
@@ -622,7 +624,9 @@ export class TetherStore {
     const pending = this.#state.approvals;
     const questions = [...this.#asks.keys()];
     this.#update({
-      messages: [...this.#state.messages, { key: `user-${this.#state.messages.length}`, role: "user", text: trimmed, waiting }],
+      // Numbered by the user's messages, not by the lines: the list keeps its last lines only,
+      // and a key must not come back.
+      messages: keep(this.#state.messages, { key: `user-${this.#users++}`, role: "user", text: trimmed, waiting }),
       running: true,
     });
     if (pending.length > 0 || questions.length > 0) {
