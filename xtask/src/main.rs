@@ -9,6 +9,7 @@ mod app;
 mod cmd;
 mod local_model;
 mod precompress;
+mod protocol_ts;
 mod snippets;
 mod tasks;
 #[cfg(test)]

@@ -51,7 +51,13 @@ pub(crate) fn setup() -> Result<()> {
 pub(crate) fn protocol_schema() -> Result<()> {
     run(in_repo("cargo")
         .args(["test", "-p", "tether-protocol", "--test", "frames", "wire_format_changes_only_with_a_version_bump"])
-        .env("UPDATE_PROTOCOL_SCHEMA", "1"))
+        .env("UPDATE_PROTOCOL_SCHEMA", "1"))?;
+    // The React package's run-event types follow the schema.
+    let schema = std::fs::read_to_string(repo_root().join("crates/tether-protocol/protocol.schema.json"))?;
+    let types = crate::protocol_ts::run_event_types(&serde_json::from_str(&schema)?);
+    std::fs::write(repo_root().join(crate::protocol_ts::OUTPUT), types)?;
+    println!("[xtask] wrote {}", crate::protocol_ts::OUTPUT);
+    Ok(())
 }
 
 /// Builds the browser runtime module (with the JS API) and returns its sizes.

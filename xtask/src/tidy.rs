@@ -249,6 +249,22 @@ fn wire_spellings(names: &[String]) -> Vec<String> {
 }
 
 #[test]
+fn the_react_package_reads_run_events_through_types_made_from_the_schema() {
+    let schema = std::fs::read_to_string(repo_root().join("crates/tether-protocol/protocol.schema.json")).unwrap();
+    let expected = crate::protocol_ts::run_event_types(&serde_json::from_str(&schema).unwrap());
+    let path = repo_root().join(crate::protocol_ts::OUTPUT);
+    let actual = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        actual == expected,
+        "{} is not what the schema gives: run `cargo xtask protocol-schema`",
+        crate::protocol_ts::OUTPUT
+    );
+    for variant in ["({ kind: \"tool_call_delta\" } & ToolCallDeltaEvent)", "export interface ToolEndEvent {"] {
+        assert!(expected.contains(variant), "{variant} missing:\n{expected}");
+    }
+}
+
+#[test]
 fn only_the_protocol_crate_spells_the_wire() {
     let names = wire_names();
     for expected in ["TOOL_RESULT", "CONTEXT_UPDATE", "TOOL_RESULT_ACK", "tool_execution_end", "run_end"] {

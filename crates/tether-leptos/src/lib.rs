@@ -96,39 +96,25 @@ pub const STYLES: &str = include_str!("styles.css");
 
 /// Where a tool call shown in the chat stands (the runtime's chat's [`CallStatus`](tether_web::chat::CallStatus)).
 pub use tether_web::chat::CallStatus as ToolCallStatus;
-pub use tether_web::chat::{ChatRole, SESSION_LOST, edited_args_reason};
+pub use tether_web::chat::{CallView, ChatRole, SESSION_LOST, edited_args_reason};
 
 /// A tool call as the chat shows it (what a renderer of [`use_tool_call_renderer`] gets): the
-/// runtime chat's [`CallView`](tether_web::chat::CallView), with a [`Responder`] while its
-/// handler waits for the user.
+/// runtime chat's [`CallView`] (its fields read through this view: `call.tool`, `call.status`,
+/// `call.question`, …), with a [`Responder`] while its handler waits for the user.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCallView {
-    /// The run that made it, when the server said (a streamed call).
-    pub run_id: Option<String>,
-    /// The call.
-    pub call_id: String,
-    /// The tool.
-    pub tool: String,
-    /// The arguments the model gave (validated once the call runs); while `Streaming`, the
-    /// arguments so far.
-    pub args: Value,
-    /// The arguments as far as the model had written them, read from the incomplete JSON on the
-    /// server (strings may be cut short, later fields missing); kept once the call runs. `None`
-    /// when the model did not stream the call.
-    pub partial_args: Option<Value>,
-    /// Where it stands.
-    pub status: ToolCallStatus,
-    /// The handler's last progress message, while it runs.
-    pub progress: Option<String>,
-    /// What the handler returned (`Done`), or the message (`Failed`, `Refused`, `Cancelled`).
-    pub result: Option<Value>,
-    /// The message, when the call did not succeed.
-    pub error: Option<String>,
-    /// What the handler asks the user ([`AgentContext::ask`]), while it waits for the answer.
-    pub question: Option<Value>,
+    call: CallView,
     /// Answers the call's question ([`use_human_in_the_loop`], [`AgentContext::ask`]): present
     /// while it waits for the user.
     pub respond: Option<Responder>,
+}
+
+impl std::ops::Deref for ToolCallView {
+    type Target = CallView;
+
+    fn deref(&self) -> &CallView {
+        &self.call
+    }
 }
 
 /// Answers a call of a [`use_human_in_the_loop`] tool: the value is the tool's result.
@@ -295,16 +281,7 @@ impl AgentContext {
     /// A line of the runtime's chat as the components show it.
     fn line(&self, line: &tether_web::chat::ChatLine) -> ChatLine {
         let call = line.call.as_ref().map(|call| ToolCallView {
-            run_id: call.run_id.clone(),
-            call_id: call.call_id.clone(),
-            tool: call.tool.clone(),
-            args: call.args.clone(),
-            partial_args: call.partial_args.clone(),
-            status: call.status,
-            progress: call.progress.clone(),
-            result: call.result.clone(),
-            error: call.error.clone(),
-            question: call.question.clone(),
+            call: call.clone(),
             respond: call
                 .question
                 .is_some()

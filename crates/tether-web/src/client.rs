@@ -164,6 +164,13 @@ struct Inner {
     asks: Vec<(String, futures_channel::oneshot::Sender<Value>)>,
 }
 
+/// Takes the sender waiting under `call_id` out of `waiting`.
+#[cfg(feature = "chat")]
+fn take_sender<T>(waiting: &mut Vec<(String, T)>, call_id: &str) -> Option<T> {
+    let at = waiting.iter().position(|(id, _)| id == call_id)?;
+    Some(waiting.remove(at).1)
+}
+
 #[cfg(feature = "chat")]
 impl Inner {
     /// Dialogs and questions the chat no longer waits for (the call ended: Stop, a timeout, a
@@ -551,11 +558,7 @@ impl Client {
 
     #[cfg(feature = "chat")]
     fn resolve_approval(&self, call_id: &str, decision: ApprovalDecision) {
-        let sender = {
-            let mut inner = self.inner();
-            let at = inner.responders.iter().position(|(id, _)| id == call_id);
-            at.map(|at| inner.responders.remove(at).1)
-        };
+        let sender = take_sender(&mut self.inner().responders, call_id);
         if let Some(sender) = sender {
             let _ = sender.send(decision);
         }
@@ -598,11 +601,7 @@ impl Client {
 
     #[cfg(feature = "chat")]
     fn resolve_question(&self, call_id: &str, value: Value) {
-        let sender = {
-            let mut inner = self.inner();
-            let at = inner.asks.iter().position(|(id, _)| id == call_id);
-            at.map(|at| inner.asks.remove(at).1)
-        };
+        let sender = take_sender(&mut self.inner().asks, call_id);
         if let Some(sender) = sender {
             let _ = sender.send(value);
         }

@@ -29,6 +29,8 @@ export type {
   ResolverTool,
   ApprovalRequests,
 } from "./hooks.js";
+/** The run events a `run` event of `useTetherEvents` carries, generated from the protocol's schema. */
+export type { RunEvent } from "./protocol.js";
 export { ApprovalDialog, ChatPanel, ToolInspector, RuntimeErrors, argsSummary, editedArgs, allowedValues, TOOL_CALL_STATUS_WORDS } from "./components.js";
 export { loadTether, wasmLoadError } from "./runtime.js";
 export { connectionWords, connectionError, connectionRestored, SESSION_LOST, canonicalJson, editedArgsReason, openPage } from "./store.js";

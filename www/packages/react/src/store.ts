@@ -10,6 +10,7 @@ import type {
   ToolSpec,
 } from "../wasm/tether_web.js";
 import type { ReactNode } from "react";
+import type { RunEvent } from "./protocol.js";
 
 /** The part of `TetherClient` the provider uses (tests pass a fake through `createClient`). */
 export type TetherClientLike = Pick<
@@ -86,6 +87,8 @@ export type ToolCallStatus = "streaming" | "approval" | "running" | "done" | "fa
 
 /** A tool call as the chat shows it (what a tool's `render` gets). */
 export interface ToolCallView {
+  /** The run that made it, when the server said (a call streamed while the model wrote it). */
+  runId?: string;
   callId: string;
   tool: string;
   /** The arguments the model gave (validated once the call runs); while `streaming`, `partialArgs`. */
@@ -147,8 +150,6 @@ export function openPage(url: string): void {
 /** A value in words: a string as it is, anything else as compact JSON (a failed call's message, an argument in the approval dialog). */
 export const asText = (value: unknown): string => (typeof value === "string" ? value : JSON.stringify(value));
 
-/** A run event of the kind `kind`, with its fields. */
-type RunEventOf = Extract<TetherEvent, { type: "run" }>["event"];
 
 /** JSON with its object keys sorted: equal for equal values. */
 export const canonicalJson = (value: unknown): string =>
@@ -513,7 +514,8 @@ export class TetherStore {
         break;
       }
       case "run":
-        this.#onRunEvent(event.runId ?? null, event.event);
+        // The runtime forwards run events as the server sent them: read through the protocol's types.
+        this.#onRunEvent(event.runId ?? null, event.event as unknown as RunEvent);
         break;
       case "callFinished": {
         // A call that ended while its approval was open (Stop, a timeout): the dialog goes.
@@ -568,16 +570,24 @@ export class TetherStore {
   }
 
   /** What the server tells of a run: calls as the model writes them, progress, calls refused before they left. */
-  #onRunEvent(runId: string | null, event: RunEventOf): void {
+  #onRunEvent(runId: string | null, event: RunEvent): void {
     const s = this.#state;
-    const callId = typeof event.callId === "string" ? event.callId : undefined;
+    // A field of the wrong type (a server of another version) changes nothing.
+    const callId = "callId" in event && typeof event.callId === "string" ? event.callId : undefined;
     const line = callId ? s.messages.find((l) => l.key === `call-${callId}`) : undefined;
     switch (event.kind) {
       case "tool_call_delta": {
         if (!callId || typeof event.tool !== "string") return;
         if (!line) {
           // The call takes its place in the chat as soon as the model starts writing it.
-          const call: ToolCallView = { callId, tool: event.tool, args: event.partialArgs, partialArgs: event.partialArgs, status: "streaming" };
+          const call: ToolCallView = {
+            runId: runId ?? undefined,
+            callId,
+            tool: event.tool,
+            args: event.partialArgs,
+            partialArgs: event.partialArgs,
+            status: "streaming",
+          };
           this.#update({ messages: keep(s.messages, { key: `call-${callId}`, role: "tool", text: "", call }) });
         } else if (line.call?.status === "streaming") {
           this.#patchCall(callId, { args: event.partialArgs, partialArgs: event.partialArgs });
@@ -591,7 +601,7 @@ export class TetherStore {
         // Refused on the server before it reached the page (a hook, the loop guard): it ends here.
         if (callId && line?.call?.status === "streaming") {
           const output = typeof event.output === "string" ? event.output : "";
-          this.#patchCall(callId, { status: finishedStatus(String(event.status)), result: output, error: output });
+          this.#patchCall(callId, { status: finishedStatus(event.status), result: output, error: output });
         }
         return;
       case "navigate":
@@ -601,8 +611,7 @@ export class TetherStore {
       case "run_end":
         // A call the model began but never finished writing (or that was never made) leaves the chat.
         if (runId) {
-          const prefix = `call-${runId}.`;
-          const messages = s.messages.filter((l) => !(l.key.startsWith(prefix) && l.call?.status === "streaming"));
+          const messages = s.messages.filter((l) => !(l.call?.runId === runId && l.call.status === "streaming"));
           if (messages.length !== s.messages.length) this.#update({ messages });
         }
         return;
