@@ -18,8 +18,9 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tether_protocol::{ResultStatus, ToolSpec};
 
+use super::partial::partial_string;
 use super::schema::{STEP_KEY, answer_step, normalize_schema, reply_schema, signature};
-use super::tool_text::{decode_partial_string, parse_lenient, read_pieces, tidy};
+use super::tool_text::{parse_lenient, read_pieces, tidy};
 use super::{
     BoxFuture, ChatMessage, ChatModel, ChatRequest, DONE_SO_FAR, DeltaSink, ModelReply, ModelToolCall, NOT_DONE_YET,
     NoteKind, REMINDER, REMINDER_AFTER_REFUSAL, RefusedTool, Streams, ToolCallDelta, ToolDeltaSink, ToolMode,
@@ -875,7 +876,7 @@ impl<'a> DeltaGate<'a> {
         }
         if let (true, Some(from)) = (self.stream_answer, self.held_from) {
             if let Some(body) = answer_body(&self.text[from..]) {
-                let (decoded, _) = decode_partial_string(body);
+                let (decoded, _) = partial_string(body);
                 if decoded.len() > self.answer_sent {
                     let new = decoded[self.answer_sent..].to_string();
                     self.answer_sent = decoded.len();

@@ -2,7 +2,7 @@
 //! so far with `jiter`'s partial mode (pydantic's parser, the one its streaming validation uses):
 //! an unfinished string is kept as far as it goes, an unfinished value or key is left out.
 
-use jiter::{JsonValue, PartialMode};
+use jiter::{Jiter, JsonValue, PartialMode};
 use serde_json::{Map, Number, Value};
 
 /// The object that `text` (the start of a JSON object) holds so far, or `None` when it is not
@@ -16,6 +16,28 @@ pub fn partial_object(text: &str) -> Option<Value> {
 pub fn partial_value(text: &str) -> Option<Value> {
     let value = JsonValue::parse_with_config(text.trim_start().as_bytes(), false, PartialMode::TrailingStrings).ok()?;
     Some(to_value(&value))
+}
+
+/// The start of a JSON string body (what follows its opening quote) decoded as far as it is
+/// complete, and whether its closing quote was seen: an escape cut short is left out (a
+/// surrogate pair waits for its second half). Streams the answer of a constrained turn while it
+/// is being written.
+#[cfg_attr(not(feature = "openai"), allow(dead_code))]
+pub(super) fn partial_string(body: &str) -> (String, bool) {
+    let text = format!("\"{body}");
+    let mut jiter = Jiter::new(text.as_bytes()).with_allow_partial_strings();
+    match jiter.next_str() {
+        Ok(decoded) => {
+            // Closed when the string reads without partial strings allowed.
+            (decoded.to_string(), Jiter::new(text.as_bytes()).next_str().is_ok())
+        }
+        // Cut inside an escape: what comes before it.
+        Err(_) => match body.rfind('\\') {
+            Some(cut) => (partial_string(&body[..cut]).0, false),
+            // Not a string (a raw control character): nothing to show until the answer is whole.
+            None => (String::new(), false),
+        },
+    }
 }
 
 fn to_value(value: &JsonValue<'_>) -> Value {
@@ -54,6 +76,19 @@ mod tests {
         assert_eq!(partial_object(r#"{"note": "say \"hi"#), Some(json!({"note": "say \"hi"})));
         assert_eq!(partial_object("{"), Some(json!({})));
         assert_eq!(partial_object(r#"{"a": 1}"#), Some(json!({"a": 1})));
+    }
+
+    #[test]
+    fn partial_strings_decode_as_far_as_they_are_complete() {
+        assert_eq!(partial_string("Hello, wor"), ("Hello, wor".into(), false));
+        assert_eq!(partial_string("a\\nb\" , "), ("a\nb".into(), true));
+        assert_eq!(partial_string("x\\u00d"), ("x".into(), false));
+        assert_eq!(partial_string("x\\u00d7\""), ("x×".into(), true));
+        assert_eq!(partial_string("\\ud83d\\ude00\""), ("😀".into(), true));
+        assert_eq!(partial_string("\\ud83d"), ("".into(), false));
+        assert_eq!(partial_string("tail\\"), ("tail".into(), false));
+        assert_eq!(partial_string("say \\\"hi"), ("say \"hi".into(), false));
+        assert_eq!(partial_string(""), ("".into(), false));
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //!
 //! A reply's text is scanned once into prose and the JSON values in it: bare (`{…}` or `[…]`
 //! anywhere, one per line or several), inside ```` ``` ```` fences (several values per fence, or
-//! several fences), or inside `<tool_call>…</tool_call>` tags. JSON is read leniently: `//` and
-//! `/* */` comments and trailing commas are accepted. A value is a tool call only when it names a
+//! several fences), or inside `<tool_call>…</tool_call>` tags. JSON is read leniently (as JSON5,
+//! by the `json5` crate): `//` and `/* */` comments, trailing commas, single quotes and unquoted
+//! keys are accepted. A value is a tool call only when it names a
 //! tool the request listed (`{"name": …, "arguments": …}` and the usual variants, or an array of
 //! them, or `{"next": <tool>, "arguments": …}` as constrained turns write it); any other JSON stays
 //! in the answer exactly as written. `{"next": "answer", "answer": "…"}`, the final-answer shape
@@ -298,10 +299,11 @@ fn balanced_len(text: &str) -> Option<usize> {
     None
 }
 
-/// Parses JSON, accepting comments and trailing commas.
+/// Parses JSON, accepting what small models write around it: comments, trailing commas, single
+/// quotes and unquoted keys (JSON5, read by the `json5` crate).
 pub(crate) fn parse_lenient(text: &str) -> Result<Value, String> {
     serde_json::from_str(text).or_else(|first_error| {
-        serde_json::from_str(&relax_json(text)).map_err(|_| format!("the tool call is not valid JSON: {first_error}"))
+        json5::from_str(text).map_err(|_| format!("the tool call is not valid JSON: {first_error}"))
     })
 }
 
@@ -352,105 +354,6 @@ fn call_from_object(object: &Map<String, Value>, tools: &[&str]) -> Result<Optio
     Ok(Some((name.to_string(), arguments)))
 }
 
-/// Removes comments and trailing commas outside strings.
-fn relax_json(text: &str) -> String {
-    let chars: Vec<char> = text.chars().collect();
-    let mut out = String::with_capacity(text.len());
-    let (mut i, mut in_string, mut escaped) = (0, false, false);
-    while i < chars.len() {
-        let c = chars[i];
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-            i += 1;
-            continue;
-        }
-        match (c, chars.get(i + 1)) {
-            ('"', _) => {
-                in_string = true;
-                out.push(c);
-                i += 1;
-            }
-            ('/', Some('/')) => {
-                while i < chars.len() && chars[i] != '\n' {
-                    i += 1;
-                }
-            }
-            ('/', Some('*')) => {
-                i += 2;
-                while i + 1 < chars.len() && !(chars[i] == '*' && chars[i + 1] == '/') {
-                    i += 1;
-                }
-                i += 2;
-            }
-            (',', _) => {
-                let next = chars[i + 1..].iter().find(|c| !c.is_whitespace());
-                if !matches!(next, Some('}') | Some(']')) {
-                    out.push(c);
-                }
-                i += 1;
-            }
-            _ => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    out
-}
-
-/// Decodes the start of a JSON string body (after its opening quote) as far as it is complete:
-/// the text so far and whether the closing quote was seen. Streams the answer of a constrained
-/// turn while it is being written.
-#[cfg_attr(not(feature = "openai"), allow(dead_code))]
-pub(crate) fn decode_partial_string(body: &str) -> (String, bool) {
-    let mut out = String::new();
-    let mut chars = body.char_indices().peekable();
-    while let Some((at, c)) = chars.next() {
-        match c {
-            '"' => return (out, true),
-            '\\' => {
-                let Some((_, escape)) = chars.next() else { break };
-                match escape {
-                    'n' => out.push('\n'),
-                    't' => out.push('\t'),
-                    'r' => out.push('\r'),
-                    'b' => out.push('\u{8}'),
-                    'f' => out.push('\u{c}'),
-                    'u' => {
-                        let Some(hex) = body.get(at + 2..at + 6) else { break };
-                        let Ok(unit) = u16::from_str_radix(hex, 16) else { break };
-                        for _ in 0..4 {
-                            chars.next();
-                        }
-                        if (0xD800..0xDC00).contains(&unit) {
-                            // A surrogate pair: wait for its second half.
-                            let Some(low) = body.get(at + 6..at + 12) else { break };
-                            let low = low.strip_prefix("\\u").and_then(|h| u16::from_str_radix(h, 16).ok());
-                            let Some(low) = low else { break };
-                            for _ in 0..6 {
-                                chars.next();
-                            }
-                            out.extend(char::decode_utf16([unit, low]).map(|c| c.unwrap_or('\u{FFFD}')));
-                        } else {
-                            out.push(char::from_u32(u32::from(unit)).unwrap_or('\u{FFFD}'));
-                        }
-                    }
-                    other => out.push(other),
-                }
-            }
-            other => out.push(other),
-        }
-    }
-    (out, false)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -474,6 +377,12 @@ mod tests {
     fn comments_and_trailing_commas_are_tolerated() {
         let content = "```json\n{\n  \"name\": \"book_ticket\",\n  \"arguments\": {\n    \"train\": 12345, // Replace with the actual train number\n    \"seat_class\": \"first\",\n  }\n}\n```";
         assert_eq!(calls(content), vec![("book_ticket".into(), json!({"train": 12345, "seat_class": "first"}))]);
+    }
+
+    #[test]
+    fn single_quotes_and_unquoted_keys_are_tolerated() {
+        let content = "```json\n{name: 'cart_add', arguments: {productId: 'mug-red', quantity: 2,},}\n```";
+        assert_eq!(calls(content), vec![("cart_add".into(), json!({"productId": "mug-red", "quantity": 2}))]);
     }
 
     #[test]
@@ -561,15 +470,5 @@ mod tests {
         assert_eq!(json_values("- {\"ok\": false, \"reason\": \"r\"}"), vec![json!({"ok": false, "reason": "r"})]);
         assert_eq!(json_values("Sure! ```json\n{\"ok\": true,}\n```"), vec![json!({"ok": true})]);
         assert!(json_values("no json here").is_empty());
-    }
-
-    #[test]
-    fn partial_strings_decode_as_far_as_they_are_complete() {
-        assert_eq!(decode_partial_string("Hello, wor"), ("Hello, wor".into(), false));
-        assert_eq!(decode_partial_string("a\\nb\" , "), ("a\nb".into(), true));
-        assert_eq!(decode_partial_string("x\\u00d"), ("x".into(), false));
-        assert_eq!(decode_partial_string("x\\u00d7\""), ("x×".into(), true));
-        assert_eq!(decode_partial_string("\\ud83d\\ude00\""), ("😀".into(), true));
-        assert_eq!(decode_partial_string("tail\\"), ("tail".into(), false));
     }
 }
