@@ -177,6 +177,8 @@ export interface ChatLine {
   status?: string;
   /** A user message written while not connected: it is sent when the connection opens. */
   waiting?: boolean;
+  /** The run whose words these are (`role: "agent"`). */
+  runId?: string;
   /** The call (`role: "tool"`). */
   call?: ToolCallView;
 }
@@ -239,8 +241,8 @@ const keep = <T>(list: T[], item: T): T[] => keepAt(list, list.length, item);
 /** `item` inserted at `at`, the list kept to its last `KEPT` entries. */
 const keepAt = <T>(list: T[], at: number, item: T): T[] => [...list.slice(0, at), item, ...list.slice(at)].slice(-KEPT);
 
-/** Whether a chat line holds words of run `runId` (keyed `runId`, or `runId~n` after a call). */
-const ofRun = (key: string, runId: string) => key === runId || key.startsWith(`${runId}~`);
+/** Whether a chat line holds words of run `runId`. */
+const ofRun = (line: ChatLine, runId: string) => line.role === "agent" && line.runId === runId;
 
 /**
  * The key of the line that takes run `runId`'s next words: its last line, unless a tool call came
@@ -249,10 +251,10 @@ const ofRun = (key: string, runId: string) => key === runId || key.startsWith(`$
  */
 function runLine(lines: ChatLine[], runId: string): string {
   let last = lines.length - 1;
-  while (last >= 0 && !(lines[last]!.role === "agent" && ofRun(lines[last]!.key, runId))) last--;
+  while (last >= 0 && !ofRun(lines[last]!, runId)) last--;
   if (last < 0) return runId;
   if (lines.slice(last + 1).some((line) => line.role === "tool")) {
-    return `${runId}~${lines.filter((line) => line.key.startsWith(`${runId}~`)).length + 1}`;
+    return `${runId}~${lines.filter((line) => ofRun(line, runId)).length}`;
   }
   return lines[last]!.key;
 }
@@ -539,12 +541,13 @@ export class TetherStore {
       }
       case "agentMessage": {
         // The run starts its words again on a reset: one line, after its calls.
-        const messages = event.reset ? s.messages.filter((line) => !ofRun(line.key, event.runId)) : [...s.messages];
+        const messages = event.reset ? s.messages.filter((line) => !ofRun(line, event.runId)) : [...s.messages];
         const status = event.status ?? undefined;
         const key = runLine(messages, event.runId);
         const index = messages.findIndex((line) => line.key === key);
-        if (index < 0) messages.push({ key, role: "agent", text: event.delta, status });
-        else messages[index] = { ...messages[index]!, text: messages[index]!.text + event.delta, status };
+        if (index >= 0) messages[index] = { ...messages[index]!, text: messages[index]!.text + event.delta, status };
+        else messages.push({ key, role: "agent", text: event.delta, status, runId: event.runId });
+        if (messages.length > KEPT) messages.splice(0, messages.length - KEPT);
         if (event.done) this.#preApproved = [];
         this.#update({ messages, running: event.done ? false : s.running });
         break;
@@ -556,10 +559,11 @@ export class TetherStore {
           role: line.role,
           text: line.text,
           status: line.status,
+          runId: line.role === "agent" ? line.runId : undefined,
         }));
         const running = event.lines.some((line) => line.role === "agent" && !line.status);
         const rest = s.messages.filter((line) => !restored.some((r) => r.key === line.key));
-        this.#update({ messages: [...restored, ...rest], running: running || s.running });
+        this.#update({ messages: [...restored, ...rest].slice(-KEPT), running: running || s.running });
         break;
       }
       case "serverError":
