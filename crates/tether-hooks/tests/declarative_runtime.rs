@@ -6,14 +6,13 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::*;
-use tether_agent::BoxFuture;
-use tether_agent::{AgentError, ChatMessage, ChatModel, ChatRequest, ModelReply, ModelToolCall, NoteKind};
+use tether_agent::{ChatMessage, ChatRequest, ModelReply, ModelToolCall, NoteKind};
 use tether_protocol::{HookDecidedBy, ResultStatus, RunStatus};
+use tether_scripted::Replay;
 
 /// Reads the JSON lines a recording hook appended to `path`.
 fn records(path: &str) -> Vec<Value> {
@@ -220,46 +219,13 @@ async fn a_pre_tool_use_block_means_the_tool_never_runs_and_the_model_reads_the_
     assert_eq!(events, ["PreToolUse", "PostToolUse"]);
 }
 
-/// A judge for prompt hooks, answering with `respond` after an optional delay.
-struct Judge {
-    respond: Box<dyn Fn(&ChatRequest) -> ModelReply + Send + Sync>,
-    delay: Duration,
-    requests: Mutex<Vec<ChatRequest>>,
-}
-
-impl Judge {
-    fn new(respond: impl Fn(&ChatRequest) -> ModelReply + Send + Sync + 'static) -> Arc<Judge> {
-        Arc::new(Judge { respond: Box::new(respond), delay: Duration::ZERO, requests: Mutex::new(Vec::new()) })
-    }
-}
-
-impl ChatModel for Judge {
-    fn name(&self) -> &str {
-        "test judge"
-    }
-
-    fn complete<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-        _: &'a (dyn Fn(&str) + Send + Sync),
-    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
-        Box::pin(async move {
-            self.requests.lock().unwrap().push(request.clone());
-            if !self.delay.is_zero() {
-                tokio::time::sleep(self.delay).await;
-            }
-            Ok((self.respond)(request))
-        })
-    }
-}
-
 fn text_reply(text: &str) -> ModelReply {
     ModelReply { text: text.into(), ..ModelReply::default() }
 }
 
 #[tokio::test]
 async fn a_prompt_hook_reads_the_transcript_and_only_the_transcript() {
-    let judge = Judge::new(|request: &ChatRequest| {
+    let judge = Replay::responding(|request: &ChatRequest| {
         let Some(ChatMessage::User { content: prompt }) = request.messages.get(1) else { panic!("no prompt") };
         if request.messages.len() == 2 {
             let json = prompt.strip_prefix("Context:\n").and_then(|p| p.strip_suffix("\n\nJudge it.")).unwrap();
@@ -284,7 +250,7 @@ async fn a_prompt_hook_reads_the_transcript_and_only_the_transcript() {
     assert_eq!(run.outcome.status, RunStatus::Completed);
     assert_eq!(run.audits()[0].decided_by, HookDecidedBy::Hook);
 
-    let requests = judge.requests.lock().unwrap();
+    let requests = judge.requests();
     let prompt = match &requests[0].messages[1] {
         ChatMessage::User { content } => content.clone(),
         other => panic!("{other:?}"),
@@ -307,7 +273,7 @@ async fn a_prompt_hook_reads_the_transcript_and_only_the_transcript() {
 
 #[tokio::test]
 async fn a_prompt_hook_that_answers_anything_else_or_times_out_is_decided_by_its_fail_mode() {
-    let rambling = || Judge::new(|_: &ChatRequest| text_reply("Looks fine to me!"));
+    let rambling = || Replay::responding(|_: &ChatRequest| text_reply("Looks fine to me!"));
     let allow = hooks_judged_by("hooks:\n  Stop:\n    - {prompt: 'Is it good?'}\n", rambling());
     let run_allowed = run(&agent(&allow), &ShellHost::new(), "hello").await;
     assert_eq!(run_allowed.outcome.status, RunStatus::Completed);
@@ -322,10 +288,8 @@ async fn a_prompt_hook_that_answers_anything_else_or_times_out_is_decided_by_its
     let feedback = run_blocked.hook_messages();
     assert!(feedback[0].contains("failMode is block") && !feedback[0].contains("Looks fine"), "{feedback:?}");
 
-    let slow = Arc::new(Judge {
-        respond: Box::new(|_: &ChatRequest| text_reply("{\"ok\": false, \"reason\": \"too late\"}")),
-        delay: Duration::from_secs(30),
-        requests: Mutex::new(Vec::new()),
+    let slow = Replay::responding_after(Duration::from_secs(30), |_: &ChatRequest| {
+        text_reply("{\"ok\": false, \"reason\": \"too late\"}")
     });
     let timed = hooks_judged_by("hooks:\n  Stop:\n    - {prompt: 'Is it good?', timeout: 1}\n", slow);
     let run_timed = run(&agent(&timed), &ShellHost::new(), "hello").await;

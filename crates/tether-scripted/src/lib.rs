@@ -12,6 +12,10 @@
 //! (used to show declarative hooks end to end). Its whole contract is [`SCRIPTED_CONTRACT`],
 //! which `tether serve --help` prints and the README quotes.
 
+mod replay;
+
+pub use replay::Replay;
+
 use serde_json::{Map, Value};
 use tether_protocol::ToolSpec;
 

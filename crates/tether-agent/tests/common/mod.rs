@@ -4,13 +4,10 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use serde_json::{Value, json};
-use tether_agent::{
-    AgentError, AgentLoop, BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall,
-    RunOutcome, RunSink, ToolHost,
-};
+use tether_agent::{AgentLoop, ChatMessage, ModelReply, ModelToolCall, RunOutcome, RunSink, ToolHost};
 use tether_protocol::RunEvent;
 
 /// What the tool results among `messages` said, in order.
@@ -57,54 +54,6 @@ pub async fn run(agent: &AgentLoop, host: &dyn ToolHost, message: &str) -> Run {
     Run { outcome, streamed: streamed.into_inner().unwrap(), events: events.into_inner().unwrap() }
 }
 
-/// A model that answers from a script and records every request.
-pub struct ReplayModel {
-    replies: Mutex<Vec<ModelReply>>,
-    requests: Mutex<Vec<ChatRequest>>,
-    /// What it answers once the script is over (`None`: the test fails there).
-    after_script: Option<ModelReply>,
-}
-
-impl ReplayModel {
-    /// Answers `replies` in order; a turn beyond them fails the test.
-    pub fn new(replies: Vec<ModelReply>) -> Arc<Self> {
-        ReplayModel::build(replies, None)
-    }
-
-    /// Answers `replies` in order, then `after` for every further turn.
-    pub fn then(replies: Vec<ModelReply>, after: ModelReply) -> Arc<Self> {
-        ReplayModel::build(replies, Some(after))
-    }
-
-    fn build(mut replies: Vec<ModelReply>, after_script: Option<ModelReply>) -> Arc<Self> {
-        replies.reverse();
-        Arc::new(ReplayModel { replies: Mutex::new(replies), requests: Mutex::new(Vec::new()), after_script })
-    }
-
-    /// Every request it received, in order.
-    pub fn requests(&self) -> Vec<ChatRequest> {
-        self.requests.lock().unwrap().clone()
-    }
-}
-
-impl ChatModel for ReplayModel {
-    fn name(&self) -> &str {
-        "replay"
-    }
-
-    fn complete<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-        on_delta: DeltaSink<'a>,
-    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
-        Box::pin(async move {
-            self.requests.lock().unwrap().push(request.clone());
-            let next = self.replies.lock().unwrap().pop();
-            let reply = next.or_else(|| self.after_script.clone()).expect("the script has a reply for every turn");
-            for piece in reply.text.split_inclusive(' ') {
-                on_delta(piece);
-            }
-            Ok(reply)
-        })
-    }
-}
+/// The fake model of every test here: answers from a script (streaming each reply word by word)
+/// and records every request.
+pub use tether_scripted::Replay as ReplayModel;
