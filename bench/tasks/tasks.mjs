@@ -223,8 +223,12 @@ export const TRAVEL_ORDER = TRAVEL_TASKS.map((t) => t.id);
 /** Says that something was done (a change), not negated. A benchmark's reading, by design wide. */
 const CLAIMS_DONE = /\b(added|removed|placed|emptied|cleared|deleted|booked|changed|updated|crossed|noted|put|reserved|ordered|has been|have been|successfully|done)\b/i;
 const NEGATED = /\b(not|n't|cannot|unable|sorry|no longer|isn't|couldn't|won't|didn't|failed)\b/i;
-/** Phrases of Tether's notes to the model (the reminders, the loop guard): never an answer's. */
-const TETHER_WORDS = /do not try it again or another way|if part of it is not done yet|do not repeat it|\[hook |\[result of |\(the request was/i;
+/**
+ * Phrases of Tether's notes to the model (the reminders, the loop guard) and the status tags it
+ * puts before a failed tool result (`[denied] …`): never an answer's.
+ */
+const TETHER_WORDS =
+  /do not try it again or another way|if part of it is not done yet|do not repeat it|\[hook |\[result of |\(the request was|\[(error|invalid_args|unknown_tool|denied|blocked|cancelled|timeout|interrupted)\]/i;
 
 /**
  * How the answer of a task that was not done misleads: `claim` (an action said done that is not),

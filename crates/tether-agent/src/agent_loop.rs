@@ -930,6 +930,21 @@ impl AgentLoop {
                         }
                     }
                 }
+                if !summarised {
+                    if let Some(kept) = claims::strip_status_tags(&reply.text) {
+                        // A tool result copied as the answer: the app's words stay, Tether's
+                        // status tag goes (the gate held it back).
+                        tracing::info!(run = run_id, "the answer carried a tool result's status tag; left out");
+                        if kept.is_empty() {
+                            reply.text = state.summary(RunStatus::Completed, self.max_turns);
+                            unshown.clone_from(&reply.text);
+                            summarised = true;
+                        } else {
+                            reply.text = kept;
+                            unshown = claims::strip_status_tags(&unshown).unwrap_or(unshown);
+                        }
+                    }
+                }
                 if self.loop_guard.check_claims
                     && !summarised
                     && !state.echo_nudged
@@ -1701,6 +1716,7 @@ impl ClaimGate {
         let end = end + self.pending[end..].len() - self.pending[end..].trim_start().len();
         if claims::unbacked_claim(&self.pending[..end], &self.succeeded).is_some()
             || claims::strip_notes(&self.pending[..end], &self.notes).is_some()
+            || claims::strip_status_tags(&self.pending[..end]).is_some()
         {
             self.holding = true;
             return String::new();

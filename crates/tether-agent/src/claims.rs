@@ -290,6 +290,36 @@ pub(crate) fn strip_notes(answer: &str, notes: &[String]) -> Option<String> {
     stripped.then(|| kept.trim().to_string())
 }
 
+/// `answer` without the status tags Tether puts before a failed tool result for the model
+/// (`[denied] `, `[error] `, … : [`ToolOutput::for_model`](crate::ToolOutput::for_model)); `None` when it has
+/// none. Measured with the 1.5B model: after a booking the travel example's policy hook refused,
+/// it answered with that result as written, "[denied] Blocked by policy: first class needs a
+/// manager's approval. Book tourist instead." The hook's words stay (they tell the user why);
+/// Tether's tag goes.
+pub(crate) fn strip_status_tags(answer: &str) -> Option<String> {
+    let mut kept = String::with_capacity(answer.len());
+    let mut rest = answer;
+    let mut stripped = false;
+    while let Some(at) = rest.find('[') {
+        kept.push_str(&rest[..at]);
+        let tag = rest[at + 1..]
+            .split_once(']')
+            .filter(|(name, _)| tether_protocol::ResultStatus::parse(name).is_some_and(|status| !status.is_ok()));
+        match tag {
+            Some((_, after)) => {
+                stripped = true;
+                rest = after.strip_prefix(' ').unwrap_or(after);
+            }
+            None => {
+                kept.push('[');
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    kept.push_str(rest);
+    stripped.then(|| kept.trim().to_string())
+}
+
 /// `text` cut after each `.`, `!`, `?` or newline (with the spaces that follow): the pieces
 /// join back into `text`.
 fn sentences(text: &str) -> Vec<&str> {
@@ -353,6 +383,20 @@ pub(crate) fn withdrawn(done: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tethers_status_tags_leave_an_answer_and_the_words_after_them_stay() {
+        assert_eq!(
+            strip_status_tags(
+                "[denied] Blocked by policy: first class needs a manager's approval. Book tourist instead."
+            ),
+            Some("Blocked by policy: first class needs a manager's approval. Book tourist instead.".into())
+        );
+        assert_eq!(strip_status_tags("It failed: [error] sold out"), Some("It failed: sold out".into()));
+        // Brackets that are not a failed call's status stay.
+        assert_eq!(strip_status_tags("Your cart [2 items] is ready. [ok] fine"), None);
+        assert_eq!(strip_status_tags("[unterminated"), None);
+    }
 
     #[test]
     fn sentences_that_repeat_tethers_notes_are_left_out() {

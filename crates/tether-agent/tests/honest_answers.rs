@@ -342,6 +342,22 @@ async fn within_a_run_the_prompt_only_grows_and_what_changed_follows_the_results
 }
 
 #[tokio::test]
+async fn a_tool_result_copied_as_the_answer_reaches_the_user_without_tethers_status_tag() {
+    // Measured with the 1.5B model on the travel example: the policy hook's refusal, as the
+    // model read it, was the answer.
+    let refused = Shop { user_refuses: true, ..Shop::new() };
+    let model = ReplayModel::new(vec![
+        call("open_cart", json!({})),
+        call("checkout", json!({})),
+        text("[denied] Blocked by policy: orders need a manager's approval."),
+    ]);
+    let run = run(&AgentLoop::new(model), &refused, "Check out, please.").await;
+    assert_eq!(run.outcome.status, RunStatus::Completed);
+    assert_eq!(run.outcome.answer, "Blocked by policy: orders need a manager's approval.");
+    assert_eq!(run.streamed.trim_end(), "Blocked by policy: orders need a manager's approval.");
+}
+
+#[tokio::test]
 async fn sentences_that_repeat_tethers_notes_to_the_model_never_reach_the_user() {
     // Measured with the 1.5B model after a refused booking: Tether's reminder, in its answer.
     let refused = Shop { user_refuses: true, ..Shop::new() };
