@@ -274,6 +274,9 @@ const NOTES: [&str; 8] = [
     claims::NUDGE,
 ];
 
+/// What leaves Tether's own words out of an answer (`None`: there were none).
+type Strip<'a> = dyn Fn(&str) -> Option<String> + 'a;
+
 fn notes() -> Vec<String> {
     NOTES.iter().map(|note| (*note).to_string()).collect()
 }
@@ -914,35 +917,26 @@ impl AgentLoop {
                     unshown.clone_from(&reply.text);
                     summarised = true;
                 }
-                if !summarised {
-                    let notes = notes();
-                    if let Some(kept) = claims::strip_notes(&reply.text, &notes) {
-                        // Tether's words to the model are not the agent's to the user (the gate held
-                        // them back): left out, and a summary if nothing else was said.
-                        tracing::info!(run = run_id, "the answer repeated Tether's notes to the model; left out");
-                        if kept.is_empty() {
-                            reply.text = state.summary(RunStatus::Completed, self.max_turns);
-                            unshown.clone_from(&reply.text);
-                            summarised = true;
-                        } else {
-                            reply.text = kept;
-                            unshown = claims::strip_notes(&unshown, &notes).unwrap_or(unshown);
-                        }
-                    }
-                }
-                if !summarised {
-                    if let Some(kept) = claims::strip_status_tags(&reply.text) {
-                        // A tool result copied as the answer: the app's words stay, Tether's
-                        // status tag goes (the gate held it back).
-                        tracing::info!(run = run_id, "the answer carried a tool result's status tag; left out");
-                        if kept.is_empty() {
-                            reply.text = state.summary(RunStatus::Completed, self.max_turns);
-                            unshown.clone_from(&reply.text);
-                            summarised = true;
-                        } else {
-                            reply.text = kept;
-                            unshown = claims::strip_status_tags(&unshown).unwrap_or(unshown);
-                        }
+                // Tether's words to the model are not the agent's to the user (the gate held them
+                // back): sentences that repeat its notes, and the status tags of tool results
+                // copied as the answer (the app's words after them stay), are left out, and an
+                // answer of nothing else becomes the summary.
+                let notes = notes();
+                let strip_notes = |text: &str| claims::strip_notes(text, &notes);
+                let tethers: [(&str, &Strip<'_>); 2] = [
+                    ("the answer repeated Tether's notes to the model; left out", &strip_notes),
+                    ("the answer carried a tool result's status tag; left out", &claims::strip_status_tags),
+                ];
+                for (what, strip) in tethers {
+                    let Some(kept) = strip(&reply.text).filter(|_| !summarised) else { continue };
+                    tracing::info!(run = run_id, "{what}");
+                    if kept.is_empty() {
+                        reply.text = state.summary(RunStatus::Completed, self.max_turns);
+                        unshown.clone_from(&reply.text);
+                        summarised = true;
+                    } else {
+                        reply.text = kept;
+                        unshown = strip(&unshown).unwrap_or(unshown);
                     }
                 }
                 if self.loop_guard.check_claims
