@@ -233,6 +233,9 @@ pub struct AgentContext {
     client: StoredValue<Client, LocalStorage>,
     /// The chat revision the signals show.
     shown: StoredValue<u64, LocalStorage>,
+    /// The responder of each call whose question is open: made once per question, so a line
+    /// drawn again keeps an equal one.
+    responders: StoredValue<HashMap<String, Responder>, LocalStorage>,
     refresh_scheduled: StoredValue<bool, LocalStorage>,
     /// How each tool's calls look in the chat (`"*"`: the rest).
     renderers: StoredValue<HashMap<String, Renderer>, LocalStorage>,
@@ -270,6 +273,7 @@ impl AgentContext {
         });
         let Some(Some((revision, lines, running, approvals, questions, errors))) = chat else { return };
         self.shown.set_value(revision);
+        self.responders.update_value(|responders| responders.retain(|call_id, _| questions.contains(call_id)));
         let state = self.state;
         set_changed(state.messages, lines);
         set_changed(state.running, running);
@@ -282,10 +286,7 @@ impl AgentContext {
     fn line(&self, line: &tether_web::chat::ChatLine) -> ChatLine {
         let call = line.call.as_ref().map(|call| ToolCallView {
             call: call.clone(),
-            respond: call
-                .question
-                .is_some()
-                .then(|| Responder { context: *self, call_id: StoredValue::new(call.call_id.clone()) }),
+            respond: call.question.is_some().then(|| self.responder(&call.call_id)),
         });
         ChatLine {
             key: line.key.clone(),
@@ -295,6 +296,18 @@ impl AgentContext {
             waiting: line.waiting,
             call,
         }
+    }
+
+    /// The responder of call `call_id`'s open question.
+    fn responder(&self, call_id: &str) -> Responder {
+        let kept = self.responders.with_value(|responders| responders.get(call_id).copied());
+        kept.unwrap_or_else(|| {
+            let responder = Responder { context: *self, call_id: StoredValue::new(call_id.to_string()) };
+            self.responders.update_value(|responders| {
+                responders.insert(call_id.to_string(), responder);
+            });
+            responder
+        })
     }
 
     /// Sends the user's message and shows it in the chat.
@@ -532,6 +545,7 @@ pub fn AgentProvider(
     let context = AgentContext {
         client: StoredValue::new_local(client.clone()),
         shown: StoredValue::new_local(0),
+        responders: StoredValue::new_local(HashMap::new()),
         refresh_scheduled: StoredValue::new_local(false),
         renderers: StoredValue::new_local(HashMap::new()),
         navigate: StoredValue::new_local(navigate),

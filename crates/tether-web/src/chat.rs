@@ -1,13 +1,12 @@
 //! The chat as a state machine without IO: the client's events and the user's actions in; chat
 //! lines, pending approvals, open questions and the error list out.
 //!
-//! Both toolkits drive the same [`Chat`]: `tether-leptos` natively, `@tether/react` through the
-//! runtime's JavaScript API (`TetherClient.chat()` and the `chat*` methods). A toolkit feeds it
-//! every [`ClientEvent`], every error and notification, and the user's actions, then draws what
-//! it holds; the only thing left to the toolkit is the UI glue (resolving the futures its
-//! approval dialog and questions wait on, opening a page, rendering). The fixtures in
-//! `tests/chat/` (events in, lines out) are run against it by `cargo test` and, through the real
-//! wasm, by the React package's vitest suite.
+//! With feature `chat` the [`Client`](crate::Client) feeds it every [`ClientEvent`], every error
+//! and notification, and the user's actions, and tether-leptos draws what it holds; the toolkit
+//! keeps only the UI glue (opening a page, rendering). The npm module leaves it out (its size,
+//! see ARCHITECTURE.md), so `@tether/react`'s store keeps its own reducer: the fixtures in
+//! `tests/chat/` (events in, lines out) hold the two to one behaviour, run against this by
+//! `cargo test` and against the React store by vitest.
 //!
 //! Calls carry their run id and call id as fields: nothing here reads meaning out of an id.
 
@@ -150,23 +149,6 @@ impl CallView {
             question: None,
         }
     }
-
-    /// The call as JSON (the React package's `ToolCallView`, without `respond`).
-    pub fn to_value(&self) -> Value {
-        let text = |value: &Option<String>| value.clone().map_or(Value::Null, Value::String);
-        JsonObject::new()
-            .value("runId", text(&self.run_id))
-            .text("callId", &self.call_id)
-            .text("tool", &self.tool)
-            .value("args", self.args.clone())
-            .maybe("partialArgs", self.partial_args.clone())
-            .text("status", self.status.as_str())
-            .maybe("progress", self.progress.clone().map(Value::String))
-            .maybe("result", self.result.clone())
-            .maybe("error", self.error.clone().map(Value::String))
-            .maybe("question", self.question.clone())
-            .build()
-    }
 }
 
 /// One line of the chat.
@@ -188,26 +170,11 @@ pub struct ChatLine {
     pub run_id: Option<String>,
     /// The call ([`ChatRole::Tool`]).
     pub call: Option<CallView>,
-    /// Bumped whenever the line changes: a view may keep what it drew for an unchanged one.
-    pub revision: u64,
 }
 
 impl ChatLine {
     fn new(key: String, role: ChatRole, text: String) -> ChatLine {
-        ChatLine { key, role, text, status: None, waiting: false, run_id: None, call: None, revision: 0 }
-    }
-
-    /// The line as JSON (the React package's `ChatLine`).
-    pub fn to_value(&self) -> Value {
-        JsonObject::new()
-            .text("key", &self.key)
-            .text("role", self.role.as_str())
-            .text("text", &self.text)
-            .maybe("status", self.status.map(|status| Value::from(status.as_str())))
-            .maybe("waiting", self.waiting.then_some(Value::Bool(true)))
-            .maybe("call", self.call.as_ref().map(CallView::to_value))
-            .value("revision", Value::from(self.revision))
-            .build()
+        ChatLine { key, role, text, status: None, waiting: false, run_id: None, call: None }
     }
 }
 
@@ -365,14 +332,13 @@ impl Chat {
         self.revision
     }
 
-    fn touch(&mut self) -> u64 {
+    fn touch(&mut self) {
         self.revision += 1;
-        self.revision
     }
 
     /// Adds a line at `at`, keeping the last [`KEPT`].
-    fn insert(&mut self, at: usize, mut line: ChatLine) {
-        line.revision = self.touch();
+    fn insert(&mut self, at: usize, line: ChatLine) {
+        self.touch();
         self.lines.insert(at, line);
         if self.lines.len() > KEPT {
             self.lines.remove(0);
@@ -402,10 +368,8 @@ impl Chat {
     /// Changes the line of call `call_id`, if it is shown.
     fn update_call(&mut self, call_id: &str, change: impl FnOnce(&mut CallView)) {
         if let Some(at) = self.call_at(call_id) {
-            let revision = self.touch();
-            let line = &mut self.lines[at];
-            line.revision = revision;
-            if let Some(call) = line.call.as_mut() {
+            self.touch();
+            if let Some(call) = self.lines[at].call.as_mut() {
                 change(call);
             }
         }
@@ -479,11 +443,10 @@ impl Chat {
                     self.lines.retain(|l| !(l.role == ChatRole::Agent && l.run_id.as_deref() == Some(run_id)));
                 }
                 let at = self.run_line(run_id);
-                let revision = self.touch();
+                self.touch();
                 let line = &mut self.lines[at];
                 line.text.push_str(delta);
                 line.status = *status;
-                line.revision = revision;
                 if *done {
                     self.running = false;
                     self.pre_approved.clear();
@@ -551,10 +514,9 @@ impl Chat {
                     }
                 }
                 // Messages written while offline have now left.
-                let revision = self.touch();
+                self.touch();
                 for line in self.lines.iter_mut().filter(|l| l.waiting) {
                     line.waiting = false;
-                    line.revision = revision;
                 }
             }
             _ => {}
@@ -565,12 +527,11 @@ impl Chat {
     /// run in progress ends, the approvals and questions waiting close (the toolkit dismisses
     /// what no longer is in [`Chat::approvals`]), and the chat says so.
     fn session_lost(&mut self, session_id: &str) {
-        let revision = self.touch();
+        self.touch();
         self.approvals.clear();
         self.questions.clear();
         for line in self.lines.iter_mut().filter(|l| l.role == ChatRole::Agent && l.status.is_none()) {
             line.status = Some(RunStatus::Failed);
-            line.revision = revision;
         }
         self.push(ChatLine::new(format!("lost-{session_id}"), ChatRole::System, SESSION_LOST.to_string()));
         self.running = false;
@@ -629,7 +590,7 @@ impl Chat {
     /// After a reload: the conversation so far comes first (the lines this page added since
     /// stay after it). A line this version cannot read is left out.
     fn history(&mut self, lines: &[Value]) {
-        let revision = self.touch();
+        self.touch();
         let restored: Vec<ChatLine> = lines
             .iter()
             .filter_map(|line| HistoryLine::from_value(line).ok())
@@ -640,7 +601,6 @@ impl Chat {
                 let mut shown = ChatLine::new(key, if agent { ChatRole::Agent } else { ChatRole::User }, line.text);
                 shown.status = line.status;
                 shown.run_id = line.run_id.filter(|_| agent);
-                shown.revision = revision;
                 shown
             })
             .collect();
@@ -755,20 +715,6 @@ impl Chat {
         self.questions.retain(|id| id != call_id);
         self.update_call(call_id, |call| call.question = None);
         open
-    }
-
-    /// The whole state as JSON: `{revision, running, lines, approvals, questions, errors}`
-    /// (`TetherClient.chat()`).
-    pub fn to_value(&self) -> Value {
-        let list = |values: Vec<Value>| Value::Array(values);
-        JsonObject::new()
-            .value("revision", Value::from(self.revision))
-            .value("running", Value::Bool(self.running))
-            .value("lines", list(self.lines.iter().map(ChatLine::to_value).collect()))
-            .value("approvals", list(self.approvals.iter().map(ApprovalView::to_value).collect()))
-            .value("questions", list(self.questions.iter().cloned().map(Value::String).collect()))
-            .value("errors", list(self.errors.iter().map(ErrorLine::to_value).collect()))
-            .build()
     }
 }
 

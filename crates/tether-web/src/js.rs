@@ -118,7 +118,6 @@ extern "C" {
     /// `ToolSpec[]`.
     #[wasm_bindgen(typescript_type = "ToolSpec[]")]
     pub type JsToolSpecs;
-
 }
 
 // Values cross the boundary as JavaScript objects, converted by walking them (`crate::json`);
