@@ -280,8 +280,8 @@ impl Needs {
 pub(crate) struct Installs {
     /// Chromium and chromedriver.
     pub(crate) browser: bool,
-    /// jq, python3, redis-server and nginx (the hook examples, the store tests, the tests of
-    /// the deployment's nginx configuration).
+    /// jq, python3, redis-server, nginx and prometheus (the hook examples, the store tests, the
+    /// tests of the deployment's nginx configuration, the metrics test).
     pub(crate) services: bool,
     /// `npm ci` of the whole workspace (else only binaryen and esbuild, see [`build_tool`]).
     pub(crate) workspace_npm: bool,
@@ -318,8 +318,9 @@ pub(crate) fn setup(needs: Needs) -> Result<WasmToolchain> {
         // The declarative-hook examples use jq and python3 (the hooks' PATH is /usr/local/bin:/usr/bin:/bin);
         // the Redis store's tests start redis-server instances of their own (never the machine's 6379),
         // and Redis Clusters of them, joined with redis-cli (redis-tools);
-        // the nginx tests start nginx with deploy/nginx/tether.conf on free ports of their own.
-        apt_install(&["jq", "python3", "redis-server", "redis-tools", "nginx"])?;
+        // the nginx tests start nginx with deploy/nginx/tether.conf on free ports of their own;
+        // the metrics test has a prometheus of its own scrape `/metrics`.
+        apt_install(&["jq", "python3", "redis-server", "redis-tools", "nginx", "prometheus"])?;
     }
     if installs.workspace_npm {
         install_npm_packages()?;

@@ -27,6 +27,7 @@ use tether_protocol::{
     ContextEntry, ResultStatus, RunEndEvent, RunEvent, RunStartEvent, RunStatus, ToolCallDeltaEvent, ToolEndEvent,
     ToolSpec, ToolStartEvent, TurnEndEvent, TurnStartEvent,
 };
+use tracing::Instrument;
 
 use crate::AgentError;
 use crate::claims;
@@ -289,17 +290,83 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
-/// Calls one hook, turning its error or panic into a [`AgentError`].
-async fn guarded<T>(
+/// Calls one hook, turning its error or panic into a [`AgentError`], inside a `tether.hook`
+/// span that records the hook point and its decision (docs/observability.md).
+async fn guarded<T: HookDecision>(
     name: &'static str,
     call: impl FnOnce() -> BoxFuture<'static, Result<T, HookError>>,
 ) -> Result<T, AgentError> {
-    let future = std::panic::catch_unwind(AssertUnwindSafe(call))
-        .map_err(|payload| AgentError::HookPanicked { hook: name, message: panic_message(&*payload) })?;
-    match AssertUnwindSafe(future).catch_unwind().await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(HookError(message))) => Err(AgentError::Hook { hook: name, message }),
-        Err(payload) => Err(AgentError::HookPanicked { hook: name, message: panic_message(&*payload) }),
+    let span = tracing::info_span!(
+        target: crate::SPAN_TARGET,
+        "tether.hook",
+        otel.name = %format_args!("hook {name}"),
+        tether.hook.point = name,
+        tether.hook.decision = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    );
+    let result = async {
+        let future = std::panic::catch_unwind(AssertUnwindSafe(call))
+            .map_err(|payload| AgentError::HookPanicked { hook: name, message: panic_message(&*payload) })?;
+        match AssertUnwindSafe(future).catch_unwind().await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(HookError(message))) => Err(AgentError::Hook { hook: name, message }),
+            Err(payload) => Err(AgentError::HookPanicked { hook: name, message: panic_message(&*payload) }),
+        }
+    }
+    .instrument(span.clone())
+    .await;
+    match &result {
+        Ok(value) => span.record("tether.hook.decision", value.decision()),
+        Err(AgentError::HookPanicked { .. }) => span.record("error.type", "panicked"),
+        Err(_) => span.record("error.type", "failed"),
+    };
+    result
+}
+
+/// What a hook decided, as the `tether.hook.decision` of its span.
+trait HookDecision {
+    fn decision(&self) -> &'static str {
+        "continue"
+    }
+}
+
+impl HookDecision for () {}
+impl HookDecision for ProviderCall {}
+
+impl HookDecision for RunBeginDecision {
+    fn decision(&self) -> &'static str {
+        match self {
+            RunBeginDecision::Continue { .. } => "continue",
+            RunBeginDecision::Refuse { .. } => "refuse",
+        }
+    }
+}
+
+impl HookDecision for ToolDecision {
+    fn decision(&self) -> &'static str {
+        match self {
+            ToolDecision::Allow => "allow",
+            ToolDecision::Deny { .. } => "deny",
+            ToolDecision::Mock { .. } => "mock",
+            ToolDecision::Change { ask: Some(_), .. } => "ask",
+            ToolDecision::Change { .. } => "change",
+        }
+    }
+}
+
+impl HookDecision for ToolOutput {
+    fn decision(&self) -> &'static str {
+        self.status.as_str()
+    }
+}
+
+impl HookDecision for StopDecision {
+    fn decision(&self) -> &'static str {
+        match self {
+            StopDecision::Accept => "accept",
+            StopDecision::Reject { .. } => "reject",
+            StopDecision::Capped => "capped",
+        }
     }
 }
 
@@ -432,6 +499,11 @@ impl AgentLoop {
     /// The system prompt the model reads first in every run.
     pub fn system_prompt(&self) -> &str {
         &self.system_prompt
+    }
+
+    /// The agent's name (hooks see it as `agent_name`; default `tether`).
+    pub fn agent_name(&self) -> &str {
+        &self.agent_name
     }
 
     /// Sets the agent's name (hooks see it as `agent_name`).
@@ -588,7 +660,11 @@ impl AgentLoop {
         });
         let (status, mut answer, error) = match result {
             Ok((status, answer)) => (status, answer, None),
-            Err(error) => (RunStatus::Failed, String::new(), Some(error.to_string())),
+            Err(error) => {
+                // On the run's span (the server's `invoke_agent`), when there is one.
+                tracing::Span::current().record("error.type", &*error.kind());
+                (RunStatus::Failed, String::new(), Some(error.to_string()))
+            }
         };
         // A run that stopped without an answer says what was done instead (unless a
         // `followUp: false` tool's result is the answer).
@@ -1285,28 +1361,59 @@ impl AgentLoop {
         visible: &[String],
         refused: Option<ToolOutput>,
     ) -> Result<ToolOutput, AgentError> {
-        let mut tool_use = ToolUse {
-            run: info.clone(),
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            args: call.arguments.clone(),
+        // One `execute_tool` span per call the model asked for (GenAI conventions); the host
+        // records where the call ran and the risk it ran at (docs/observability.md).
+        let span = tracing::info_span!(
+            target: crate::SPAN_TARGET,
+            "execute_tool",
+            otel.name = %format_args!("execute_tool {}", call.name),
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %call.name,
+            gen_ai.tool.call.id = %call.id,
+            gen_ai.tool.type = "function",
+            tether.run.id = %info.run_id,
+            tether.tool.risk = tracing::field::Empty,
+            tether.tool.location = tracing::field::Empty,
+            tether.tool.outcome = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        let not_run = refused.is_some();
+        let work = async {
+            let mut tool_use = ToolUse {
+                run: info.clone(),
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                args: call.arguments.clone(),
+            };
+            let checked = if let Some(refused) = refused {
+                Err(refused)
+            } else if visible.iter().any(|name| name == &call.name) {
+                host.check(&call.name, &call.arguments)
+            } else {
+                Err(ToolOutput::new(
+                    ResultStatus::UnknownTool,
+                    format!("Unknown tool \"{}\". Available tools: {}", call.name, visible.join(", ")),
+                ))
+            };
+            let (output, by_hook) = match checked {
+                Err(output) => (output, None),
+                Ok(()) => self.decide_and_run(host, sink, info, &mut tool_use).await?,
+            };
+            let call = ModelToolCall { arguments: tool_use.args.clone(), ..call.clone() };
+            let output = self.after_tool(sink, info, &call, output).await?;
+            Ok::<_, AgentError>((output, by_hook))
         };
-        let checked = if let Some(refused) = refused {
-            Err(refused)
-        } else if visible.iter().any(|name| name == &call.name) {
-            host.check(&call.name, &call.arguments)
-        } else {
-            Err(ToolOutput::new(
-                ResultStatus::UnknownTool,
-                format!("Unknown tool \"{}\". Available tools: {}", call.name, visible.join(", ")),
-            ))
+        let (output, by_hook) = work.instrument(span.clone()).await?;
+        let outcome = match (not_run, by_hook, output.status) {
+            (true, ..) => "not_run",
+            (false, Some(decided), _) => decided,
+            (false, None, status) => tool_outcome(status),
         };
-        let output = match checked {
-            Err(output) => output,
-            Ok(()) => self.decide_and_run(host, sink, info, &mut tool_use).await?,
-        };
-        let call = ModelToolCall { arguments: tool_use.args.clone(), ..call.clone() };
-        self.after_tool(sink, info, &call, output).await
+        span.record("tether.tool.outcome", outcome);
+        if outcome != "ok" {
+            span.record("error.type", outcome);
+        }
+        Ok(output)
     }
 
     /// What follows a call's result: the `after_tool_execution` hooks (which decide what the
@@ -1349,20 +1456,22 @@ impl AgentLoop {
         sink: &RunSink<'_>,
         info: &RunInfo,
         tool_use: &mut ToolUse,
-    ) -> Result<ToolOutput, AgentError> {
+    ) -> Result<(ToolOutput, Option<&'static str>), AgentError> {
         let mut ask: Option<String> = None;
         let mut changed = false;
         for hook in self.hooks.iter().filter_map(|h| h.before_tool_execution.clone()).collect::<Vec<_>>() {
             let input = tool_use.clone();
             match guarded("before_tool_execution", || hook(input)).await.inspect(|_| forward(sink, info))? {
                 ToolDecision::Allow => {}
-                ToolDecision::Deny { reason } => return Ok(ToolOutput::new(ResultStatus::Denied, reason)),
+                ToolDecision::Deny { reason } => {
+                    return Ok((ToolOutput::new(ResultStatus::Denied, reason), Some("refused_by_hook")));
+                }
                 ToolDecision::Mock { result } => {
                     let text = match result {
                         Value::String(text) => text,
                         other => other.to_string(),
                     };
-                    return Ok(ToolOutput::new(ResultStatus::Ok, text));
+                    return Ok((ToolOutput::new(ResultStatus::Ok, text), Some("mocked_by_hook")));
                 }
                 ToolDecision::Change { args, ask: asked } => {
                     if let Some(args) = args {
@@ -1371,7 +1480,7 @@ impl AgentLoop {
                                 "Not run: a hook changed the arguments to {args}, which are not valid: {}",
                                 refused.content
                             );
-                            return Ok(refused);
+                            return Ok((refused, Some("invalid_args")));
                         }
                         changed |= args != tool_use.args;
                         tool_use.args = args;
@@ -1393,7 +1502,21 @@ impl AgentLoop {
         if changed {
             output.content = format!("(A hook changed the arguments to {}.) {}", tool_use.args, output.content);
         }
-        Ok(output)
+        Ok((output, None))
+    }
+}
+
+/// The `tether.tool.outcome` of a call that ran (or was refused by its host), by its status.
+fn tool_outcome(status: ResultStatus) -> &'static str {
+    match status {
+        ResultStatus::Ok => "ok",
+        ResultStatus::Error => "error",
+        ResultStatus::InvalidArgs => "invalid_args",
+        ResultStatus::UnknownTool => "unknown_tool",
+        ResultStatus::Denied => "refused_by_user",
+        ResultStatus::Blocked => "blocked",
+        ResultStatus::Cancelled | ResultStatus::Interrupted => "cancelled",
+        ResultStatus::Timeout => "timed_out",
     }
 }
 

@@ -41,3 +41,19 @@ pub enum AgentError {
     #[error("invalid configuration: {0}")]
     Config(String),
 }
+
+impl AgentError {
+    /// A short, fixed name of this kind of error: the `error.type` of the spans it ends
+    /// (docs/observability.md). An HTTP error is named by its status.
+    pub fn kind(&self) -> std::borrow::Cow<'static, str> {
+        match self {
+            AgentError::ProviderStatus { status, .. } => format!("http_{status}").into(),
+            AgentError::ContextOverflow(_) => "context_overflow".into(),
+            AgentError::ProviderUnreachable(_) => "provider_unreachable".into(),
+            AgentError::MalformedReply(_) => "malformed_reply".into(),
+            AgentError::Hook { .. } => "hook_failed".into(),
+            AgentError::HookPanicked { .. } => "hook_panicked".into(),
+            AgentError::Config(_) => "config".into(),
+        }
+    }
+}

@@ -31,6 +31,11 @@ pub use model::{
     RefusedTool, Streams, ToolCallDelta, ToolDeltaSink, ToolMode, json_values, partial_object, partial_value,
     read_reply,
 };
+/// The `tracing` target of the spans Tether opens for its traces and metrics (`invoke_agent`,
+/// `chat`, `execute_tool`, `tether.hook`, …; docs/observability.md): what an OpenTelemetry
+/// exporter and `tether-server`'s metrics layer listen to, and what log output leaves out.
+pub const SPAN_TARGET: &str = "tether::span";
+
 #[cfg(feature = "openai")]
 pub use model::{MAX_RETRY_AFTER, OpenAiConfig, OpenAiProvider};
 pub use questions::{MessageKind, QuestionCheck, Rival};

@@ -94,6 +94,10 @@ pub struct ServerConfig {
     /// open it (the `navigate` run event) and announce its tools; after that the model reads
     /// that the page was not opened (docs/models.md, "Tools on other pages"). Default 3 s.
     pub open_page_wait: Duration,
+    /// The token an operator presents (`Authorization: Bearer …`) to read `/metrics`; `None`:
+    /// `/metrics` is open (put it behind your network's access rules). Never logged. Default
+    /// `None`.
+    pub operator_token: Option<String>,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -119,6 +123,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("instance_lease", &self.instance_lease)
             .field("expose_mcp", &self.expose_mcp)
             .field("open_page_wait", &self.open_page_wait)
+            .field("operator_token", &self.operator_token.as_ref().map(|_| "[redacted]"))
             .finish()
     }
 }
@@ -145,6 +150,7 @@ impl Default for ServerConfig {
             expose_mcp: false,
             instance_lease: Duration::from_secs(5),
             open_page_wait: Duration::from_secs(3),
+            operator_token: None,
         }
     }
 }

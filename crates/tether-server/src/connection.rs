@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use crate::config::ServerConfig;
 use crate::policy::{origin_allowed, presented_token, token_accepted};
 use crate::run::{resume_run, start_run};
-use crate::server::{App, Stats};
+use crate::server::App;
 use crate::session::{Applied, Outbound, Session};
 
 /// The WebSocket close code for a refused connection (policy violation).
@@ -74,6 +74,7 @@ pub(crate) async fn websocket(
     if let Some(reason) = &refusal {
         // The reason names the origin, never a token.
         tracing::warn!(peer = ?peer, client = ?client_ip, reason = ?reason, "WebSocket connection refused");
+        app.metrics.frame_refused(ErrorCode::Unauthorized.as_str());
     }
     // The transport limit is far above the protocol limit, so that an oversized frame gets a
     // typed ERROR from the decoder and the session goes on; beyond it the socket closes (1009).
@@ -210,6 +211,7 @@ async fn serve_connection(socket: WebSocket, app: &Arc<App>, peer_ip: Option<IpA
         if let Some(rate) = rate.as_mut().filter(|_| matches!(message, Ok(Message::Text(_) | Message::Binary(_)))) {
             let wait = rate.admit();
             if !wait.is_zero() {
+                app.metrics.frame_refused(ErrorCode::RateLimited.as_str());
                 if !rate.told {
                     rate.told = true;
                     tracing::warn!(peer = ?peer_ip, "frames over the rate limit: reading them more slowly");
@@ -231,6 +233,7 @@ async fn serve_connection(socket: WebSocket, app: &Arc<App>, peer_ip: Option<IpA
             Ok(Message::Text(text)) => text,
             Ok(Message::Binary(_)) => {
                 let error = "binary frames are not part of the protocol; send JSON text".to_string();
+                app.metrics.frame_refused(ErrorCode::MalformedFrame.as_str());
                 match &session {
                     Some(s) => s.send_error(ErrorCode::MalformedFrame, error, None),
                     None => send_direct_error(&tx, ErrorCode::MalformedFrame, error, None),
@@ -244,6 +247,7 @@ async fn serve_connection(socket: WebSocket, app: &Arc<App>, peer_ip: Option<IpA
             Ok(frame) => frame,
             Err(error) => {
                 tracing::debug!(%error, "refused a frame");
+                app.metrics.frame_refused(error.code().as_str());
                 let reply_to = error.frame_id().map(String::from);
                 match &session {
                     Some(s) => s.send_error(error.code(), error.to_string(), reply_to),
@@ -258,6 +262,7 @@ async fn serve_connection(socket: WebSocket, app: &Arc<App>, peer_ip: Option<IpA
                 None => break,
             },
             (ClientFrame::Hello(hello), Some(s)) => {
+                app.metrics.frame_refused(ErrorCode::MalformedFrame.as_str());
                 s.send_error(
                     ErrorCode::MalformedFrame,
                     "HELLO was already received on this connection",
@@ -266,6 +271,7 @@ async fn serve_connection(socket: WebSocket, app: &Arc<App>, peer_ip: Option<IpA
             }
             (other, None) => {
                 let message = format!("{} before HELLO: start with a HELLO frame", other.type_name());
+                app.metrics.frame_refused(ErrorCode::HandshakeRequired.as_str());
                 send_direct_error(&tx, ErrorCode::HandshakeRequired, message, Some(other.id().to_string()));
             }
             (frame, Some(s)) => handle(&app, s, frame),
@@ -388,7 +394,7 @@ async fn find_session_now(app: &Arc<App>, resume: &Resume, peer_ip: Option<IpAdd
         Ok(restored) => match app.sessions.insert_or_get(restored, app.config.max_sessions_per_ip) {
             Ok((session, fresh)) => {
                 if fresh {
-                    Stats::count(&app.stats.sessions_restored);
+                    app.metrics.resumes.inc();
                 }
                 Found::Session(session, fresh)
             }
@@ -433,6 +439,7 @@ async fn handshake(
             "this server speaks protocol versions {MIN_PROTOCOL_VERSION} to {PROTOCOL_VERSION}, the client {}",
             hello.protocol_version
         );
+        app.metrics.frame_refused(ErrorCode::UnsupportedVersion.as_str());
         send_direct_error(tx, ErrorCode::UnsupportedVersion, message.clone(), Some(hello.id));
         let _ = tx.send(Outbound::Close(1002, message));
         return None;
@@ -458,6 +465,7 @@ async fn handshake(
             if matches!(found, Found::WrongToken) {
                 let id = hello.resume.as_ref().map(|r| r.session_id.as_str()).unwrap_or_default();
                 tracing::warn!(session = id, peer = ?peer_ip, "resume refused: wrong token");
+                app.metrics.frame_refused(ErrorCode::Unauthorized.as_str());
                 let message = "resume refused: the token does not match that session; a new session is started";
                 send_direct_error(tx, ErrorCode::Unauthorized, message.into(), Some(hello.id.clone()));
             }
@@ -472,6 +480,7 @@ async fn handshake(
             let limit = app.config.max_sessions_per_ip;
             if let Err(count) = app.sessions.insert(session.clone(), limit) {
                 tracing::warn!(peer = ?peer_ip, count, limit, "session refused: too many sessions from this address");
+                app.metrics.frame_refused(ErrorCode::LimitExceeded.as_str());
                 let message = format!(
                     "this address has {count} sessions, the most allowed (max_sessions_per_ip); close one or \
                      resume it"
@@ -510,6 +519,9 @@ async fn handshake(
         "client connected"
     );
     let resume = hello.resume.as_ref().filter(|_| was_resumed);
+    if resume.is_some() {
+        app.metrics.reconnects.inc();
+    }
     let last_seq = resume.and_then(|r| r.last_seq);
     let with_history = resume.is_some_and(|r| r.history);
     if !session.attach(connection_id, tx.clone(), &welcome, last_seq, with_history) {
@@ -548,22 +560,29 @@ fn handle(app: &Arc<App>, session: &Arc<Session>, frame: ClientFrame) {
                         session.send_event(None, RunEvent::ToolCollision(ToolCollisionEvent { tool }));
                     }
                 }
-                Err(refusal) => session.send_error(refusal.code, refusal.message, Some(frame_id)),
+                Err(refusal) => {
+                    app.metrics.frame_refused(refusal.code.as_str());
+                    session.send_error(refusal.code, refusal.message, Some(frame_id));
+                }
             }
         }
         ClientFrame::UserMessage(message) => start_run(app, session, message.id, message.text),
         ClientFrame::ToolResult(result) => {
             let call_id = result.call_id.clone();
             match session.apply_result(result) {
-                Applied::First => Stats::count(&app.stats.results_applied),
-                Applied::Duplicate => Stats::count(&app.stats.results_duplicate),
+                Applied::First => {
+                    app.metrics.results_applied.inc();
+                }
+                Applied::Duplicate => {
+                    app.metrics.results_duplicate.inc();
+                }
                 Applied::Late => {
                     tracing::info!(
                         session = session.id(),
                         call = call_id,
                         "late result: the call had timed out or was cancelled; acknowledged, not applied"
                     );
-                    Stats::count(&app.stats.results_late);
+                    app.metrics.results_late.inc();
                 }
                 Applied::Unknown => {
                     tracing::debug!(session = session.id(), call = call_id, "result for an unknown call");

@@ -21,6 +21,22 @@ pub enum ServerError {
     },
 }
 
+impl ServerError {
+    /// A short, fixed name of this kind of error: the `error.type` of the spans it ends
+    /// (docs/observability.md).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ServerError::Config(_) => "config",
+            ServerError::Io(_) => "io",
+            ServerError::Store { problem: StoreProblem::Full, .. } => "store_full",
+            ServerError::Store { problem: StoreProblem::Corrupt, .. } => "store_corrupt",
+            ServerError::Store { problem: StoreProblem::Locked, .. } => "store_locked",
+            ServerError::Store { problem: StoreProblem::Unavailable, .. } => "store_unavailable",
+            ServerError::Store { problem: StoreProblem::Moved, .. } => "store_moved",
+        }
+    }
+}
+
 /// What kind of problem a session store has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreProblem {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 
-use crate::server::{App, Stats};
+use crate::server::App;
 use crate::store::{Claim, SessionStore};
 
 /// How often a server waiting for a session asks its owner again (a request may be lost).
@@ -66,7 +66,7 @@ async fn let_go(app: Arc<App>, store: Arc<dyn SessionStore>, id: String) {
                 return;
             }
             app.remove_session(&session);
-            Stats::count(&app.stats.sessions_handed_off);
+            app.metrics.handoffs.inc();
             tracing::info!(session = id, instance = app.instance, "session handed to another server");
             session.claim().unwrap_or_default().to_string()
         }

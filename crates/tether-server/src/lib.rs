@@ -15,6 +15,7 @@ mod expose;
 #[path = "expose_off.rs"]
 mod expose;
 mod handoff;
+pub mod metrics;
 mod pages;
 mod persist;
 mod policy;
@@ -23,6 +24,8 @@ mod server;
 mod session;
 mod static_files;
 pub mod store;
+#[cfg(feature = "otel")]
+pub mod telemetry;
 mod tools;
 
 pub use config::{

@@ -181,6 +181,11 @@ struct ServeArgs {
     /// may be separated by commas. Without it, no token is needed.
     #[arg(long, value_name = "VAR")]
     token_env: Option<String>,
+    /// Name of an environment variable holding the operator's token: `/metrics` then answers
+    /// only requests that present it (`Authorization: Bearer TOKEN`). Without it, `/metrics`
+    /// is open: keep it off the public network (docs/observability.md).
+    #[arg(long, value_name = "VAR")]
+    operator_token_env: Option<String>,
     /// The operator's risk floor for tools matching a name pattern, as PATTERN=RISK with RISK one
     /// of none, low, high, critical, blocked, e.g. `delete_*=blocked`; may be given several
     /// times (the strictest matching floor applies).
@@ -272,6 +277,14 @@ fn server_config(args: &ServeArgs) -> Result<ServerConfig> {
     if !args.allow_origins.is_empty() {
         config.allowed_origins = args.allow_origins.clone();
     }
+    if let Some(var) = &args.operator_token_env {
+        let token =
+            std::env::var(var).with_context(|| format!("--operator-token-env {var}: the variable is not set"))?;
+        if token.trim().is_empty() {
+            bail!("--operator-token-env {var}: the variable holds no token");
+        }
+        config.operator_token = Some(token.trim().to_string());
+    }
     if let Some(var) = &args.token_env {
         let tokens = std::env::var(var).with_context(|| format!("--token-env {var}: the variable is not set"))?;
         config.auth_tokens = tokens.split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect();
@@ -291,7 +304,7 @@ fn server_config(args: &ServeArgs) -> Result<ServerConfig> {
 }
 
 #[allow(clippy::print_stdout)]
-async fn serve(args: ServeArgs) -> Result<()> {
+async fn serve(args: ServeArgs, metrics: Arc<tether_server::metrics::Metrics>) -> Result<()> {
     let model = model(&args)?;
     let model_name = model.name().to_string();
     // For `--tool-mode auto` this asks the provider once which mode works.
@@ -342,7 +355,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         agent = agent.with_instructions(&text);
     }
     let config = server_config(&args)?;
-    let mut server = TetherServer::new(config, agent);
+    let mut server = TetherServer::new(config, agent).with_metrics(metrics);
     if let Some(dir) = &args.static_dir {
         if !dir.join("index.html").is_file() {
             bail!("--static {}: no index.html there", dir.display());
@@ -436,16 +449,44 @@ fn describe_spec(spec: &tether_server::store::StoreSpec) -> String {
 }
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "tether_server=info,tether_agent=info,tether_hooks=info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    use tracing_subscriber::prelude::*;
+    // Log lines (stderr, `RUST_LOG`), the metrics measured from Tether's spans, and those spans
+    // exported over OTLP when the `OTEL_*` variables say where (docs/observability.md). The log
+    // output leaves the spans out: their fields are attributes for traces, not messages.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "tether_server=info,tether_agent=info,tether_hooks=info".into())
+        .add_directive(format!("{}=off", tether_agent::SPAN_TARGET).parse().context("the log filter")?);
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter);
+    let metrics = Arc::new(tether_server::metrics::Metrics::default());
+    let measured = metrics
+        .layer()
+        .with_filter(tracing_subscriber::filter::filter_fn(|metadata| metadata.target() == tether_agent::SPAN_TARGET));
+    let registry = tracing_subscriber::registry().with(logs).with(measured);
+    // A bad `OTEL_*` setting is said once logging works, and the server does not start.
+    let (traces, otel_error) = match tether_server::telemetry::otlp_layer(&metrics) {
+        Ok(Some((layer, traces))) => {
+            registry.with(layer).init();
+            (Some(traces), None)
+        }
+        Ok(None) => {
+            registry.init();
+            (None, None)
+        }
+        Err(error) => {
+            registry.init();
+            (None, Some(error))
+        }
+    };
+    if let Some(error) = otel_error {
+        return Err(error).context("traces");
+    }
     let cli = Cli::parse();
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    match cli.command {
-        Command::Serve(args) => runtime.block_on(serve(args)),
+    let result = match cli.command {
+        Command::Serve(args) => runtime.block_on(serve(args, metrics)),
+    };
+    if let Some(traces) = traces {
+        traces.shutdown();
     }
+    result
 }

@@ -28,6 +28,7 @@ use tether_protocol::{
     ContextEntry, ErrorCode, ErrorFrame, HistoryLine, PageInfo, ServerFrame, ToolSpec, encode_frame,
 };
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
 
 use crate::session::Outbound;
 use crate::store::{SessionStore, SessionWrite};
@@ -349,7 +350,8 @@ pub(crate) enum Job {
 /// The queue to a session's persister.
 #[derive(Debug, Clone)]
 pub(crate) struct Persister {
-    jobs: mpsc::UnboundedSender<Job>,
+    /// Each job with the span it was queued in (a run's): its store write is a child of it.
+    jobs: mpsc::UnboundedSender<(Job, tracing::Span)>,
     /// Set once the store refused a write because another server claimed the session.
     moved: Arc<AtomicBool>,
     /// Set while the store keeps failing and the persister holds writes it refused.
@@ -379,7 +381,7 @@ impl Persister {
 
     pub(crate) fn send(&self, job: Job) {
         // The persister ends only when every queue to it is dropped.
-        let _ = self.jobs.send(job);
+        let _ = self.jobs.send((job, tracing::Span::current()));
     }
 
     /// Waits until everything queued so far was given to the store; whether it took all of it
@@ -416,7 +418,7 @@ async fn run(
     claim: Option<String>,
     moved: Arc<AtomicBool>,
     failing: Arc<AtomicBool>,
-    mut queue: mpsc::UnboundedReceiver<Job>,
+    mut queue: mpsc::UnboundedReceiver<(Job, tracing::Span)>,
 ) {
     let mut socket: Option<mpsc::UnboundedSender<Outbound>> = None;
     let mut told = false;
@@ -430,14 +432,20 @@ async fn run(
         }
         let mut write = unstored.take();
         let mut frames = Vec::new();
-        for job in jobs {
+        // The span the batch's first write was queued in: its store write's parent.
+        let mut parent = tracing::Span::none();
+        for (job, queued_in) in jobs {
             match job {
                 Job::Write { write: next, frames: more } => {
+                    if parent.is_none() {
+                        parent = queued_in;
+                    }
                     merge(&mut write, next);
                     frames.extend(more);
                 }
                 other => {
-                    write = writer.commit(write.take(), std::mem::take(&mut frames), &socket, &mut told).await;
+                    let parent = std::mem::replace(&mut parent, tracing::Span::none());
+                    write = writer.commit(write.take(), std::mem::take(&mut frames), &socket, &mut told, &parent).await;
                     match other {
                         Job::Attach(tx) => socket = Some(tx),
                         Job::Detach => socket = None,
@@ -449,7 +457,7 @@ async fn run(
                 }
             }
         }
-        unstored = writer.commit(write, frames, &socket, &mut told).await;
+        unstored = writer.commit(write, frames, &socket, &mut told, &parent).await;
         failing.store(unstored.is_some(), Ordering::Release);
     }
 }
@@ -478,6 +486,7 @@ impl Writer<'_> {
         frames: Vec<String>,
         socket: &Option<mpsc::UnboundedSender<Outbound>>,
         told: &mut bool,
+        parent: &tracing::Span,
     ) -> Option<SessionWrite> {
         let (store, id) = (self.store, self.id);
         if self.moved.load(Ordering::Acquire) {
@@ -489,7 +498,21 @@ impl Writer<'_> {
             let mut delay = Duration::from_millis(50);
             let mut attempt = 0;
             loop {
-                match store.write(id, write.clone()).await {
+                let span = tracing::info_span!(
+                    target: tether_agent::SPAN_TARGET,
+                    parent: parent,
+                    "tether.store.write",
+                    tether.store = store.describe().split(':').next().unwrap_or_default(),
+                    tether.session.id = id,
+                    tether.store.attempt = attempt,
+                    error.type = tracing::field::Empty,
+                );
+                let written = store.write(id, write.clone()).instrument(span.clone()).await;
+                if let Err(error) = &written {
+                    span.record("error.type", error.kind());
+                }
+                drop(span);
+                match written {
                     Ok(()) => {
                         *told = false;
                         break;

@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use tether_protocol::{ErrorCode, RunEvent, RunStatus};
 
-use crate::server::{App, Stats};
+use crate::server::App;
 use crate::session::Session;
 use crate::tools::SessionTools;
 use tether_agent::{RunCheckpoint, RunSink};
+use tracing::Instrument;
 
 /// What a run starts from.
 enum Start {
@@ -49,68 +50,94 @@ fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: String, frame_id: S
         Start::New(text) => Some(text.clone()),
         Start::Resume(_) => None,
     };
+    // The run's trace: an `invoke_agent` span (GenAI conventions) over its model calls, tool
+    // calls, hooks and store writes (docs/observability.md).
+    let span = tracing::info_span!(
+        target: tether_agent::SPAN_TARGET,
+        "invoke_agent",
+        otel.name = %format_args!("invoke_agent {}", app.agent.agent_name()),
+        gen_ai.operation.name = "invoke_agent",
+        gen_ai.agent.name = %app.agent.agent_name(),
+        gen_ai.conversation.id = %session.id(),
+        gen_ai.request.model = %app.agent.model().name(),
+        tether.run.id = %run_id,
+        tether.run.resumed = text.is_none(),
+        tether.run.outcome = tracing::field::Empty,
+        tether.run.turns = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    );
     let task = {
         let (app, session, run_id, message_id) = (app.clone(), session.clone(), run_id.clone(), frame_id.clone());
-        tokio::spawn(async move {
-            // Wait until the run is registered, so that its end is always recorded after it.
-            if begun.await.is_err() {
-                return;
-            }
-            let host = SessionTools { app: app.clone(), session: session.clone() };
-            let on_delta = |delta: &str| session.send_delta(&run_id, delta, false, None);
-            let on_event = |event: RunEvent| {
-                tracing::debug!(run = run_id, ?event, "run event");
-                session.send_event(Some(&run_id), event);
-            };
-            let sink = RunSink { on_delta: &on_delta, on_event: &on_event };
-            // A dropped sender (the session closed) is no stop: only `STOP_RUN` stops a run.
-            let stop = async move {
-                if stopped.await.is_err() {
-                    std::future::pending::<()>().await;
+        let traced = span.clone();
+        tokio::spawn(
+            async move {
+                // Wait until the run is registered, so that its end is always recorded after it.
+                if begun.await.is_err() {
+                    return;
                 }
-            };
-            let outcome = match start {
-                Start::New(text) => {
-                    let history = session.history();
-                    app.agent.run_until(&host, &sink, &run_id, &text, history, stop).await
+                let host = SessionTools { app: app.clone(), session: session.clone() };
+                let on_delta = |delta: &str| session.send_delta(&run_id, delta, false, None);
+                let on_event = |event: RunEvent| {
+                    tracing::debug!(run = run_id, ?event, "run event");
+                    if let RunEvent::Hook(audit) = &event {
+                        app.metrics.declarative_decision(audit);
+                    }
+                    session.send_event(Some(&run_id), event);
+                };
+                let sink = RunSink { on_delta: &on_delta, on_event: &on_event };
+                // A dropped sender (the session closed) is no stop: only `STOP_RUN` stops a run.
+                let stop = async move {
+                    if stopped.await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                let outcome = match start {
+                    Start::New(text) => {
+                        let history = session.history();
+                        app.agent.run_until(&host, &sink, &run_id, &text, history, stop).await
+                    }
+                    Start::Resume(checkpoint) => app.agent.resume(&host, &sink, *checkpoint, stop).await,
+                };
+                app.metrics.run_ended(outcome.status.as_str());
+                span.record("tether.run.outcome", outcome.status.as_str());
+                span.record("tether.run.turns", outcome.turns);
+                if outcome.status != RunStatus::Completed {
+                    span.record("otel.status_code", "error");
                 }
-                Start::Resume(checkpoint) => app.agent.resume(&host, &sink, *checkpoint, stop).await,
-            };
-            Stats::count(&app.stats.runs_ended);
-            if outcome.status == RunStatus::Completed {
-                Stats::count(&app.stats.runs_completed);
-            }
-            let (status, error) = (outcome.status, outcome.error);
-            let mut errors = Vec::new();
-            if let Some(error) = error {
-                tracing::warn!(run = run_id, %error, "run failed");
-                errors.push((ErrorCode::RunFailed, error, None));
-            }
-            let limit = match status {
-                RunStatus::MaxTurns => {
-                    Some(format!("the run stopped at the limit of {} turns (max_turns)", app.agent.max_turns()))
+                let (status, error) = (outcome.status, outcome.error);
+                let mut errors = Vec::new();
+                if let Some(error) = error {
+                    tracing::warn!(run = run_id, %error, "run failed");
+                    errors.push((ErrorCode::RunFailed, error, None));
                 }
-                RunStatus::TimedOut => Some(format!(
-                    "the run stopped at the limit of {} s (run timeout)",
-                    app.agent.run_timeout().unwrap_or_default().as_secs_f64()
-                )),
-                _ => None,
-            };
-            if let Some(message) = limit {
-                tracing::info!(run = run_id, "{message}");
-                errors.push((ErrorCode::LimitExceeded, message, Some(message_id.clone())));
+                let limit = match status {
+                    RunStatus::MaxTurns => {
+                        Some(format!("the run stopped at the limit of {} turns (max_turns)", app.agent.max_turns()))
+                    }
+                    RunStatus::TimedOut => Some(format!(
+                        "the run stopped at the limit of {} s (run timeout)",
+                        app.agent.run_timeout().unwrap_or_default().as_secs_f64()
+                    )),
+                    _ => None,
+                };
+                if let Some(message) = limit {
+                    tracing::info!(run = run_id, "{message}");
+                    errors.push((ErrorCode::LimitExceeded, message, Some(message_id.clone())));
+                }
+                // The run is over before the client hears so (a message sent right after the last
+                // AGENT_MESSAGE starts a new run instead of getting run_in_progress), and its errors
+                // and last frame leave with its end, in one write.
+                session.end_run(&run_id, &message_id, Some(outcome.messages), status, errors);
             }
-            // The run is over before the client hears so (a message sent right after the last
-            // AGENT_MESSAGE starts a new run instead of getting run_in_progress), and its errors
-            // and last frame leave with its end, in one write.
-            session.end_run(&run_id, &message_id, Some(outcome.messages), status, errors);
-        })
+            .instrument(traced),
+        )
     };
     if !session.begin_run(&run_id, || task.abort_handle(), stop, frame_id.clone(), text.as_deref()) {
         task.abort();
         return;
     }
-    Stats::count(&app.stats.runs_started);
+    app.metrics.runs_started.inc();
     let _ = begin.send(());
     // If the run task panics outside a hook, the session still hears about it and can run again.
     let (app, session, run_id, message_id) = (app.clone(), session.clone(), run_id, frame_id);
@@ -118,11 +145,13 @@ fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: String, frame_id: S
         if let Err(error) = task.await {
             // Aborted (its session closed, or the server is draining) or panicked: it ended all
             // the same.
-            Stats::count(&app.stats.runs_ended);
             if error.is_panic() {
                 tracing::error!(run = run_id, "run panicked");
                 let error = (ErrorCode::RunFailed, "the run failed unexpectedly (internal error)".to_string(), None);
                 session.end_run(&run_id, &message_id, None, RunStatus::Failed, vec![error]);
+                app.metrics.run_ended(RunStatus::Failed.as_str());
+            } else {
+                app.metrics.run_ended(RunStatus::Aborted.as_str());
             }
         }
     });

@@ -43,7 +43,7 @@ pub(crate) struct App {
     /// Sessions whose page paired an MCP client (`--expose-mcp`).
     pub(crate) exposed: crate::expose::Exposed,
     pub(crate) connection_counter: AtomicU64,
-    pub(crate) stats: Stats,
+    pub(crate) metrics: Arc<crate::metrics::Metrics>,
     /// Where sessions are kept between processes; `None`: memory only (`--store memory`).
     pub(crate) store: Option<Arc<dyn SessionStore>>,
     /// Set once a draining shutdown began: no new sessions.
@@ -56,47 +56,6 @@ pub(crate) struct App {
     /// Resumes in progress, one lock per session id: two connections resuming one session at
     /// once claim it once.
     pub(crate) resuming: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-/// Counters since the server started, reported by `/healthz` (for operators and load tests).
-#[derive(Default)]
-pub(crate) struct Stats {
-    /// Runs started.
-    pub(crate) runs_started: AtomicU64,
-    /// Runs ended, whatever their status.
-    pub(crate) runs_ended: AtomicU64,
-    /// Runs ended with status `completed`.
-    pub(crate) runs_completed: AtomicU64,
-    /// `TOOL_RESULT`s applied (the first one for each call).
-    pub(crate) results_applied: AtomicU64,
-    /// `TOOL_RESULT`s for calls already answered: acknowledged again, not applied.
-    pub(crate) results_duplicate: AtomicU64,
-    /// `TOOL_RESULT`s for calls that had timed out or been cancelled: acknowledged, not applied.
-    pub(crate) results_late: AtomicU64,
-    /// Sessions read back from the store (after a restart, or from another server).
-    pub(crate) sessions_restored: AtomicU64,
-    /// Sessions handed to another server that asked for them (a shared store).
-    pub(crate) sessions_handed_off: AtomicU64,
-}
-
-impl Stats {
-    pub(crate) fn count(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn json(&self) -> Value {
-        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        serde_json::json!({
-            "runsStarted": read(&self.runs_started),
-            "runsEnded": read(&self.runs_ended),
-            "runsCompleted": read(&self.runs_completed),
-            "resultsApplied": read(&self.results_applied),
-            "resultsDuplicate": read(&self.results_duplicate),
-            "resultsLate": read(&self.results_late),
-            "sessionsRestored": read(&self.sessions_restored),
-            "sessionsHandedOff": read(&self.sessions_handed_off),
-        })
-    }
 }
 
 /// A Tether server: configure it, then [`TetherServer::serve`] it or mount its
@@ -116,7 +75,7 @@ impl std::fmt::Debug for TetherServer {
 impl TetherServer {
     /// A server running `agent` with `config`.
     pub fn new(config: ServerConfig, agent: AgentLoop) -> Self {
-        TetherServer::build(config, agent, Vec::new(), Mcp::default(), None, None)
+        TetherServer::build(config, agent, Vec::new(), Mcp::default(), None, None, Arc::default())
     }
 
     fn build(
@@ -126,6 +85,7 @@ impl TetherServer {
         mcp: Mcp,
         static_dir: Option<PathBuf>,
         store: Option<Arc<dyn SessionStore>>,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> Self {
         let app = App {
             config: Arc::new(config),
@@ -135,7 +95,7 @@ impl TetherServer {
             sessions: Sessions::default(),
             exposed: crate::expose::Exposed::default(),
             connection_counter: AtomicU64::new(0),
-            stats: Stats::default(),
+            metrics,
             store,
             draining: std::sync::atomic::AtomicBool::new(false),
             open_connections: std::sync::atomic::AtomicUsize::new(0),
@@ -162,6 +122,7 @@ impl TetherServer {
             app.mcp,
             self.static_dir,
             durable.then_some(store),
+            app.metrics,
         )
     }
 
@@ -173,7 +134,7 @@ impl TetherServer {
         let mut tools = app.server_tools;
         tools.retain(|t| t.spec.name != tool.spec.name);
         tools.push(tool);
-        TetherServer::build((*app.config).clone(), app.agent, tools, app.mcp, self.static_dir, app.store)
+        TetherServer::build((*app.config).clone(), app.agent, tools, app.mcp, self.static_dir, app.store, app.metrics)
     }
 
     /// Offers the tools of these MCP servers to every session's runs, beside the page's tools
@@ -192,6 +153,7 @@ impl TetherServer {
             Arc::new(mcp),
             self.static_dir,
             app.store,
+            app.metrics,
         )
     }
 
@@ -202,7 +164,33 @@ impl TetherServer {
         self
     }
 
-    /// The routes: `/ws`, `/healthz`, `/readyz` and, when set, the static pages. (With a store shared by
+    /// Counts into `metrics` instead of a registry of its own: give the same [`Metrics`] to the
+    /// `tracing` subscriber's [`Metrics::layer`] so that model and tool calls are measured too
+    /// (`tether serve` does).
+    ///
+    /// [`Metrics`]: crate::metrics::Metrics
+    /// [`Metrics::layer`]: crate::metrics::Metrics::layer
+    #[must_use]
+    pub fn with_metrics(self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        let app =
+            Arc::try_unwrap(self.app).unwrap_or_else(|_| panic!("with_metrics is called before the server is shared"));
+        TetherServer::build(
+            (*app.config).clone(),
+            app.agent,
+            app.server_tools,
+            app.mcp,
+            self.static_dir,
+            app.store,
+            metrics,
+        )
+    }
+
+    /// This server's metrics (what `/metrics` serves).
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.app.metrics
+    }
+
+    /// The routes: `/ws`, `/healthz`, `/readyz`, `/metrics` and, when set, the static pages. (With a store shared by
     /// several servers, use [`TetherServer::serve`]: it keeps this server's heartbeat and
     /// answers other servers' requests for its sessions.)
     pub fn router(&self) -> Router {
@@ -210,6 +198,7 @@ impl TetherServer {
             .route("/ws", get(websocket))
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz))
+            .route("/metrics", get(metrics))
             .with_state(self.app.clone());
         #[cfg(feature = "mcp")]
         if self.app.config.expose_mcp {
@@ -372,6 +361,35 @@ async fn readyz(State(app): State<Arc<App>>) -> (axum::http::StatusCode, Json<Va
     }
 }
 
+/// The metrics in the OpenMetrics text format, for Prometheus; with an operator token set, only
+/// for a request that presents it (`401` otherwise).
+async fn metrics(State(app): State<Arc<App>>, headers: axum::http::HeaderMap) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    use subtle::ConstantTimeEq;
+    if let Some(token) = &app.config.operator_token {
+        let presented = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        let same = crate::store::token_hash(presented).ct_eq(&crate::store::token_hash(token));
+        if !bool::from(same) {
+            return (
+                axum::http::StatusCode::UNAUTHORIZED,
+                [(axum::http::header::WWW_AUTHENTICATE, "Bearer")],
+                "the operator token is needed: Authorization: Bearer TOKEN\n",
+            )
+                .into_response();
+        }
+    }
+    app.metrics.sessions_live.set(i64::try_from(app.sessions.len()).unwrap_or(i64::MAX));
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        app.metrics.encode(),
+    )
+        .into_response()
+}
+
 async fn healthz(State(app): State<Arc<App>>) -> Json<Value> {
     Json(serde_json::json!({
         "status": "ok",
@@ -379,7 +397,7 @@ async fn healthz(State(app): State<Arc<App>>) -> Json<Value> {
         "store": app.store.as_ref().map_or_else(|| "memory".to_string(), |store| store.describe()),
         "instance": app.instance,
         "protocolVersion": PROTOCOL_VERSION,
-        "stats": app.stats.json(),
+        "stats": app.metrics.json(),
         "mcp": mcp_health(&app),
     }))
 }

@@ -217,7 +217,11 @@ impl SessionTools {
     /// Runs a server tool, or sends a client tool's `TOOL_CALL` with a risk of at least
     /// `at_least` and waits for its result.
     async fn run_call(&self, run_id: &str, call_id: &str, name: &str, args: Value, at_least: Risk) -> ToolOutput {
+        // On the call's `execute_tool` span (the agent loop's): where it runs, at what risk.
+        let span = tracing::Span::current();
         if let Some(tool) = self.server_tool(name) {
+            span.record("tether.tool.location", "server");
+            span.record("tether.tool.risk", tool.spec.risk.as_str());
             let handler = tool.handler.clone();
             return match tokio::spawn(async move { handler(args).await }).await {
                 Ok(Ok(value)) => ToolOutput::new(
@@ -233,6 +237,7 @@ impl SessionTools {
         }
         #[cfg(feature = "mcp")]
         if let Some(tool) = self.mcp_tool(name) {
+            span.record("tether.tool.location", "mcp");
             // Not spawned: a stopped run drops this future, which cancels the call at its server.
             // Its progress notifications reach the chat as the page's own progress does.
             let progress = |message: String| {
@@ -280,7 +285,26 @@ impl SessionTools {
             // The client applies the stricter of this and its own risk, so it cannot lower it.
             risk: self.app.config.risk_floor(name).stricter(self.session.client_risk(name)).stricter(at_least),
         };
+        span.record("tether.tool.location", "page");
+        span.record("tether.tool.risk", frame.risk.as_str());
+        let approval = frame.risk >= Risk::High && frame.risk < Risk::Blocked;
+        if approval {
+            // Span events of the call (traces only: the target is the spans').
+            tracing::info!(target: tether_agent::SPAN_TARGET, risk = frame.risk.as_str(), "the page asks the user to approve the call");
+        }
         let mut output = self.session.call_client_tool(frame).await;
+        if approval {
+            // The page refuses a call the user did not approve as `denied`; any other result ran
+            // (or failed in its handler) after the user approved it.
+            let granted = !matches!(
+                output.status,
+                ResultStatus::Denied | ResultStatus::Cancelled | ResultStatus::Timeout | ResultStatus::Interrupted
+            );
+            if output.status != ResultStatus::Cancelled {
+                self.app.metrics.approval(granted);
+            }
+            tracing::info!(target: tether_agent::SPAN_TARGET, granted, status = output.status.as_str(), "the approval wait ended");
+        }
         if let Some(url) = opened {
             output.content = format!("(Opened the page {url} first: {name} is there.) {}", output.content);
         }

@@ -17,6 +17,7 @@ use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tether_protocol::{ResultStatus, ToolSpec};
+use tracing::Instrument;
 
 use super::partial::partial_string;
 use super::schema::{STEP_KEY, answer_step, normalize_schema, reply_schema, signature};
@@ -305,16 +306,26 @@ impl OpenAiProvider {
             .with_jitter()
             .with_max_times(self.config.max_retries as usize);
         let attempt = || self.attempt(body);
-        backon::Retryable::retry(attempt, backoff)
+        let retries = std::sync::atomic::AtomicU64::new(0);
+        let result = backon::Retryable::retry(attempt, backoff)
             .when(|failed: &Failed| failed.again)
             .adjust(|failed: &Failed, next: Option<Duration>| {
                 next.map(|next| failed.retry_after.map_or(next, |after| after.min(MAX_RETRY_AFTER)))
             })
             .notify(|failed: &Failed, after: Duration| {
+                retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                // A span event of the model call (traces only): why, and how long until the next try.
+                let (kind, wait_s) = (failed.error.kind(), after.as_secs_f64());
+                tracing::info!(target: crate::SPAN_TARGET, wait_s, "error.type" = %kind, "retry");
                 tracing::warn!(error = %failed.error, ?after, "model provider busy or unreachable; retrying");
             })
             .await
-            .map_err(|failed| failed.error)
+            .map_err(|failed| failed.error);
+        let retries = retries.into_inner();
+        if retries > 0 {
+            tracing::Span::current().record("tether.retries", retries);
+        }
+        result
     }
 
     /// One try of [`OpenAiProvider::send`].
@@ -326,6 +337,11 @@ impl OpenAiProvider {
             .body(ordered_json(body));
         if let Some(key) = &self.config.api_key {
             request = request.bearer_auth(key);
+        }
+        // The trace this call is part of (W3C `traceparent`), when traces are exported.
+        #[cfg(feature = "otel")]
+        for (name, value) in trace_context() {
+            request = request.header(name, value);
         }
         let response = match request.send().await {
             Ok(response) => response,
@@ -401,13 +417,53 @@ impl OpenAiProvider {
         (tool.name.clone(), tool.parameters.to_string())
     }
 
+    /// One model call, inside a `chat` span (GenAI conventions): the model, the provider's
+    /// address, the tool mode, retries, the time to the first streamed token, the token counts
+    /// and finish reason the provider gave, and the error (docs/observability.md). Neither the
+    /// prompt nor the reply is recorded.
     async fn complete_inner(
         &self,
         request: &ChatRequest,
         answer: Option<&Value>,
         streams: Streams<'_>,
     ) -> Result<ModelReply, AgentError> {
+        let url = reqwest::Url::parse(&self.config.endpoint()).ok();
+        let span = tracing::info_span!(
+            target: crate::SPAN_TARGET,
+            "chat",
+            otel.name = %format_args!("chat {}", self.config.model),
+            otel.kind = "client",
+            gen_ai.operation.name = "chat",
+            gen_ai.provider.name = "openai",
+            gen_ai.request.model = %self.config.model,
+            server.address = url.as_ref().and_then(|url| url.host_str()).unwrap_or_default(),
+            server.port = url.as_ref().and_then(reqwest::Url::port_or_known_default).unwrap_or_default(),
+            gen_ai.response.model = tracing::field::Empty,
+            gen_ai.response.finish_reasons = tracing::field::Empty,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            tether.tool_mode = tracing::field::Empty,
+            tether.retries = tracing::field::Empty,
+            tether.time_to_first_token_s = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        let started = std::time::Instant::now();
+        let result = self.complete_untraced(request, answer, streams, started).instrument(span.clone()).await;
+        if let Err(error) = &result {
+            span.record("error.type", &*error.kind());
+        }
+        result
+    }
+
+    async fn complete_untraced(
+        &self,
+        request: &ChatRequest,
+        answer: Option<&Value>,
+        streams: Streams<'_>,
+        started: std::time::Instant,
+    ) -> Result<ModelReply, AgentError> {
         let (mode, _) = self.tool_mode().await?;
+        tracing::Span::current().record("tether.tool_mode", mode.as_str());
         let mut refused_tools = Vec::new();
         let mut tools: Vec<&ToolSpec> = Vec::with_capacity(request.tools.len());
         {
@@ -455,7 +511,8 @@ impl OpenAiProvider {
         };
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
         let stream_answer = mode == ToolMode::Constrained && answer.is_none();
-        let mut reply = read_response(response, mode, &names, stream_answer, streams, |m| self.redact(m)).await?;
+        let mut reply =
+            read_response(response, mode, &names, stream_answer, streams, |m| self.redact(m), started).await?;
         reply.refused_tools = refused_tools;
         Ok(reply)
     }
@@ -994,6 +1051,37 @@ fn finish_reply(tools: &[&str], partial: Vec<PartialCall>, gate: DeltaGate<'_>) 
     ModelReply { text: tidy(&shown), tool_calls, malformed_tool_call: malformed, raw, ..Default::default() }
 }
 
+/// The W3C trace-context headers (`traceparent`, `tracestate`) of the current span, by the
+/// global propagator (none until one is set, as `tether serve` does when it exports traces).
+#[cfg(feature = "otel")]
+fn trace_context() -> HashMap<String, String> {
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let context = tracing::Span::current().context();
+    let mut headers = HashMap::new();
+    opentelemetry::global::get_text_map_propagator(|propagator| propagator.inject_context(&context, &mut headers));
+    headers
+}
+
+/// Records on the current (`chat`) span what a completion, or a streamed chunk of one, says of
+/// itself: the model that answered, the finish reason, the token counts.
+fn record_reply(reply: &Value) {
+    let span = tracing::Span::current();
+    if let Some(model) = reply.get("model").and_then(Value::as_str) {
+        span.record("gen_ai.response.model", model);
+    }
+    if let Some(reason) = reply.pointer("/choices/0/finish_reason").and_then(Value::as_str) {
+        span.record("gen_ai.response.finish_reasons", reason);
+    }
+    if let Some(usage) = reply.get("usage").filter(|u| u.is_object()) {
+        if let Some(tokens) = usage.get("prompt_tokens").and_then(Value::as_u64) {
+            span.record("gen_ai.usage.input_tokens", tokens);
+        }
+        if let Some(tokens) = usage.get("completion_tokens").and_then(Value::as_u64) {
+            span.record("gen_ai.usage.output_tokens", tokens);
+        }
+    }
+}
+
 /// Reads a complete (non-streamed) chat completion.
 pub(crate) fn parse_completion(
     body: &Value,
@@ -1030,6 +1118,7 @@ async fn read_response(
     stream_answer: bool,
     streams: Streams<'_>,
     redact: impl Fn(String) -> String,
+    started: std::time::Instant,
 ) -> Result<ModelReply, AgentError> {
     let is_stream = response
         .headers()
@@ -1041,11 +1130,13 @@ async fn read_response(
             .json()
             .await
             .map_err(|error| AgentError::MalformedReply(format!("the reply is not JSON: {error}")))?;
+        record_reply(&body);
         return parse_completion(&body, mode, tools, streams.text);
     }
     let mut gate = DeltaGate::new(streams.text, mode, stream_answer);
     gate.calls = Some((streams.tool_call, tools));
     let mut partial: Vec<PartialCall> = Vec::new();
+    let mut first_token = true;
     // Server-sent events read by eventsource-stream: `data:` lines of one event joined (a
     // provider may split an event's JSON over several), comments and other fields skipped.
     let mut events = response.bytes_stream().eventsource();
@@ -1069,10 +1160,15 @@ async fn read_response(
                 message: redact(message.chars().take(300).collect()),
             });
         }
-        if let Some(usage) = event.get("usage").filter(|u| u.is_object()) {
-            tracing::debug!(prompt_tokens = %usage["prompt_tokens"], completion_tokens = %usage["completion_tokens"], "model usage");
-        }
+        record_reply(&event);
         let Some(delta) = event.pointer("/choices/0/delta") else { continue };
+        if first_token
+            && (delta.get("content").is_some_and(|c| c.as_str().is_some_and(|c| !c.is_empty()))
+                || delta.get("tool_calls").is_some())
+        {
+            first_token = false;
+            tracing::Span::current().record("tether.time_to_first_token_s", started.elapsed().as_secs_f64());
+        }
         if let Some(text) = delta.get("content").and_then(Value::as_str) {
             gate.push(text);
         }
