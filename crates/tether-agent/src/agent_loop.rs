@@ -36,7 +36,9 @@ use crate::hooks::{
     EventEmitter, HookError, Hooks, ProviderCall, RunBegin, RunBeginDecision, RunInfo, StopCheck, StopDecision,
     ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart,
 };
-use crate::model::{BoxFuture, ChatMessage, ChatModel, ChatRequest, ModelToolCall, NoteKind, Streams, ToolCallDelta};
+use crate::model::{
+    BoxFuture, ChatMessage, ChatModel, ChatRequest, ModelToolCall, NoteKind, Streams, ToolCallDelta, chat_span,
+};
 use crate::questions::{MessageKind, QuestionCheck};
 
 /// Default most turns per run.
@@ -807,7 +809,10 @@ impl AgentLoop {
         // The most tokens a request may take (`window.rs`), when the model says.
         let budget = self.model.prompt_budget().await;
         if let (Some(questions), 0) = (&self.questions, state.turns) {
-            state.question = questions.kind(self.model.as_ref(), &state.request, state.last_answer().as_deref()).await
+            state.question = questions
+                .kind(self.model.as_ref(), &state.request, state.last_answer().as_deref())
+                .instrument(chat_span(self.model.as_ref(), "question_check"))
+                .await
                 == MessageKind::Question;
             tracing::info!(run = run_id, question = state.question, "what the message asks for");
         }
@@ -853,7 +858,10 @@ impl AgentLoop {
             let (listed, _) = first_view.get_or_insert_with(|| (call.tools.clone(), context));
             if let (Some(questions), true) = (&self.questions, state.question) {
                 // A question: only the tools that change nothing can be called (all stay listed).
-                let read_only = questions.read_only(self.model.as_ref(), &call.tools).await;
+                let read_only = questions
+                    .read_only(self.model.as_ref(), &call.tools)
+                    .instrument(chat_span(self.model.as_ref(), "read_only_check"))
+                    .await;
                 let before = call.tools.len();
                 call.tools.retain(|tool| read_only.contains(&tool.name));
                 if call.tools.len() < before {
@@ -900,7 +908,28 @@ impl AgentLoop {
                 }));
             };
             let streams = Streams { text: &on_delta, tool_call: &on_tool_call };
-            let mut reply = match self.model.complete_streaming(&request, streams).await {
+            let span = chat_span(self.model.as_ref(), "turn");
+            let asked = std::time::Instant::now();
+            let first = std::sync::Once::new();
+            let on_delta = |delta: &str| {
+                first.call_once(|| {
+                    span.record("tether.time_to_first_token_s", asked.elapsed().as_secs_f64());
+                });
+                (streams.text)(delta);
+            };
+            let on_tool_call = |delta: ToolCallDelta<'_>| {
+                first.call_once(|| {
+                    span.record("tether.time_to_first_token_s", asked.elapsed().as_secs_f64());
+                });
+                (streams.tool_call)(delta);
+            };
+            let timed = Streams { text: &on_delta, tool_call: &on_tool_call };
+            let result = self.model.complete_streaming(&request, timed).instrument(span.clone()).await;
+            if let Err(error) = &result {
+                span.record("error.type", &*error.kind());
+            }
+            drop(span);
+            let mut reply = match result {
                 // Longer than the model takes although the estimate said it fits (or the model
                 // does not say its window): about half the history goes, once per run, and the
                 // turn is asked again. Nothing was shown of it.
@@ -1211,13 +1240,16 @@ impl AgentLoop {
         let probability = match state.fits.get(&tool.name) {
             Some(known) => *known,
             None => {
-                let probability = if questions.is_read_only(self.model.as_ref(), tool).await {
-                    None
-                } else {
-                    questions
-                        .fit(self.model.as_ref(), &state.request, state.last_answer().as_deref(), tool, threshold)
-                        .await
+                let ask = async {
+                    if questions.is_read_only(self.model.as_ref(), tool).await {
+                        None
+                    } else {
+                        questions
+                            .fit(self.model.as_ref(), &state.request, state.last_answer().as_deref(), tool, threshold)
+                            .await
+                    }
                 };
+                let probability = ask.instrument(chat_span(self.model.as_ref(), "fit_check")).await;
                 state.fits.insert(tool.name.clone(), probability);
                 if let Some(probability) = probability {
                     tracing::info!(run = run_id, tool = tool.name, probability, "does the message ask for the call");
@@ -1279,7 +1311,10 @@ impl AgentLoop {
         let rival = match state.rivals.get(&key) {
             Some(known) => known.clone(),
             None => {
-                let rival = questions.rival(self.model.as_ref(), &state.request, &tool.name, &actions).await;
+                let rival = questions
+                    .rival(self.model.as_ref(), &state.request, &tool.name, &actions)
+                    .instrument(chat_span(self.model.as_ref(), "rival_check"))
+                    .await;
                 if let Some(rival) = &rival {
                     tracing::info!(run = run_id, tool = tool.name, rival = ?rival.tool, ratio = rival.ratio, "which action does the message ask for");
                 }

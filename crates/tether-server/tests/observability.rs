@@ -285,6 +285,8 @@ async fn a_runs_spans_reach_an_otlp_collector_as_one_tree_and_metrics_count_it()
         assert_eq!(parent(chat).as_deref(), Some("invoke_agent tether"), "{tree:#?}");
         assert_eq!(chat.kind, SpanKind::Client as i32);
         assert_eq!(a["gen_ai.provider.name"], "openai");
+        assert_eq!(a["tether.purpose"], "turn");
+        assert_eq!(a["server.address"], "127.0.0.1");
         assert_eq!(a["gen_ai.response.model"], "test-model-v1");
         assert_eq!(a["tether.tool_mode"], "native");
         assert_eq!(a["gen_ai.usage.input_tokens"], (100 + n).to_string(), "{tree:#?}");

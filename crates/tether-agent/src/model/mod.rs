@@ -319,3 +319,31 @@ pub trait ChatModel: Send + Sync {
         Box::pin(async { None })
     }
 }
+
+/// The `chat` span (OpenTelemetry GenAI conventions) of one model call the agent loop makes, for
+/// `purpose` (`turn`, `question_check`, `read_only_check`, `fit_check`, `rival_check`). The loop records the
+/// time to the first streamed piece and the error; a provider records what it knows on the
+/// current span (`openai.rs`: its address, tool mode, retries, token counts, finish reason).
+pub(crate) fn chat_span(model: &dyn ChatModel, purpose: &'static str) -> tracing::Span {
+    use tracing::field::Empty;
+    tracing::info_span!(
+        target: crate::SPAN_TARGET,
+        "chat",
+        otel.name = %format_args!("chat {}", model.name()),
+        otel.kind = "client",
+        gen_ai.operation.name = "chat",
+        gen_ai.request.model = %model.name(),
+        tether.purpose = purpose,
+        gen_ai.provider.name = Empty,
+        server.address = Empty,
+        server.port = Empty,
+        gen_ai.response.model = Empty,
+        gen_ai.response.finish_reasons = Empty,
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        tether.tool_mode = Empty,
+        tether.retries = Empty,
+        tether.time_to_first_token_s = Empty,
+        error.type = Empty,
+    )
+}

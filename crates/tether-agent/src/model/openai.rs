@@ -17,7 +17,6 @@ use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tether_protocol::{ResultStatus, ToolSpec};
-use tracing::Instrument;
 
 use super::partial::partial_string;
 use super::schema::{STEP_KEY, answer_step, normalize_schema, reply_schema, signature};
@@ -417,51 +416,22 @@ impl OpenAiProvider {
         (tool.name.clone(), tool.parameters.to_string())
     }
 
-    /// One model call, inside a `chat` span (GenAI conventions): the model, the provider's
-    /// address, the tool mode, retries, the time to the first streamed token, the token counts
-    /// and finish reason the provider gave, and the error (docs/observability.md). Neither the
-    /// prompt nor the reply is recorded.
+    /// One model call. What the provider knows of it goes on the current span, the `chat` span
+    /// the agent loop opened for it ([`super::chat_span`]): its address, the tool mode, retries,
+    /// the model that answered, the token counts and finish reason (docs/observability.md).
+    /// Neither the prompt nor the reply is recorded.
     async fn complete_inner(
         &self,
         request: &ChatRequest,
         answer: Option<&Value>,
         streams: Streams<'_>,
     ) -> Result<ModelReply, AgentError> {
-        let url = reqwest::Url::parse(&self.config.endpoint()).ok();
-        let span = tracing::info_span!(
-            target: crate::SPAN_TARGET,
-            "chat",
-            otel.name = %format_args!("chat {}", self.config.model),
-            otel.kind = "client",
-            gen_ai.operation.name = "chat",
-            gen_ai.provider.name = "openai",
-            gen_ai.request.model = %self.config.model,
-            server.address = url.as_ref().and_then(|url| url.host_str()).unwrap_or_default(),
-            server.port = url.as_ref().and_then(reqwest::Url::port_or_known_default).unwrap_or_default(),
-            gen_ai.response.model = tracing::field::Empty,
-            gen_ai.response.finish_reasons = tracing::field::Empty,
-            gen_ai.usage.input_tokens = tracing::field::Empty,
-            gen_ai.usage.output_tokens = tracing::field::Empty,
-            tether.tool_mode = tracing::field::Empty,
-            tether.retries = tracing::field::Empty,
-            tether.time_to_first_token_s = tracing::field::Empty,
-            error.type = tracing::field::Empty,
-        );
-        let started = std::time::Instant::now();
-        let result = self.complete_untraced(request, answer, streams, started).instrument(span.clone()).await;
-        if let Err(error) = &result {
-            span.record("error.type", &*error.kind());
+        let span = tracing::Span::current();
+        span.record("gen_ai.provider.name", "openai");
+        if let Ok(url) = reqwest::Url::parse(&self.config.endpoint()) {
+            span.record("server.address", url.host_str().unwrap_or_default());
+            span.record("server.port", url.port_or_known_default().unwrap_or_default());
         }
-        result
-    }
-
-    async fn complete_untraced(
-        &self,
-        request: &ChatRequest,
-        answer: Option<&Value>,
-        streams: Streams<'_>,
-        started: std::time::Instant,
-    ) -> Result<ModelReply, AgentError> {
         let (mode, _) = self.tool_mode().await?;
         tracing::Span::current().record("tether.tool_mode", mode.as_str());
         let mut refused_tools = Vec::new();
@@ -511,8 +481,7 @@ impl OpenAiProvider {
         };
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
         let stream_answer = mode == ToolMode::Constrained && answer.is_none();
-        let mut reply =
-            read_response(response, mode, &names, stream_answer, streams, |m| self.redact(m), started).await?;
+        let mut reply = read_response(response, mode, &names, stream_answer, streams, |m| self.redact(m)).await?;
         reply.refused_tools = refused_tools;
         Ok(reply)
     }
@@ -1118,7 +1087,6 @@ async fn read_response(
     stream_answer: bool,
     streams: Streams<'_>,
     redact: impl Fn(String) -> String,
-    started: std::time::Instant,
 ) -> Result<ModelReply, AgentError> {
     let is_stream = response
         .headers()
@@ -1136,7 +1104,6 @@ async fn read_response(
     let mut gate = DeltaGate::new(streams.text, mode, stream_answer);
     gate.calls = Some((streams.tool_call, tools));
     let mut partial: Vec<PartialCall> = Vec::new();
-    let mut first_token = true;
     // Server-sent events read by eventsource-stream: `data:` lines of one event joined (a
     // provider may split an event's JSON over several), comments and other fields skipped.
     let mut events = response.bytes_stream().eventsource();
@@ -1162,13 +1129,6 @@ async fn read_response(
         }
         record_reply(&event);
         let Some(delta) = event.pointer("/choices/0/delta") else { continue };
-        if first_token
-            && (delta.get("content").is_some_and(|c| c.as_str().is_some_and(|c| !c.is_empty()))
-                || delta.get("tool_calls").is_some())
-        {
-            first_token = false;
-            tracing::Span::current().record("tether.time_to_first_token_s", started.elapsed().as_secs_f64());
-        }
         if let Some(text) = delta.get("content").and_then(Value::as_str) {
             gate.push(text);
         }
