@@ -30,7 +30,7 @@ cargo xtask <task>
   react-package    build the browser runtime and pack @tether/react: target/npm/tether-react-0.1.0.tgz
   leptos-app DIR   build a Leptos crate of your own for the browser into DIR/dist (--serve: and
                    serve it with `tether serve`; --help for the rest)
-  e2e [NAME...]    only the browser suite of `test` (tests/e2e/NAME.test.mjs: leptos, react, todo),
+  e2e [NAME...]    only the browser suite of `test` (tests/e2e/NAME.test.mjs: leptos, react, todo, console),
                    building what it needs first
   size             size report of the browser modules (raw, wasm-bindgen, wasm-opt -Oz, gzip, twiggy)
   bench            criterion benchmarks (core, server), hook and loopback benches, and the

@@ -500,14 +500,14 @@ fn build_todo_react(runtime: &ModuleSizes) -> Result<(std::path::PathBuf, std::p
 /// the tarball and builds), the React storefront's build, and the browser suite: the real server,
 /// both storefronts and both to-do examples in headless Chromium. Expects `target/debug/tether`,
 /// the Leptos storefront in `storefront` and examples/todo-leptos/dist built. `only` picks test
-/// files of tests/e2e (default: all three).
+/// files of tests/e2e (default: all four).
 fn walkthroughs_end_to_end(runtime: &ModuleSizes, storefront: &Path, only: &[String]) -> Result<()> {
     let (tarball, todo_react) = build_todo_react(runtime)?;
     run(in_repo("node").arg("www/packages/react/scripts/pack-test.mjs").arg(&tarball).arg(&todo_react))?;
     build_react_storefront()?;
 
     step("end to end: the real server, both storefronts and both to-do examples in headless Chromium (Playwright)");
-    let all = ["leptos", "react", "todo"].map(String::from);
+    let all = ["leptos", "react", "todo", "console"].map(String::from);
     let files: Vec<String> =
         if only.is_empty() { &all[..] } else { only }.iter().map(|name| format!("tests/e2e/{name}.test.mjs")).collect();
     // Each test (and each file) is bounded: one that hangs fails with its name instead of holding

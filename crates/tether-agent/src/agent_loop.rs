@@ -224,6 +224,8 @@ pub struct AgentLoop {
     fit_threshold: Option<f64>,
     /// See [`AgentLoop::with_rival_check`].
     rival_ratio: Option<f64>,
+    /// See [`AgentLoop::with_trace_content`].
+    trace_content: bool,
 }
 
 impl std::fmt::Debug for AgentLoop {
@@ -406,6 +408,7 @@ impl AgentLoop {
             questions: None,
             fit_threshold: None,
             rival_ratio: None,
+            trace_content: false,
         }
         .with_system_prompt(DEFAULT_SYSTEM_PROMPT)
     }
@@ -420,6 +423,20 @@ impl AgentLoop {
     /// The loop guard.
     pub fn loop_guard(&self) -> LoopGuard {
         self.loop_guard
+    }
+
+    /// Spans record what was said and done too (off by default, so that traces hold names,
+    /// counts and outcomes only): a tool call's arguments and result (`gen_ai.tool.call.arguments`,
+    /// `gen_ai.tool.call.result`) on its `execute_tool` span. docs/observability.md.
+    #[must_use]
+    pub fn with_trace_content(mut self, on: bool) -> Self {
+        self.trace_content = on;
+        self
+    }
+
+    /// Whether spans record what was said and done ([`with_trace_content`](Self::with_trace_content)).
+    pub fn trace_content(&self) -> bool {
+        self.trace_content
     }
 
     /// Whether each run first asks the model if the user's message is only a question; a
@@ -1410,8 +1427,13 @@ impl AgentLoop {
             tether.tool.risk = tracing::field::Empty,
             tether.tool.location = tracing::field::Empty,
             tether.tool.outcome = tracing::field::Empty,
+            gen_ai.tool.call.arguments = tracing::field::Empty,
+            gen_ai.tool.call.result = tracing::field::Empty,
             error.type = tracing::field::Empty,
         );
+        if self.trace_content {
+            span.record("gen_ai.tool.call.arguments", call.arguments.to_string());
+        }
         let not_run = refused.is_some();
         let work = async {
             let mut tool_use = ToolUse {
@@ -1445,6 +1467,9 @@ impl AgentLoop {
             (false, None, status) => tool_outcome(status),
         };
         span.record("tether.tool.outcome", outcome);
+        if self.trace_content {
+            span.record("gen_ai.tool.call.result", output.content.as_str());
+        }
         if outcome != "ok" {
             span.record("error.type", outcome);
         }

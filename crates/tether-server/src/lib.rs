@@ -8,6 +8,7 @@
 
 mod config;
 mod connection;
+pub mod console;
 mod error;
 #[cfg(feature = "mcp")]
 mod expose;

@@ -186,6 +186,11 @@ struct ServeArgs {
     /// is open: keep it off the public network (docs/observability.md).
     #[arg(long, value_name = "VAR")]
     operator_token_env: Option<String>,
+    /// Record what was said and done in the traces too: the user's message and the answer on
+    /// each run's span, each tool call's arguments and result on its span. Off by default:
+    /// traces hold names, ids, counts and outcomes only (docs/observability.md).
+    #[arg(long)]
+    trace_content: bool,
     /// The operator's risk floor for tools matching a name pattern, as PATTERN=RISK with RISK one
     /// of none, low, high, critical, blocked, e.g. `delete_*=blocked`; may be given several
     /// times (the strictest matching floor applies).
@@ -320,7 +325,8 @@ async fn serve(args: ServeArgs, metrics: Arc<tether_server::metrics::Metrics>) -
         .with_loop_guard(guard)
         .with_question_check(args.model != "scripted" && !args.no_question_check)
         .with_fit_check((args.fit_threshold > 0.0).then_some(args.fit_threshold))
-        .with_rival_check(args.rival_ratio);
+        .with_rival_check(args.rival_ratio)
+        .with_trace_content(args.trace_content);
     if !args.hooks.is_empty() {
         // Invalid hooks refuse to start the server, with a message naming the hook and the field.
         let mut config = HookConfig::default();

@@ -8,6 +8,7 @@
 //! decisions below. What only the server sees (sessions, reconnects, refused frames) it counts
 //! itself.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -24,6 +25,8 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 
 use tether_agent::SPAN_TARGET;
+
+use crate::console::{Entry, RunLog};
 
 /// A `Family` of histograms made with one bucket layout.
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
@@ -95,7 +98,8 @@ struct Refusal {
     reason: &'static str,
 }
 
-/// The server's metrics since it started. Cheap to share; [`Metrics::encode`] writes them all.
+/// What the server observed since it started: its metrics ([`Metrics::encode`] writes them
+/// all) and the recent runs' timelines for the console ([`Metrics::runs`]).
 pub struct Metrics {
     registry: Registry,
     pub(crate) sessions_live: Gauge,
@@ -117,6 +121,8 @@ pub struct Metrics {
     pub(crate) results_late: Counter,
     /// Spans the OpenTelemetry exporter dropped (its queue was full: a collector down or slow).
     pub spans_dropped: Counter,
+    /// The recent runs' timelines, for the console.
+    pub runs: RunLog,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -147,6 +153,7 @@ impl Default for Metrics {
             results_duplicate: Counter::default(),
             results_late: Counter::default(),
             spans_dropped: Counter::default(),
+            runs: RunLog::default(),
             registry: Registry::default(),
         };
         registry.register("tether_sessions_live", "Sessions held by this server now", metrics.sessions_live.clone());
@@ -293,64 +300,60 @@ impl Metrics {
 
 /// Measures Tether's spans (target [`SPAN_TARGET`]) into [`Metrics`] when they close: model
 /// calls (`chat`), tool calls (`execute_tool`), hooks (`tether.hook`) and store writes
-/// (`tether.store.write`).
+/// (`tether.store.write`); and keeps each run's timeline for the console
+/// ([`RunLog`](crate::console::RunLog)).
 #[derive(Debug, Clone)]
 pub struct MetricsLayer {
     metrics: Arc<Metrics>,
 }
 
-/// What a measured span recorded, kept in its extensions until it closes.
-#[derive(Default)]
-struct Measured {
-    started: Option<Instant>,
-    model: String,
-    tool: String,
-    outcome: String,
-    point: String,
-    decision: String,
-    store: String,
-    error: String,
-    input_tokens: Option<u64>,
-    output_tokens: Option<u64>,
+/// What a watched span recorded, kept in its extensions until it closes.
+struct Watched {
+    started: Instant,
+    /// When it started, in milliseconds since the Unix epoch.
+    started_unix_ms: f64,
+    /// Its fields as text (`otel.*` left out).
+    attributes: BTreeMap<String, String>,
 }
 
-impl tracing::field::Visit for Measured {
+impl Watched {
+    fn get(&self, name: &str) -> String {
+        self.attributes.get(name).cloned().unwrap_or_default()
+    }
+
+    fn count(&self, name: &str) -> Option<u64> {
+        self.attributes.get(name)?.parse().ok()
+    }
+}
+
+/// Every field of a span or an event, as text.
+struct Fields<'a>(&'a mut BTreeMap<String, String>);
+
+impl tracing::field::Visit for Fields<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        let slot = match field.name() {
-            "gen_ai.request.model" => &mut self.model,
-            "gen_ai.tool.name" => &mut self.tool,
-            "tether.tool.outcome" | "tether.store.outcome" => &mut self.outcome,
-            "tether.hook.point" => &mut self.point,
-            "tether.hook.decision" => &mut self.decision,
-            "tether.store" => &mut self.store,
-            "error.type" => &mut self.error,
-            _ => return,
-        };
-        value.clone_into(slot);
-    }
-
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        match field.name() {
-            "gen_ai.usage.input_tokens" => self.input_tokens = Some(value),
-            "gen_ai.usage.output_tokens" => self.output_tokens = Some(value),
-            _ => {}
-        }
-    }
-
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        if let Ok(value) = u64::try_from(value) {
-            self.record_u64(field, value);
+        if !field.name().starts_with("otel.") {
+            self.0.insert(field.name().to_string(), value.to_string());
         }
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        // `%value` fields arrive here, formatted as they display.
+        // `%value` fields and numbers arrive here too, formatted as they display.
         self.record_str(field, &format!("{value:?}"));
     }
 }
 
-/// The spans [`MetricsLayer`] measures.
-const MEASURED: [&str; 4] = ["chat", "execute_tool", "tether.hook", "tether.store.write"];
+/// The spans [`MetricsLayer`] watches.
+const WATCHED: [&str; 5] = ["invoke_agent", "chat", "execute_tool", "tether.hook", "tether.store.write"];
+
+/// Which run a span belongs to: kept on its `invoke_agent` span.
+struct RunKey {
+    session: String,
+    run: String,
+}
+
+fn unix_ms_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |since| since.as_secs_f64() * 1e3)
+}
 
 impl<S> Layer<S> for MetricsLayer
 where
@@ -358,59 +361,108 @@ where
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let metadata = attrs.metadata();
-        if metadata.target() != SPAN_TARGET || !MEASURED.contains(&metadata.name()) {
+        if metadata.target() != SPAN_TARGET || !WATCHED.contains(&metadata.name()) {
             return;
         }
         let Some(span) = ctx.span(id) else { return };
-        let mut measured = Measured { started: Some(Instant::now()), ..Measured::default() };
-        attrs.record(&mut measured);
-        span.extensions_mut().insert(measured);
+        let mut watched =
+            Watched { started: Instant::now(), started_unix_ms: unix_ms_now(), attributes: BTreeMap::new() };
+        attrs.record(&mut Fields(&mut watched.attributes));
+        let mut extensions = span.extensions_mut();
+        if metadata.name() == "invoke_agent" {
+            let key = RunKey { session: watched.get("gen_ai.conversation.id"), run: watched.get("tether.run.id") };
+            self.metrics.runs.started(key.session.clone(), key.run.clone(), watched.get("gen_ai.request.model"));
+            extensions.insert(key);
+        }
+        extensions.insert(watched);
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
-        if let Some(measured) = span.extensions_mut().get_mut::<Measured>() {
-            values.record(measured);
+        if let Some(watched) = span.extensions_mut().get_mut::<Watched>() {
+            values.record(&mut Fields(&mut watched.attributes));
+        }
+    }
+
+    fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
+        if event.metadata().target() != SPAN_TARGET {
+            return;
+        }
+        let Some(scope) = ctx.event_scope(event) else { return };
+        for span in scope {
+            if let Some(key) = span.extensions().get::<RunKey>() {
+                let mut attributes = BTreeMap::new();
+                event.record(&mut Fields(&mut attributes));
+                let name = attributes.remove("message").unwrap_or_default();
+                let entry = Entry { kind: "event", name, at_ms: 0.0, duration_ms: 0.0, attributes };
+                self.metrics.runs.entry(&key.session, &key.run, entry, unix_ms_now());
+                return;
+            }
         }
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(&id) else { return };
-        let Some(measured) = span.extensions_mut().remove::<Measured>() else { return };
-        let seconds = measured.started.map_or(0.0, |started| started.elapsed().as_secs_f64());
+        let Some(watched) = span.extensions_mut().remove::<Watched>() else { return };
+        let elapsed = watched.started.elapsed();
+        let seconds = elapsed.as_secs_f64();
         let metrics = &self.metrics;
-        match span.name() {
+        let (kind, name) = match span.name() {
+            "invoke_agent" => {
+                if let Some(key) = span.extensions().get::<RunKey>() {
+                    metrics.runs.ended(&key.session, &key.run, &watched.attributes, seconds * 1e3);
+                }
+                return;
+            }
             "chat" => {
+                let model = watched.get("gen_ai.request.model");
                 let labels = ModelCall {
                     gen_ai_operation_name: "chat",
-                    gen_ai_request_model: measured.model.clone(),
-                    error_type: measured.error,
+                    gen_ai_request_model: model.clone(),
+                    error_type: watched.get("error.type"),
                 };
                 metrics.model_duration.get_or_create(&labels).observe(seconds);
-                for (kind, count) in [("input", measured.input_tokens), ("output", measured.output_tokens)] {
-                    if let Some(count) = count {
+                for (kind, name) in [("input", "gen_ai.usage.input_tokens"), ("output", "gen_ai.usage.output_tokens")] {
+                    if let Some(count) = watched.count(name) {
                         let labels = TokenUse {
                             gen_ai_operation_name: "chat",
-                            gen_ai_request_model: measured.model.clone(),
+                            gen_ai_request_model: model.clone(),
                             gen_ai_token_type: kind,
                         };
                         metrics.token_usage.get_or_create(&labels).observe(count as f64);
                     }
                 }
+                ("chat", model)
             }
             "execute_tool" => {
-                let labels = ToolCall { gen_ai_tool_name: measured.tool, outcome: measured.outcome };
+                let tool = watched.get("gen_ai.tool.name");
+                let labels = ToolCall { gen_ai_tool_name: tool.clone(), outcome: watched.get("tether.tool.outcome") };
                 metrics.tool_duration.get_or_create(&labels).observe(seconds);
+                ("tool", tool)
             }
             "tether.hook" => {
-                let decision = if measured.error.is_empty() { measured.decision } else { measured.error };
-                metrics.hook_decisions.get_or_create(&HookDecision { point: measured.point, decision }).inc();
+                let error = watched.get("error.type");
+                let decision = if error.is_empty() { watched.get("tether.hook.decision") } else { error };
+                let point = watched.get("tether.hook.point");
+                metrics.hook_decisions.get_or_create(&HookDecision { point: point.clone(), decision }).inc();
+                ("hook", point)
             }
             "tether.store.write" => {
-                let outcome = if measured.error.is_empty() { "ok" } else { "error" };
-                metrics.store_writes.get_or_create(&StoreWrite { store: measured.store, outcome }).observe(seconds);
+                let outcome = if watched.get("error.type").is_empty() { "ok" } else { "error" };
+                let store = watched.get("tether.store");
+                metrics.store_writes.get_or_create(&StoreWrite { store: store.clone(), outcome }).observe(seconds);
+                ("store", store)
             }
-            _ => {}
+            _ => return,
+        };
+        // The run it belongs to, for the console: its nearest `invoke_agent` ancestor.
+        for ancestor in span.scope().skip(1) {
+            if let Some(key) = ancestor.extensions().get::<RunKey>() {
+                let entry =
+                    Entry { kind, name, at_ms: 0.0, duration_ms: seconds * 1e3, attributes: watched.attributes };
+                metrics.runs.entry(&key.session, &key.run, entry, watched.started_unix_ms);
+                return;
+            }
         }
     }
 }

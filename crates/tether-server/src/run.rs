@@ -64,9 +64,16 @@ fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: String, frame_id: S
         tether.run.resumed = text.is_none(),
         tether.run.outcome = tracing::field::Empty,
         tether.run.turns = tracing::field::Empty,
+        gen_ai.input.messages = tracing::field::Empty,
+        gen_ai.output.messages = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
         error.type = tracing::field::Empty,
     );
+    // What was said, only when the operator asked for it (`--trace-content`).
+    let content = app.agent.trace_content();
+    if let (true, Some(text)) = (content, &text) {
+        span.record("gen_ai.input.messages", message_json("user", text).as_str());
+    }
     let task = {
         let (app, session, run_id, message_id) = (app.clone(), session.clone(), run_id.clone(), frame_id.clone());
         let traced = span.clone();
@@ -100,6 +107,9 @@ fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: String, frame_id: S
                     Start::Resume(checkpoint) => app.agent.resume(&host, &sink, *checkpoint, stop).await,
                 };
                 app.metrics.run_ended(outcome.status.as_str());
+                if content {
+                    span.record("gen_ai.output.messages", message_json("assistant", &outcome.answer).as_str());
+                }
                 span.record("tether.run.outcome", outcome.status.as_str());
                 span.record("tether.run.turns", outcome.turns);
                 if outcome.status != RunStatus::Completed {
@@ -155,4 +165,9 @@ fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: String, frame_id: S
             }
         }
     });
+}
+
+/// One message as the GenAI conventions write `gen_ai.input.messages` / `gen_ai.output.messages`.
+fn message_json(role: &str, text: &str) -> String {
+    serde_json::json!([{"role": role, "parts": [{"type": "text", "content": text}]}]).to_string()
 }

@@ -190,7 +190,7 @@ impl TetherServer {
         &self.app.metrics
     }
 
-    /// The routes: `/ws`, `/healthz`, `/readyz`, `/metrics` and, when set, the static pages. (With a store shared by
+    /// The routes: `/ws`, `/healthz`, `/readyz`, `/metrics`, `/console` and, when set, the static pages. (With a store shared by
     /// several servers, use [`TetherServer::serve`]: it keeps this server's heartbeat and
     /// answers other servers' requests for its sessions.)
     pub fn router(&self) -> Router {
@@ -199,6 +199,9 @@ impl TetherServer {
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz))
             .route("/metrics", get(metrics))
+            .route("/console", get(crate::console::page))
+            .route("/console/api/sessions", get(crate::console::sessions))
+            .route("/console/api/runs", get(crate::console::runs))
             .with_state(self.app.clone());
         #[cfg(feature = "mcp")]
         if self.app.config.expose_mcp {
@@ -365,22 +368,8 @@ async fn readyz(State(app): State<Arc<App>>) -> (axum::http::StatusCode, Json<Va
 /// for a request that presents it (`401` otherwise).
 async fn metrics(State(app): State<Arc<App>>, headers: axum::http::HeaderMap) -> axum::response::Response {
     use axum::response::IntoResponse;
-    use subtle::ConstantTimeEq;
-    if let Some(token) = &app.config.operator_token {
-        let presented = headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .unwrap_or_default();
-        let same = crate::store::token_hash(presented).ct_eq(&crate::store::token_hash(token));
-        if !bool::from(same) {
-            return (
-                axum::http::StatusCode::UNAUTHORIZED,
-                [(axum::http::header::WWW_AUTHENTICATE, "Bearer")],
-                "the operator token is needed: Authorization: Bearer TOKEN\n",
-            )
-                .into_response();
-        }
+    if let Some(refused) = crate::console::without_operator_token(&app, &headers) {
+        return refused;
     }
     app.metrics.sessions_live.set(i64::try_from(app.sessions.len()).unwrap_or(i64::MAX));
     (

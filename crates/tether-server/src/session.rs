@@ -1157,6 +1157,11 @@ impl Session {
         state.send_text(run_id, String::new(), true, Some(status), false);
     }
 
+    /// Whether a client is connected now.
+    pub fn connected(&self) -> bool {
+        self.lock().tx.is_some()
+    }
+
     /// The page the client is on.
     pub fn page(&self) -> Option<PageInfo> {
         self.lock().page.clone()

@@ -238,6 +238,7 @@ impl SessionTools {
         #[cfg(feature = "mcp")]
         if let Some(tool) = self.mcp_tool(name) {
             span.record("tether.tool.location", "mcp");
+            span.record("tether.tool.risk", self.app.config.risk_floor(name).as_str());
             // Not spawned: a stopped run drops this future, which cancels the call at its server.
             // Its progress notifications reach the chat as the page's own progress does.
             let progress = |message: String| {

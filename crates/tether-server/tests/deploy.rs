@@ -76,9 +76,11 @@ async fn through_nginx_a_session_outlives_the_instance_that_held_it_and_files_ke
     assert_eq!(header(&file, "cache-control"), "public, max-age=31536000, immutable");
     assert!(header(&file, "vary").to_ascii_lowercase().contains("accept-encoding"));
     assert_eq!(file.bytes().await.unwrap().as_ref(), gzipped.as_slice());
-    // The operator's metrics are not on the public site (each instance serves them).
-    assert_eq!(get(&nginx.addr, "/metrics", &[]).await.status(), 404);
-    assert_eq!(get(&addrs[0], "/metrics", &[]).await.status(), 200);
+    // The operator's metrics and console are not on the public site (each instance serves them).
+    for path in ["/metrics", "/console", "/console/api/sessions"] {
+        assert_eq!(get(&nginx.addr, path, &[]).await.status(), 404, "{path}");
+        assert_eq!(get(&addrs[0], path, &[]).await.status(), 200, "{path}");
+    }
     // Readiness includes the store.
     let ready = get(&nginx.addr, "/readyz", &[]).await;
     assert_eq!(ready.status(), 200);

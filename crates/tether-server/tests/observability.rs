@@ -373,6 +373,68 @@ async fn a_runs_spans_reach_an_otlp_collector_as_one_tree_and_metrics_count_it()
         "{metrics}"
     );
     expect("tether_spans_dropped_total", 0.0);
+
+    // The console's data: the session, and the run as a timeline, behind the same token.
+    assert_eq!(get(&served.addr, "/console/api/sessions", &[]).await.0, 401);
+    let token = [("authorization", "Bearer op-secret")];
+    let (status, sessions) = get(&served.addr, "/console/api/sessions", &token).await;
+    assert_eq!(status, 200);
+    let sessions: Value = serde_json::from_str(&sessions).unwrap();
+    assert_eq!(sessions["sessions"][0]["id"], welcome.session_id.as_str());
+    assert_eq!(sessions["sessions"][0]["runs"], 1);
+    assert_eq!(sessions["stored"], 1, "the SQLite store holds the session");
+    let path = format!("/console/api/runs?session={}", welcome.session_id);
+    let (_, runs) = get(&served.addr, &path, &token).await;
+    let runs: Value = serde_json::from_str(&runs).unwrap();
+    let run = &runs["runs"][0];
+    assert_eq!(run["outcome"], "completed");
+    assert_eq!(run["turns"], 3);
+    assert_eq!((run["inputTokens"].as_u64(), run["outputTokens"].as_u64()), (Some(303), Some(33)));
+    let entries: Vec<(String, String)> = run["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] != "store" && e["kind"] != "hook")
+        .map(|e| (e["kind"].as_str().unwrap().to_string(), e["name"].as_str().unwrap().to_string()))
+        .collect();
+    let expected = [
+        ("event", "retry"),
+        ("chat", "test-model"),
+        ("event", "the page asks the user to approve the call"),
+        ("event", "the approval wait ended"),
+        ("tool", "cart_add"),
+        ("chat", "test-model"),
+        ("tool", "cart_clear"),
+        ("chat", "test-model"),
+    ];
+    let expected: Vec<(String, String)> = expected.iter().map(|(k, n)| ((*k).into(), (*n).into())).collect();
+    assert_eq!(entries, expected, "{run:#}");
+    let refused = run["entries"].as_array().unwrap().iter().find(|e| e["name"] == "cart_clear").unwrap();
+    assert_eq!(refused["attributes"]["tether.tool.outcome"], "refused_by_hook");
+}
+
+#[tokio::test]
+async fn with_trace_content_the_spans_hold_what_was_said_and_done() {
+    let collector = Collector::start().await;
+    let served = Serve::new()
+        .args(["--trace-content"])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.url)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .start();
+    let mut client = common::Client::connect(&served.url()).await;
+    client.hello(None).await;
+    common::run_works(&mut client, 1).await;
+    let spans =
+        collector.until("invoke_agent span", |spans| spans.iter().any(|s| s.name.starts_with("invoke_agent"))).await;
+    let run = attributes(spans.iter().find(|s| s.name.starts_with("invoke_agent")).unwrap());
+    let input: Value = serde_json::from_str(&run["gen_ai.input.messages"]).unwrap();
+    assert_eq!(input, json!([{"role": "user", "parts": [{"type": "text", "content": "add the red mug to my cart"}]}]));
+    let output: Value = serde_json::from_str(&run["gen_ai.output.messages"]).unwrap();
+    assert_eq!(output[0]["role"], "assistant");
+    assert!(!output[0]["parts"][0]["content"].as_str().unwrap().is_empty());
+    let call = attributes(spans.iter().find(|s| s.name == "execute_tool cart_add").unwrap());
+    assert_eq!(call["gen_ai.tool.call.arguments"], r#"{"productId":"mug-red"}"#);
+    assert_eq!(call["gen_ai.tool.call.result"], "added 1 x Red mug; cart: 1 item");
 }
 
 #[tokio::test]
