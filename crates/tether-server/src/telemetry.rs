@@ -110,7 +110,15 @@ where
     opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
     let tracer = provider.tracer("tether");
     tracing::info!(endpoint, queue, "traces: exporting over OTLP (http/protobuf)");
+    // Only what the spans say: no source locations, threads, target or busy/idle times (which
+    // cost a clock read on every poll of an instrumented future), and no OpenTelemetry context
+    // made current on each poll (nothing here reads it; `traceparent` is taken from the span).
     let layer = tracing_opentelemetry::layer()
+        .with_location(false)
+        .with_threads(false)
+        .with_target(false)
+        .with_tracked_inactivity(false)
+        .with_context_activation(false)
         .with_tracer(tracer)
         .with_filter(tracing_subscriber::filter::filter_fn(|metadata| metadata.target() == tether_agent::SPAN_TARGET));
     Ok(Some((layer, Traces { provider })))
