@@ -36,6 +36,18 @@ pub use model::{
 /// exporter and `tether-server`'s metrics layer listen to, and what log output leaves out.
 pub const SPAN_TARGET: &str = "tether::span";
 
+/// The W3C trace context (`traceparent`, `tracestate`) of the current span, by the global
+/// OpenTelemetry propagator: empty until one is set, as `tether serve` does when it exports
+/// traces. The model provider sends it as headers; `tether-server` sends it to MCP servers.
+#[cfg(feature = "otel")]
+pub fn trace_context() -> std::collections::HashMap<String, String> {
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let context = tracing::Span::current().context();
+    let mut fields = std::collections::HashMap::new();
+    opentelemetry::global::get_text_map_propagator(|propagator| propagator.inject_context(&context, &mut fields));
+    fields
+}
+
 #[cfg(feature = "openai")]
 pub use model::{MAX_RETRY_AFTER, OpenAiConfig, OpenAiProvider};
 pub use questions::{MessageKind, QuestionCheck, Rival};

@@ -17,7 +17,7 @@ mod tool;
 mod tools;
 
 pub use error::McpError;
-pub use server::{McpOptions, McpServer, McpSnapshot, McpStatus};
+pub use server::{McpOptions, McpServer, McpSnapshot, McpStatus, TraceContext};
 pub use spec::{MAX_SERVER_NAME_LEN, McpServerSpec, McpTarget};
 pub use tool::{McpTool, SEPARATOR};
 pub use tools::{DEFAULT_MAX_MCP_TOOLS, McpTools};

@@ -12,7 +12,7 @@ use futures_util::{FutureExt, StreamExt};
 use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities, ClientConfig,
-    ClientRequest, Implementation, ProgressNotificationParam, ServerResult,
+    ClientRequest, Implementation, ProgressNotificationParam, RequestMetaObject, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use rmcp::service::{NotificationContext, RunningService};
@@ -33,6 +33,16 @@ const HEALTHY_AFTER: Duration = Duration::from_secs(10);
 /// After a call timed out, how long a `tools/list` may take (at most the call's own timeout)
 /// before the server counts as hung.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The W3C trace context of a call (`traceparent`, `tracestate`), sent in the request's `_meta`
+/// (SEP-414).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TraceContext {
+    /// The `traceparent` value: version, trace id, parent span id, flags.
+    pub traceparent: String,
+    /// The `tracestate` value, if any.
+    pub tracestate: Option<String>,
+}
 
 /// Timeouts and backoff for attached servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,16 +229,18 @@ impl McpServer {
     /// (`notifications/cancelled`); a server that then does not answer `tools/list` either is
     /// restarted.
     pub async fn call(&self, remote: &str, args: Value) -> Result<String, McpError> {
-        self.call_with_progress(remote, args, |_| {}).await
+        self.call_with_progress(remote, args, None, |_| {}).await
     }
 
     /// [`McpServer::call`], with the server's progress (each call carries a progress token):
     /// `on_progress` gets each `notifications/progress` of this call as a line of text
-    /// (its message, else `3/10` or `3`).
+    /// (its message, else `3/10` or `3`). With `trace`, the request carries the caller's W3C
+    /// trace context in its `_meta` (SEP-414), so that a server that traces joins the trace.
     pub async fn call_with_progress(
         &self,
         remote: &str,
         args: Value,
+        trace: Option<&TraceContext>,
         mut on_progress: impl FnMut(String) + Send,
     ) -> Result<String, McpError> {
         let shared = &self.shared;
@@ -253,10 +265,17 @@ impl McpServer {
         let call_error = |message: String| McpError::Call { server: server.clone(), tool: remote.to_string(), message };
         // The SDK gives each request its own progress token; the request's handle says which.
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let handle = peer
-            .send_request_with_option(request, PeerRequestOptions::no_options())
-            .await
-            .map_err(|error| call_error(describe(error)))?;
+        let mut options = PeerRequestOptions::no_options();
+        if let Some(trace) = trace {
+            let mut meta = RequestMetaObject::new();
+            meta.0.set_traceparent(trace.traceparent.clone());
+            if let Some(state) = &trace.tracestate {
+                meta.0.set_tracestate(state.clone());
+            }
+            options.meta = Some(meta);
+        }
+        let handle =
+            peer.send_request_with_option(request, options).await.map_err(|error| call_error(describe(error)))?;
         let mut progress = shared.progress.subscribe(handle.progress_token.clone()).await;
         // Dropped before the answer (a timeout, a stopped run): the server is told to cancel.
         let mut cancel = CancelOnDrop { peer: Some(peer.clone()), id: handle.id.clone() };

@@ -112,15 +112,16 @@ impl McpTools {
     /// Calls `tool` on its server (see [`McpServer::call`]); its arguments should have passed
     /// [`McpTool::check`].
     pub async fn call(&self, tool: &McpTool, args: Value) -> Result<String, McpError> {
-        self.call_with_progress(tool, args, |_| {}).await
+        self.call_with_progress(tool, args, None, |_| {}).await
     }
 
-    /// [`McpTools::call`], with the call's progress notifications (see
-    /// [`McpServer::call_with_progress`]).
+    /// [`McpTools::call`], with the call's progress notifications and, when given, the
+    /// caller's trace context (see [`McpServer::call_with_progress`]).
     pub async fn call_with_progress(
         &self,
         tool: &McpTool,
         args: Value,
+        trace: Option<&crate::TraceContext>,
         on_progress: impl FnMut(String) + Send,
     ) -> Result<String, McpError> {
         let server = self
@@ -128,7 +129,7 @@ impl McpTools {
             .iter()
             .find(|s| s.name() == tool.server)
             .ok_or_else(|| McpError::UnknownTool(tool.spec.name.clone()))?;
-        server.call_with_progress(&tool.remote, args, on_progress).await
+        server.call_with_progress(&tool.remote, args, trace, on_progress).await
     }
 
     /// Stops every server.

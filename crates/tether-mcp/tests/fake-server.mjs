@@ -31,6 +31,7 @@ const tools = [
   { name: "progress", description: "Reports two steps of progress, then answers.", inputSchema: object() },
   { name: "cancels", description: "How many cancellations this process received.", inputSchema: object() },
   { name: "calls", description: "How many tools/call requests this process received.", inputSchema: object() },
+  { name: "trace", description: "The W3C traceparent the call carried in its _meta (SEP-414), or none.", inputSchema: object(), annotations: { readOnlyHint: true } },
   {
     name: "echo_count",
     description: "Echoes a count of at least 1.",
@@ -98,6 +99,7 @@ createInterface({ input: process.stdin }).on("line", (line) => {
       afterPing.set(ping, () => text(id, progressToken === undefined ? "no progress token" : "delivered"));
       return send({ jsonrpc: "2.0", id: ping, method: "ping" });
     }
+    case "trace": return text(id, params._meta?.traceparent ?? "none");
     case "cancels": return text(id, cancels);
     case "calls": return text(id, calls);
     case "echo_count": return text(id, `count=${args.count}`);

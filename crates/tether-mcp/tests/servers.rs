@@ -88,7 +88,8 @@ async fn the_everything_server_over_stdio_offers_its_tools_and_runs_them() {
     assert!(server.call("get-sum", json!({"a": 2, "b": 3})).await.unwrap().contains('5'));
     let mut progress = Vec::new();
     let args = json!({"duration": 0.3, "steps": 3});
-    let done = server.call_with_progress("trigger-long-running-operation", args, |p| progress.push(p)).await.unwrap();
+    let done =
+        server.call_with_progress("trigger-long-running-operation", args, None, |p| progress.push(p)).await.unwrap();
     assert!(done.contains("completed"), "{done}");
     assert_eq!(progress, ["1/3", "2/3", "3/3"], "notifications/progress, as the server sent them");
     let image = server.call("get-tiny-image", json!({})).await.unwrap();
@@ -249,11 +250,11 @@ async fn garbage_on_stdout_is_a_clear_error_and_the_server_recovers() {
 
 #[tokio::test]
 async fn servers_share_one_limit_and_need_their_own_names() {
-    let tools = McpTools::start(vec![fake("a"), fake("b")], quick(), 13).unwrap();
+    let tools = McpTools::start(vec![fake("a"), fake("b")], quick(), 14).unwrap();
     assert!(tools.ready(READY).await.is_empty());
     let offered = tools.tools();
-    assert_eq!(offered.len(), 13, "the limit is over all servers");
-    assert!(offered[..11].iter().all(|t| t.server == "a") && offered[11..].iter().all(|t| t.server == "b"));
+    assert_eq!(offered.len(), 14, "the limit is over all servers");
+    assert!(offered[..12].iter().all(|t| t.server == "a") && offered[12..].iter().all(|t| t.server == "b"));
     assert!(tools.find("b__add_tool").is_some() && tools.find("b__echo_count").is_none());
     let call = tools.find("a__echo_count").unwrap();
     assert_eq!(tools.call(&call, json!({"count": 3})).await.unwrap(), "count=3");

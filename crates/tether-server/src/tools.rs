@@ -245,7 +245,18 @@ impl SessionTools {
                 let event = ToolProgressEvent { call_id: call_id.to_string(), message };
                 self.session.send_event(None, RunEvent::ToolProgress(event));
             };
-            return match self.app.mcp.call_with_progress(&tool, args, progress).await {
+            // The call's trace context, for an MCP server that traces (`_meta`, SEP-414).
+            #[cfg(feature = "otel")]
+            let trace = {
+                let mut fields = tether_agent::trace_context();
+                fields.remove("traceparent").map(|traceparent| tether_mcp::TraceContext {
+                    traceparent,
+                    tracestate: fields.remove("tracestate"),
+                })
+            };
+            #[cfg(not(feature = "otel"))]
+            let trace = None;
+            return match self.app.mcp.call_with_progress(&tool, args, trace.as_ref(), progress).await {
                 Ok(text) => ToolOutput::new(ResultStatus::Ok, text),
                 Err(error) => {
                     tracing::info!(session = self.session.id(), tool = name, %error, "MCP call failed");

@@ -78,7 +78,7 @@ async fn mcp_tools_are_offered_beside_the_page_tools_and_run_on_the_server() {
         "{offered:?}"
     );
     let health = server.health().await;
-    assert_eq!(health["mcp"], json!([{"name": "fake", "status": "running", "reason": null, "tools": 11, "starts": 1}]));
+    assert_eq!(health["mcp"], json!([{"name": "fake", "status": "running", "reason": null, "tools": 12, "starts": 1}]));
 }
 
 #[tokio::test]
@@ -243,7 +243,7 @@ async fn tether_serve_attaches_mcp_servers_given_by_flag() {
     let body = requests.lock().unwrap().last().cloned().unwrap();
     let names: Vec<&str> =
         body["tools"].as_array().unwrap().iter().filter_map(|t| t["function"]["name"].as_str()).collect();
-    assert_eq!(names.iter().filter(|n| n.starts_with("fake__")).count(), 11, "{names:?}");
+    assert_eq!(names.iter().filter(|n| n.starts_with("fake__")).count(), 12, "{names:?}");
     let value: &Value = &body["tools"][0]["function"]["parameters"];
     assert!(value.is_object());
 }

@@ -438,6 +438,44 @@ async fn with_trace_content_the_spans_hold_what_was_said_and_done() {
 }
 
 #[tokio::test]
+async fn an_mcp_call_carries_its_spans_trace_context_to_the_mcp_server() {
+    let collector = Collector::start().await;
+    // The model calls the fake MCP server's `trace` tool, which answers with the `traceparent`
+    // its request carried in `_meta`; then it answers.
+    let (base, _) = common::recording_provider(|body| {
+        if body["messages"].as_array().unwrap().iter().any(|m| m["role"] == "tool") {
+            json!({"role": "assistant", "content": "Done."})
+        } else {
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "t", "type": "function",
+                "function": {"name": "fake__trace", "arguments": "{}"}}]})
+        }
+    })
+    .await;
+    let fake = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tether-mcp/tests/fake-server.mjs");
+    let served = Serve::new()
+        .args(["--model", base.as_str(), "--model-name", "test-model", "--tool-mode", "native"])
+        .args(["--no-question-check", "--context-tokens", "8192", "--trace-content"])
+        .args(["--mcp".to_string(), format!("fake=node {}", fake.display())])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.url)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .start();
+    let mut client = common::Client::connect(&served.url()).await;
+    client.hello(None).await;
+    client.context(1, page_tools()).await;
+    client.say("what is the trace?").await;
+    let (answer, status) = client.answer().await;
+    assert_eq!(status, RunStatus::Completed, "{answer}");
+    let spans =
+        collector.until("execute_tool span", |spans| spans.iter().any(|s| s.name == "execute_tool fake__trace")).await;
+    let call = spans.iter().find(|s| s.name == "execute_tool fake__trace").unwrap();
+    let a = attributes(call);
+    assert_eq!(a["tether.tool.location"], "mcp");
+    assert_eq!(a["tether.tool.outcome"], "ok");
+    let received = &a["gen_ai.tool.call.result"];
+    assert_eq!(received, &format!("00-{}-{}-01", hex(&call.trace_id), hex(&call.span_id)), "what the MCP server got");
+}
+
+#[tokio::test]
 async fn nothing_is_exported_without_an_endpoint_or_with_the_sdk_disabled_and_runs_are_unaffected() {
     let collector = Collector::start().await;
     for env in [vec![], vec![("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url.as_str()), ("OTEL_SDK_DISABLED", "true")]] {

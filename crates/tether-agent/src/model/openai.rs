@@ -339,7 +339,7 @@ impl OpenAiProvider {
         }
         // The trace this call is part of (W3C `traceparent`), when traces are exported.
         #[cfg(feature = "otel")]
-        for (name, value) in trace_context() {
+        for (name, value) in crate::trace_context() {
             request = request.header(name, value);
         }
         let response = match request.send().await {
@@ -1018,17 +1018,6 @@ fn finish_reply(tools: &[&str], partial: Vec<PartialCall>, gate: DeltaGate<'_>) 
     }));
     let malformed = if tool_calls.is_empty() { malformed.or(text_malformed) } else { None };
     ModelReply { text: tidy(&shown), tool_calls, malformed_tool_call: malformed, raw, ..Default::default() }
-}
-
-/// The W3C trace-context headers (`traceparent`, `tracestate`) of the current span, by the
-/// global propagator (none until one is set, as `tether serve` does when it exports traces).
-#[cfg(feature = "otel")]
-fn trace_context() -> HashMap<String, String> {
-    use tracing_opentelemetry::OpenTelemetrySpanExt;
-    let context = tracing::Span::current().context();
-    let mut headers = HashMap::new();
-    opentelemetry::global::get_text_map_propagator(|propagator| propagator.inject_context(&context, &mut headers));
-    headers
 }
 
 /// Records on the current (`chat`) span what a completion, or a streamed chunk of one, says of
