@@ -489,6 +489,9 @@ async fn nothing_is_exported_without_an_endpoint_or_with_the_sdk_disabled_and_ru
         common::run_works(&mut client, 1).await;
         let logs = served.stop_and_read_logs();
         assert!(!logs.contains("exporting over OTLP"), "{env:?}: {logs}");
+        // The log lines say what happened in words; the spans' fields stay out of them.
+        assert!(logs.contains("client connected"), "{logs}");
+        assert!(!logs.contains("invoke_agent") && !logs.contains("gen_ai."), "{env:?}: {logs}");
     }
     assert!(collector.spans.lock().unwrap().is_empty());
 }
