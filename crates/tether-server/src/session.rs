@@ -96,6 +96,12 @@ struct State {
     dirty: bool,
     /// The last frame given to the persister.
     persisted_seq: u64,
+    /// A `tool_execution_end` was sent and the run's checkpoint that records its result is
+    /// about to follow (in the same step of the run): nothing is flushed until it does, so that
+    /// the two are stored in one write whatever else (an acknowledgement, a progress event)
+    /// would flush meanwhile. Otherwise a crash between two writes could leave a client that
+    /// saw the call end with a stored run that ends it again.
+    awaiting_checkpoint: bool,
     /// What the store holds of the state (so that a write carries only what changed).
     store_copy: StoreCopy,
     /// The resume token's hash, given with the first write.
@@ -124,6 +130,9 @@ impl State {
     /// persister, which stores first, when the store is durable. Called under the lock after
     /// every event, so frames reach the socket in the order they were numbered.
     fn flush(&mut self) {
+        if self.awaiting_checkpoint {
+            return;
+        }
         let writes = self.machine.take_writes();
         let Some(persister) = &self.persister else {
             if let Some(tx) = &self.tx {
@@ -341,6 +350,7 @@ fn empty_state(machine: ServerSession, config: &ServerConfig) -> State {
         persister: None,
         dirty: true,
         persisted_seq: 0,
+        awaiting_checkpoint: false,
         store_copy: StoreCopy::default(),
         token_hash: None,
         ttl: config.session_ttl,
@@ -504,7 +514,9 @@ impl Session {
         let frame = EventFrame { id: String::new(), run_id: run_id.map(String::from), event };
         let mut state = self.lock();
         state.machine.send(ServerFrame::Event(frame));
-        if !with_checkpoint {
+        if with_checkpoint && state.persister.is_some() && state.run.is_some() {
+            state.awaiting_checkpoint = true;
+        } else if !with_checkpoint {
             state.flush();
         }
     }
@@ -1068,6 +1080,7 @@ impl Session {
     /// when the store is durable) so that a restart goes on from here.
     pub(crate) fn checkpoint(&self, checkpoint: RunCheckpoint) {
         let mut state = self.lock();
+        state.awaiting_checkpoint = false;
         let Some(message_id) = state.run.as_ref().map(|run| run.message_id.clone()) else { return };
         // The run's own results (the conversation before it holds none of its calls).
         let own = checkpoint.messages.get(checkpoint.run_start..).unwrap_or(&checkpoint.messages);
@@ -1120,6 +1133,8 @@ impl Session {
         errors: Vec<(ErrorCode, String, Option<String>)>,
     ) {
         let mut state = self.lock();
+        // (Whatever a run held back leaves with its end.)
+        state.awaiting_checkpoint = false;
         if state.run.as_ref().is_some_and(|run| run.id == run_id) {
             state.run = None;
         }
