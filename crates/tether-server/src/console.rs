@@ -133,6 +133,15 @@ impl RunLog {
         record.error = attributes.get("error.type").cloned();
     }
 
+    /// How many runs are kept of each session.
+    pub fn counts(&self) -> std::collections::HashMap<String, usize> {
+        let mut counts = std::collections::HashMap::new();
+        for record in self.lock().iter() {
+            *counts.entry(record.session.clone()).or_insert(0) += 1;
+        }
+        counts
+    }
+
     /// The runs kept of `session` (all sessions: `None`), newest first.
     pub fn runs(&self, session: Option<&str>) -> Vec<RunRecord> {
         self.lock().iter().rev().filter(|r| session.is_none_or(|s| r.session == s)).cloned().collect()
@@ -184,7 +193,7 @@ pub(crate) async fn sessions(State(app): State<Arc<App>>, headers: HeaderMap) ->
     if let Some(refused) = without_operator_token(&app, &headers) {
         return refused;
     }
-    let runs = app.metrics.runs.runs(None);
+    let counts = app.metrics.runs.counts();
     let mut rows: Vec<SessionRow> = app
         .sessions
         .all()
@@ -194,7 +203,7 @@ pub(crate) async fn sessions(State(app): State<Arc<App>>, headers: HeaderMap) ->
             connected: session.connected(),
             running: session.run_in_progress(),
             page: session.page().map(|page| page.url),
-            runs: runs.iter().filter(|r| r.session == session.id()).count(),
+            runs: counts.get(session.id()).copied().unwrap_or(0),
         })
         .collect();
     rows.sort_by(|a, b| b.running.cmp(&a.running).then(b.connected.cmp(&a.connected)).then(a.id.cmp(&b.id)));

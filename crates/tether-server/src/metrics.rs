@@ -276,12 +276,11 @@ impl Metrics {
     /// The counters `/healthz` reports (for operators and load tests).
     pub(crate) fn json(&self) -> serde_json::Value {
         let ended: u64 = self.runs_ended_total();
-        let completed =
-            self.runs_ended.get_or_create(&Outcome { outcome: tether_protocol::RunStatus::Completed.as_str().into() });
+        let completed = self.runs_ended_with(tether_protocol::RunStatus::Completed);
         serde_json::json!({
             "runsStarted": self.runs_started.get(),
             "runsEnded": ended,
-            "runsCompleted": completed.get(),
+            "runsCompleted": completed,
             "resultsApplied": self.results_applied.get(),
             "resultsDuplicate": self.results_duplicate.get(),
             "resultsLate": self.results_late.get(),
@@ -290,11 +289,14 @@ impl Metrics {
         })
     }
 
+    /// Runs ended with `status`, read without creating its series (an outcome no run had is not
+    /// exported as a zero).
+    fn runs_ended_with(&self, status: tether_protocol::RunStatus) -> u64 {
+        self.runs_ended.get(&Outcome { outcome: status.as_str().into() }).map_or(0, |counter| counter.get())
+    }
+
     fn runs_ended_total(&self) -> u64 {
-        tether_protocol::RunStatus::ALL
-            .iter()
-            .map(|status| self.runs_ended.get_or_create(&Outcome { outcome: status.as_str().into() }).get())
-            .sum()
+        tether_protocol::RunStatus::ALL.iter().map(|status| self.runs_ended_with(*status)).sum()
     }
 }
 

@@ -25,12 +25,9 @@ use tether_agent::AgentLoop;
 #[cfg(feature = "mcp")]
 use tether_mcp::McpTools;
 
-/// The attached MCP servers (nothing without the `mcp` feature).
+/// The attached MCP servers.
 #[cfg(feature = "mcp")]
 pub(crate) type Mcp = Arc<McpTools>;
-/// The attached MCP servers (nothing without the `mcp` feature).
-#[cfg(not(feature = "mcp"))]
-pub(crate) type Mcp = Arc<()>;
 
 /// Shared state of a running server.
 pub(crate) struct App {
@@ -38,6 +35,7 @@ pub(crate) struct App {
     pub(crate) agent: AgentLoop,
     pub(crate) server_tools: Vec<ServerTool>,
     /// The attached MCP servers, whose tools every session's runs see (none without `--mcp`).
+    #[cfg(feature = "mcp")]
     pub(crate) mcp: Mcp,
     pub(crate) sessions: Sessions,
     /// Sessions whose page paired an MCP client (`--expose-mcp`).
@@ -75,35 +73,29 @@ impl std::fmt::Debug for TetherServer {
 impl TetherServer {
     /// A server running `agent` with `config`.
     pub fn new(config: ServerConfig, agent: AgentLoop) -> Self {
-        TetherServer::build(config, agent, Vec::new(), Mcp::default(), None, None, Arc::default())
-    }
-
-    fn build(
-        config: ServerConfig,
-        agent: AgentLoop,
-        server_tools: Vec<ServerTool>,
-        mcp: Mcp,
-        static_dir: Option<PathBuf>,
-        store: Option<Arc<dyn SessionStore>>,
-        metrics: Arc<crate::metrics::Metrics>,
-    ) -> Self {
         let app = App {
             config: Arc::new(config),
             agent,
-            server_tools,
-            mcp,
+            server_tools: Vec::new(),
+            #[cfg(feature = "mcp")]
+            mcp: Mcp::default(),
             sessions: Sessions::default(),
             exposed: crate::expose::Exposed::default(),
             connection_counter: AtomicU64::new(0),
-            metrics,
-            store,
+            metrics: Arc::default(),
+            store: None,
             draining: std::sync::atomic::AtomicBool::new(false),
             open_connections: std::sync::atomic::AtomicUsize::new(0),
             connection_closed: tokio::sync::Notify::new(),
             instance: format!("i-{}", &crate::session::random_token()[..12]),
             resuming: std::sync::Mutex::default(),
         };
-        TetherServer { app: Arc::new(app), static_dir }
+        TetherServer { app: Arc::new(app), static_dir: None }
+    }
+
+    /// The server's state, for a `with_*` builder (called before the server is shared).
+    fn app_mut(&mut self, builder: &str) -> &mut App {
+        Arc::get_mut(&mut self.app).unwrap_or_else(|| panic!("{builder} is called before the server is shared"))
     }
 
     /// Keeps sessions in `store` (a SQLite file, Redis): written before the frames that depend
@@ -111,30 +103,18 @@ impl TetherServer {
     /// (after a restart), runs in progress going on from their last checkpoint. Without it (or
     /// with a [`crate::store::MemoryStore`]) sessions live in memory only.
     #[must_use]
-    pub fn with_store(self, store: Arc<dyn SessionStore>) -> Self {
-        let app =
-            Arc::try_unwrap(self.app).unwrap_or_else(|_| panic!("with_store is called before the server is shared"));
-        let durable = store.durable();
-        TetherServer::build(
-            (*app.config).clone(),
-            app.agent,
-            app.server_tools,
-            app.mcp,
-            self.static_dir,
-            durable.then_some(store),
-            app.metrics,
-        )
+    pub fn with_store(mut self, store: Arc<dyn SessionStore>) -> Self {
+        self.app_mut("with_store").store = store.durable().then_some(store);
+        self
     }
 
     /// Adds a server-side tool.
     #[must_use]
-    pub fn with_tool(self, tool: ServerTool) -> Self {
-        let app =
-            Arc::try_unwrap(self.app).unwrap_or_else(|_| panic!("with_tool is called before the server is shared"));
-        let mut tools = app.server_tools;
+    pub fn with_tool(mut self, tool: ServerTool) -> Self {
+        let tools = &mut self.app_mut("with_tool").server_tools;
         tools.retain(|t| t.spec.name != tool.spec.name);
         tools.push(tool);
-        TetherServer::build((*app.config).clone(), app.agent, tools, app.mcp, self.static_dir, app.store, app.metrics)
+        self
     }
 
     /// Offers the tools of these MCP servers to every session's runs, beside the page's tools
@@ -143,18 +123,9 @@ impl TetherServer {
     /// stops them when it is dropped.
     #[cfg(feature = "mcp")]
     #[must_use]
-    pub fn with_mcp(self, mcp: McpTools) -> Self {
-        let app =
-            Arc::try_unwrap(self.app).unwrap_or_else(|_| panic!("with_mcp is called before the server is shared"));
-        TetherServer::build(
-            (*app.config).clone(),
-            app.agent,
-            app.server_tools,
-            Arc::new(mcp),
-            self.static_dir,
-            app.store,
-            app.metrics,
-        )
+    pub fn with_mcp(mut self, mcp: McpTools) -> Self {
+        self.app_mut("with_mcp").mcp = Arc::new(mcp);
+        self
     }
 
     /// Serves the files of `dir` at `/` (unknown paths get `index.html`, for client-side routing).
@@ -171,18 +142,9 @@ impl TetherServer {
     /// [`Metrics`]: crate::metrics::Metrics
     /// [`Metrics::layer`]: crate::metrics::Metrics::layer
     #[must_use]
-    pub fn with_metrics(self, metrics: Arc<crate::metrics::Metrics>) -> Self {
-        let app =
-            Arc::try_unwrap(self.app).unwrap_or_else(|_| panic!("with_metrics is called before the server is shared"));
-        TetherServer::build(
-            (*app.config).clone(),
-            app.agent,
-            app.server_tools,
-            app.mcp,
-            self.static_dir,
-            app.store,
-            metrics,
-        )
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.app_mut("with_metrics").metrics = metrics;
+        self
     }
 
     /// This server's metrics (what `/metrics` serves).
