@@ -224,6 +224,8 @@ pub struct AgentLoop {
     fit_threshold: Option<f64>,
     /// See [`AgentLoop::with_rival_check`].
     rival_ratio: Option<f64>,
+    /// See [`AgentLoop::with_value_check`].
+    value_check: bool,
     /// See [`AgentLoop::with_trace_content`].
     trace_content: bool,
 }
@@ -268,7 +270,7 @@ const EMPTY_REPLY: &str = "Your reply was empty. Answer the user.";
 /// The fixed words of the notes Tether writes to the model (not what they quote: a tool's
 /// result, the user's request): an answer sentence that repeats them is left out
 /// ([`claims::strip_notes`]).
-const NOTES: [&str; 8] = [
+const NOTES: [&str; 9] = [
     crate::model::REMINDER,
     crate::model::REMINDER_AFTER_REFUSAL,
     crate::model::NOT_DONE_YET,
@@ -277,6 +279,7 @@ const NOTES: [&str; 8] = [
     OVER_LIMIT,
     EMPTY_REPLY,
     claims::NUDGE,
+    claims::QUESTION_NUDGE,
 ];
 
 /// What leaves Tether's own words out of an answer (`None`: there were none).
@@ -408,6 +411,7 @@ impl AgentLoop {
             questions: None,
             fit_threshold: None,
             rival_ratio: None,
+            value_check: true,
             trace_content: false,
         }
         .with_system_prompt(DEFAULT_SYSTEM_PROMPT)
@@ -478,6 +482,20 @@ impl AgentLoop {
     #[must_use]
     pub fn with_rival_check(mut self, ratio: Option<f64>) -> Self {
         self.rival_ratio = ratio;
+        self
+    }
+
+    /// With the fit check on (the default: `true`), also checks the values a call gives the
+    /// arguments that allow only a few ([`MOST_VALUES`](crate::MOST_VALUES), a JSON Schema
+    /// `enum` of strings): the model is asked, alone, whether the message asks for each allowed
+    /// value, and the call is refused when another value is clearly likelier, or when none is
+    /// asked for ([`judge_values`](crate::judge_values)). This is what keeps a small model from
+    /// taking the one product a page allows when the user asked for another. A value a tool
+    /// result of this run named for the same tool (the user's edited arguments) is not asked
+    /// about.
+    #[must_use]
+    pub fn with_value_check(mut self, on: bool) -> Self {
+        self.value_check = on;
         self
     }
 
@@ -1085,7 +1103,9 @@ impl AgentLoop {
                                 "the answer claims an action no tool took; asked again"
                             );
                             state.messages.push(ChatMessage::Assistant { content, tool_calls: Vec::new() });
-                            state.messages.push(ChatMessage::note(NoteKind::Hook, claims::nudge(&claim)));
+                            let nudge =
+                                if state.question { claims::question_nudge(&claim) } else { claims::nudge(&claim) };
+                            state.messages.push(ChatMessage::note(NoteKind::Hook, nudge));
                             self.end_turn(sink, &info, reply.text, 0).await?;
                             continue;
                         }
@@ -1094,10 +1114,16 @@ impl AgentLoop {
                             claim,
                             "the answer claims an action no tool took, again; withheld"
                         );
-                        // What streamed before the claim stays; the claim is not delivered.
+                        // What streamed before the claim stays; the claim is not delivered. A
+                        // question's answer keeps its sentences that claim nothing.
                         let done =
                             (!state.done.is_empty()).then(|| state.summary(RunStatus::Completed, self.max_turns));
-                        reply.text = claims::withdrawn(done.as_deref());
+                        reply.text = if state.question {
+                            claims::without_claims(&reply.text, &state.succeeded)
+                                .unwrap_or_else(|| claims::QUESTION_WITHDRAWN.to_string())
+                        } else {
+                            claims::withdrawn(done.as_deref())
+                        };
                         if hold_text {
                             held.lock().expect("held text").clone_from(&reply.text);
                         } else {
@@ -1277,8 +1303,15 @@ impl AgentLoop {
         // Read-only tools, and providers without token probabilities, are not checked.
         let probability = probability?;
         if probability >= threshold {
-            let ratio = self.rival_ratio?;
-            return self.rival(questions, state, visible, tool, ratio, run_id).await;
+            if let Some(ratio) = self.rival_ratio
+                && let Some(refusal) = self.rival(questions, state, visible, tool, ratio, run_id).await
+            {
+                return Some(refusal);
+            }
+            if !self.value_check {
+                return None;
+            }
+            return self.unasked_value(questions, state, tool, tool_call, run_id).await;
         }
         tracing::info!(
             run = run_id,
@@ -1296,6 +1329,118 @@ impl AgentLoop {
                 tool.description.trim().trim_end_matches('.')
             ),
         ))
+    }
+
+    /// The value check ([`AgentLoop::with_value_check`]): the call's refusal when the message
+    /// does not ask for a value it gives an argument that allows only a few. Each argument's
+    /// values are asked about once per run.
+    async fn unasked_value(
+        &self,
+        questions: &QuestionCheck,
+        state: &mut RunState,
+        tool: &ToolSpec,
+        tool_call: &ModelToolCall,
+        run_id: &str,
+    ) -> Option<ToolOutput> {
+        use crate::questions::{ValueVerdict, judge_values};
+        let properties = tool.parameters.get("properties")?.as_object()?;
+        for (argument, value) in tool_call.arguments.as_object()? {
+            let Some(value) = value.as_str() else { continue };
+            let Some(allowed) = properties.get(argument).and_then(|p| p.get("enum")).and_then(Value::as_array) else {
+                continue;
+            };
+            let allowed: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
+            // An invalid value is the validation's to refuse; a long list is not asked about.
+            let Some(called) = allowed.iter().position(|v| *v == value) else { continue };
+            if allowed.len() > crate::MOST_VALUES || state.told_in_run(&tool.name, argument, value) {
+                continue;
+            }
+            let mut verdict = ValueVerdict::Fits;
+            let last_answer = state.last_answer();
+            for answer in [None, last_answer.as_deref()] {
+                if answer.is_none() && verdict != ValueVerdict::Fits {
+                    break;
+                }
+                // The value called first: when the model is sure of it the others are not asked.
+                let Some(own) = self.value_yes(questions, state, &tool.name, argument, value, answer).await else {
+                    break;
+                };
+                let judged = if own >= crate::questions::VALUE_SURE {
+                    ValueVerdict::Fits
+                } else {
+                    let mut all = Vec::with_capacity(allowed.len());
+                    for other in &allowed {
+                        match self.value_yes(questions, state, &tool.name, argument, other, answer).await {
+                            Some(yes) => all.push(yes),
+                            None => break,
+                        }
+                    }
+                    if all.len() < allowed.len() {
+                        break;
+                    }
+                    tracing::info!(run = run_id, tool = tool.name, argument, values = ?allowed, yes = ?all, "does the message ask for these values");
+                    judge_values(&all, called)
+                };
+                if answer.is_none() || judged == ValueVerdict::Fits {
+                    verdict = judged;
+                }
+            }
+            let because = match verdict {
+                ValueVerdict::Fits => continue,
+                ValueVerdict::Other(at) => {
+                    format!("It asks rather for {argument} \"{}\": call {} with that if so.", allowed[at], tool.name)
+                }
+                ValueVerdict::NotAsked if allowed.len() == 1 => format!(
+                    "It is the only {argument} {} takes here: if the user asked for another, tell the user it \
+                     cannot be done here.",
+                    tool.name
+                ),
+                ValueVerdict::NotAsked => format!(
+                    "Call {} with the {argument} the user asked for ({}), or ask the user which one they want.",
+                    tool.name,
+                    allowed.iter().map(|v| format!("\"{v}\"")).collect::<Vec<_>>().join(", ")
+                ),
+            };
+            tracing::info!(
+                run = run_id,
+                tool = tool.name,
+                argument,
+                value,
+                ?verdict,
+                "the message does not ask for the value; refused"
+            );
+            return Some(ToolOutput::new(
+                ResultStatus::Denied,
+                format!(
+                    "Not run: the user's message does not ask for {argument} \"{value}\". {because} Never say it \
+                     was done."
+                ),
+            ));
+        }
+        None
+    }
+
+    /// The probability that the message (as a reply to `answer`, when given) asks for `value` as
+    /// `tool`'s `argument`, asked once per run.
+    async fn value_yes(
+        &self,
+        questions: &QuestionCheck,
+        state: &mut RunState,
+        tool: &str,
+        argument: &str,
+        value: &str,
+        answer: Option<&str>,
+    ) -> Option<f64> {
+        let key = format!("{tool}.{argument}={value}{}", if answer.is_some() { " after the answer" } else { "" });
+        if let Some(known) = state.values.get(&key) {
+            return *known;
+        }
+        let yes = questions
+            .value(self.model.as_ref(), &state.request, answer, argument, value)
+            .instrument(chat_span(self.model.as_ref(), "value_check"))
+            .await;
+        state.values.insert(key, yes);
+        yes
     }
 
     /// The rival check ([`AgentLoop::with_rival_check`]): the call's refusal when the message is
@@ -1624,6 +1769,8 @@ struct RunState {
     fits: HashMap<String, Option<f64>>,
     /// The fit check's multiple-choice answers in this run, by the actions compared.
     rivals: HashMap<String, Option<crate::questions::Rival>>,
+    /// The value check's probabilities in this run, by tool, argument and value.
+    values: HashMap<String, Option<f64>>,
 }
 
 /// Where a run is, as [`ToolHost::checkpoint`] receives it and [`AgentLoop::resume`] goes on
@@ -1720,7 +1867,17 @@ impl RunState {
             question: checkpoint.question,
             fits: HashMap::new(),
             rivals: HashMap::new(),
+            values: HashMap::new(),
         }
+    }
+
+    /// Whether a result of `tool` in this run gave `argument` this value in its JSON (the
+    /// arguments the user edited before approving, which the model is told to call again with).
+    fn told_in_run(&self, tool: &str, argument: &str, value: &str) -> bool {
+        let pair = format!("{}:{}", Value::from(argument), Value::from(value));
+        self.messages[self.run_start..].iter().any(|message| {
+            matches!(message, ChatMessage::Tool { name, content, .. } if name == tool && content.contains(&pair))
+        })
     }
 
     /// The agent's last answer before this run (text with no calls), which a short message

@@ -365,6 +365,40 @@ pub(crate) fn nudge(claim: &str) -> String {
     format!("{}loop guard] Your answer says \"{claim}\", {NUDGE}", crate::HOOK_LABEL)
 }
 
+/// What the model reads after an answer to a question (a run offered only the tools that change
+/// nothing) with an unbacked `claim`: a small model asked "What's in my cart?" late in a
+/// conversation answered with what earlier requests did ("The red mug has been added…").
+pub(crate) fn question_nudge(claim: &str) -> String {
+    format!("{}loop guard] Your answer says \"{claim}\", {QUESTION_NUDGE}", crate::HOOK_LABEL)
+}
+
+/// [`question_nudge`]'s words after the claim.
+pub(crate) const QUESTION_NUDGE: &str = "but the user only asked a question and nothing was done in this request. \
+                                         Answer the question itself, from the app's state and the tool results, and \
+                                         do not say that anything was done.";
+
+/// An answer to a question without its sentences that claim an action no tool of the run took
+/// (`None`: no sentence is left). Sentences end at `.`, `!`, `?` or a line break.
+pub(crate) fn without_claims(answer: &str, succeeded: &[(String, String)]) -> Option<String> {
+    let mut kept = String::new();
+    let mut rest = answer;
+    while !rest.is_empty() {
+        let end = rest.find(['.', '!', '?', '\n']).map_or(rest.len(), |at| at + 1);
+        let (sentence, after) = rest.split_at(end);
+        if unbacked_claim(sentence, succeeded).is_none() {
+            kept.push_str(sentence);
+        }
+        rest = after;
+    }
+    let kept = kept.trim();
+    (kept.chars().any(char::is_alphanumeric)).then(|| kept.to_string())
+}
+
+/// What a question's answer becomes when every sentence of it claimed an action again after
+/// [`question_nudge`].
+pub(crate) const QUESTION_WITHDRAWN: &str = "I could not answer that: the answer written said something was done, and \
+                                             nothing was done in this request. (Tether withheld it.)";
+
 /// What is delivered instead of an answer that makes an unbacked claim again after [`nudge`]:
 /// the claim is not repeated to the user (the conversation keeps what the model wrote).
 pub(crate) const WITHDRAWN: &str = "I could not do that: no tool call in this request did it, so nothing was done. (Tether withheld an answer that said otherwise.)";
@@ -383,6 +417,19 @@ pub(crate) fn withdrawn(done: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_questions_answer_keeps_its_sentences_that_claim_nothing() {
+        let none: &[(String, String)] = &[];
+        // The 1.5B model's answer to "What's in my cart?" late in a conversation.
+        assert_eq!(
+            without_claims("The red mug has been added to your cart. Your cart has 2 black T-shirts.", none),
+            Some("Your cart has 2 black T-shirts.".into())
+        );
+        assert_eq!(without_claims("The red mug has been added to your cart.", none), None);
+        assert_eq!(without_claims("Your cart is empty!", none), Some("Your cart is empty!".into()));
+        assert!(question_nudge("mug has been added").contains("only asked a question"));
+    }
 
     #[test]
     fn tethers_status_tags_leave_an_answer_and_the_words_after_them_stay() {

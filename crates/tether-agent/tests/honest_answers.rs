@@ -497,6 +497,12 @@ impl ChatModel for Asker {
                 return Ok(Some(0.9));
             }
             let message = prompt.split("Message: \"").nth(1).unwrap();
+            if let Some(value) = prompt.split("Does the message ask for ").nth(1) {
+                // The value check: "yes" when every word of the value is in the message.
+                let value = value.split('"').nth(1).unwrap();
+                let message = message.split('"').next().unwrap().to_lowercase();
+                return Ok(Some(if value.split('-').all(|word| message.contains(word)) { 0.8 } else { 0.1 }));
+            }
             let action = prompt.split("Action: ").nth(1).unwrap();
             let verb = message.split_whitespace().next().unwrap();
             Ok(Some(if action.starts_with(verb) { 0.9 } else { 0.3 }))
@@ -832,4 +838,127 @@ async fn a_requests_later_step_is_compared_only_with_what_is_left_and_none_of_th
     *shop.on_cart_page.lock().unwrap() = true;
     run(&agent, &shop, "Clear it all out.").await;
     assert_eq!(*shop.ran.lock().unwrap(), ["cart_clear"]);
+}
+
+/// A page whose `cart_remove` takes one of the two mugs in the cart; it records the arguments
+/// of each call it runs.
+#[derive(Default)]
+struct Mugs {
+    ran: Mutex<Vec<Value>>,
+}
+
+impl ToolHost for Mugs {
+    fn tools(&self) -> Vec<ToolSpec> {
+        vec![spec("cart_remove", "Remove a product from the shopping cart.").with_parameters(json!({
+            "type": "object",
+            "properties": {"productId": {"type": "string", "enum": ["mug-blue", "mug-red"]}},
+            "required": ["productId"]
+        }))]
+    }
+
+    fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
+        Ok(())
+    }
+
+    fn execute<'a>(&'a self, _: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            self.ran.lock().unwrap().push(args.clone());
+            ToolOutput::new(ResultStatus::Ok, format!("removed {}", args["productId"]))
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_value_the_message_does_not_ask_for_is_refused_and_the_model_reads_which_it_asks_for() {
+    // "Remove the red mug." with both mugs in the cart: the 1.5B model's "yes" for mug-blue was
+    // 0.13, for mug-red 0.35 (docs/models.md).
+    let model = Asker::with_logprobs(vec![
+        call("cart_remove", json!({"productId": "mug-blue"})),
+        call("cart_remove", json!({"productId": "mug-red"})),
+        text("Removed the red mug."),
+    ]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let page = Mugs::default();
+    let done = run(&agent, &page, "Remove the red mug.").await;
+    assert_eq!(*page.ran.lock().unwrap(), [json!({"productId": "mug-red"})], "the blue mug never left");
+    let results = tool_results(&done.outcome.messages);
+    assert!(
+        results[0].contains("does not ask for productId \"mug-blue\". It asks rather for productId \"mug-red\""),
+        "{results:?}"
+    );
+    // Each allowed value was asked about once, alone, in this run.
+    let values: Vec<String> =
+        model.fit_asked().into_iter().filter(|p| p.contains("Does the message ask for")).collect();
+    assert_eq!(values.len(), 2, "{values:?}");
+    assert!(values[0].starts_with("Message: \"Remove the red mug.\""), "{}", values[0]);
+
+    // Off: the first call runs.
+    let model = Asker::with_logprobs(vec![call("cart_remove", json!({"productId": "mug-blue"})), text("Done.")]);
+    let agent =
+        AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75)).with_value_check(false);
+    let page = Mugs::default();
+    run(&agent, &page, "Remove the red mug.").await;
+    assert_eq!(*page.ran.lock().unwrap(), [json!({"productId": "mug-blue"})]);
+}
+
+#[tokio::test]
+async fn a_value_the_user_edited_before_approving_is_not_asked_about() {
+    // The approval dialog's refusal tells the model the user's arguments: its call with them
+    // runs although the message named the other mug.
+    struct Edited(Mugs);
+    impl ToolHost for Edited {
+        fn tools(&self) -> Vec<ToolSpec> {
+            self.0.tools()
+        }
+        fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
+            Ok(())
+        }
+        fn execute<'a>(&'a self, call: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput> {
+            if args["productId"] == "mug-red" {
+                return Box::pin(async {
+                    ToolOutput::new(
+                        ResultStatus::Denied,
+                        "The user changed the arguments before approving; call cart_remove again with exactly \
+                         these arguments: {\"productId\":\"mug-blue\"}",
+                    )
+                });
+            }
+            self.0.execute(call, args)
+        }
+    }
+    let model = Asker::with_logprobs(vec![
+        call("cart_remove", json!({"productId": "mug-red"})),
+        call("cart_remove", json!({"productId": "mug-blue"})),
+        text("Removed the blue mug."),
+    ]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let page = Edited(Mugs::default());
+    run(&agent, &page, "Remove the red mug.").await;
+    assert_eq!(*page.0.ran.lock().unwrap(), [json!({"productId": "mug-blue"})]);
+}
+
+#[tokio::test]
+async fn a_questions_answer_that_claims_an_action_is_asked_again_then_keeps_what_claims_nothing() {
+    // "What's in my cart?" late in a conversation: the 1.5B model answered twice with what an
+    // earlier request did, and the whole answer was withheld.
+    let model = Asker::new(vec![
+        text("The red mug has been added to your cart."),
+        text("The red mug has been added to your cart. Your cart has one red mug."),
+    ]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true);
+    let shop = Shop::new();
+    let done = run(&agent, &shop, "What's in my cart?").await;
+    assert_eq!(done.outcome.answer, "Your cart has one red mug.");
+    assert!(shop.ran.lock().unwrap().is_empty());
+    let nudge = last_user(&model.turns.requests()[1]);
+    assert!(nudge.contains("the user only asked a question and nothing was done"), "{nudge}");
+
+    // Nothing but claims: said so, as an answer to a question.
+    let model = Asker::new(vec![
+        text("The red mug has been added to your cart."),
+        text("The red mug has been added to your cart."),
+    ]);
+    let agent = AgentLoop::new(model).with_question_check(true);
+    let done = run(&agent, &shop, "What's in my cart?").await;
+    assert!(done.outcome.answer.starts_with("I could not answer that"), "{}", done.outcome.answer);
 }

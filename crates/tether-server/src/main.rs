@@ -99,6 +99,12 @@ struct ServeArgs {
     /// for. See docs/models.md.
     #[arg(long, value_parser = ratio)]
     rival_ratio: Option<f64>,
+    /// With the fit check on, do not check the values a call gives arguments that allow only a
+    /// few (an `enum`). By default the model is asked, alone, whether the message asks for each
+    /// allowed value, and a call whose value is not asked for is refused (the one product a
+    /// page allows, taken when the user asked for another). See docs/models.md.
+    #[arg(long)]
+    no_value_check: bool,
     /// Declarative hooks file, recognised by its shape: Azure SRE Agent format (a `hooks:` block
     /// and/or an ExtendedAgent document with `spec.hooks` and `spec.instructions`) or Claude
     /// Code's settings format (`hooks.PreToolUse` …); may be given several times. See docs/hooks.md.
@@ -326,6 +332,7 @@ async fn serve(args: ServeArgs, metrics: Arc<tether_server::metrics::Metrics>) -
         .with_question_check(args.model != "scripted" && !args.no_question_check)
         .with_fit_check((args.fit_threshold > 0.0).then_some(args.fit_threshold))
         .with_rival_check(args.rival_ratio)
+        .with_value_check(!args.no_value_check)
         .with_trace_content(args.trace_content);
     if !args.hooks.is_empty() {
         // Invalid hooks refuse to start the server, with a message naming the hook and the field.
