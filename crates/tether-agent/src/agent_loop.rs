@@ -1342,7 +1342,7 @@ impl AgentLoop {
         tool_call: &ModelToolCall,
         run_id: &str,
     ) -> Option<ToolOutput> {
-        use crate::questions::{ValueVerdict, judge_values};
+        use crate::questions::ValueVerdict;
         let properties = tool.parameters.get("properties")?.as_object()?;
         for (argument, value) in tool_call.arguments.as_object()? {
             let Some(value) = value.as_str() else { continue };
@@ -1355,35 +1355,17 @@ impl AgentLoop {
             if allowed.len() > crate::MOST_VALUES || state.told_in_run(&tool.name, argument, value) {
                 continue;
             }
-            let mut verdict = ValueVerdict::Fits;
-            let last_answer = state.last_answer();
-            for answer in [None, last_answer.as_deref()] {
-                if answer.is_none() && verdict != ValueVerdict::Fits {
-                    break;
-                }
-                // The value called first: when the model is sure of it the others are not asked.
-                let Some(own) = self.value_yes(questions, state, &tool.name, argument, value, answer).await else {
-                    break;
-                };
-                let judged = if own >= crate::questions::VALUE_SURE {
-                    ValueVerdict::Fits
-                } else {
-                    let mut all = Vec::with_capacity(allowed.len());
-                    for other in &allowed {
-                        match self.value_yes(questions, state, &tool.name, argument, other, answer).await {
-                            Some(yes) => all.push(yes),
-                            None => break,
-                        }
-                    }
-                    if all.len() < allowed.len() {
-                        break;
-                    }
-                    tracing::info!(run = run_id, tool = tool.name, argument, values = ?allowed, yes = ?all, "does the message ask for these values");
-                    judge_values(&all, called)
-                };
-                if answer.is_none() || judged == ValueVerdict::Fits {
-                    verdict = judged;
-                }
+            // The message alone first; a refusal is asked again as a reply to the last answer.
+            let Some(mut verdict) = self.value_verdict(questions, state, tool, argument, &allowed, called, None).await
+            else {
+                continue;
+            };
+            if verdict != ValueVerdict::Fits
+                && let Some(answer) = state.last_answer()
+                && self.value_verdict(questions, state, tool, argument, &allowed, called, Some(&answer)).await
+                    == Some(ValueVerdict::Fits)
+            {
+                verdict = ValueVerdict::Fits;
             }
             let because = match verdict {
                 ValueVerdict::Fits => continue,
@@ -1418,6 +1400,32 @@ impl AgentLoop {
             ));
         }
         None
+    }
+
+    /// The value check's verdict on the allowed value at `called` (`None`: the model gave no
+    /// probabilities): the value called is asked about first, and only when the model is not
+    /// sure of it every allowed value.
+    #[allow(clippy::too_many_arguments)]
+    async fn value_verdict(
+        &self,
+        questions: &QuestionCheck,
+        state: &mut RunState,
+        tool: &ToolSpec,
+        argument: &str,
+        allowed: &[&str],
+        called: usize,
+        answer: Option<&str>,
+    ) -> Option<crate::questions::ValueVerdict> {
+        let own = self.value_yes(questions, state, &tool.name, argument, allowed[called], answer).await?;
+        if own >= crate::questions::VALUE_SURE {
+            return Some(crate::questions::ValueVerdict::Fits);
+        }
+        let mut all = Vec::with_capacity(allowed.len());
+        for value in allowed {
+            all.push(self.value_yes(questions, state, &tool.name, argument, value, answer).await?);
+        }
+        tracing::info!(tool = tool.name, argument, values = ?allowed, yes = ?all, "does the message ask for these values");
+        Some(crate::questions::judge_values(&all, called))
     }
 
     /// The probability that the message (as a reply to `answer`, when given) asks for `value` as

@@ -321,9 +321,10 @@ pub trait ChatModel: Send + Sync {
 }
 
 /// The `chat` span (OpenTelemetry GenAI conventions) of one model call the agent loop makes, for
-/// `purpose` (`turn`, `question_check`, `read_only_check`, `fit_check`, `rival_check`). The loop records the
-/// time to the first streamed piece and the error; a provider records what it knows on the
-/// current span (`openai.rs`: its address, tool mode, retries, token counts, finish reason).
+/// `purpose` (`turn`, `question_check`, `read_only_check`, `fit_check`, `rival_check`,
+/// `value_check`). The loop records the time to the first streamed piece and the error; a
+/// provider records what it knows on the current span (`openai.rs`: its address, tool mode,
+/// retries, token counts, finish reason).
 pub(crate) fn chat_span(model: &dyn ChatModel, purpose: &'static str) -> tracing::Span {
     use tracing::field::Empty;
     tracing::info_span!(
