@@ -1114,13 +1114,13 @@ impl AgentLoop {
                             claim,
                             "the answer claims an action no tool took, again; withheld"
                         );
-                        // What streamed before the claim stays; the claim is not delivered. A
-                        // question's answer keeps its sentences that claim nothing.
+                        // What streamed before the claim stays; the claim is not delivered (nor
+                        // the rest of an answer that confused: measured, its other sentences were
+                        // wrong too).
                         let done =
                             (!state.done.is_empty()).then(|| state.summary(RunStatus::Completed, self.max_turns));
                         reply.text = if state.question {
-                            claims::without_claims(&reply.text, &state.succeeded)
-                                .unwrap_or_else(|| claims::QUESTION_WITHDRAWN.to_string())
+                            claims::QUESTION_WITHDRAWN.to_string()
                         } else {
                             claims::withdrawn(done.as_deref())
                         };
@@ -1352,7 +1352,12 @@ impl AgentLoop {
             let allowed: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
             // An invalid value is the validation's to refuse; a long list is not asked about.
             let Some(called) = allowed.iter().position(|v| *v == value) else { continue };
-            if allowed.len() > crate::MOST_VALUES || state.told_in_run(&tool.name, argument, value) {
+            // A value the message names itself, or that a result of the tool named in this run,
+            // is not asked about.
+            if allowed.len() > crate::MOST_VALUES
+                || crate::questions::names_value(&state.request, value)
+                || state.told_in_run(&tool.name, argument, value)
+            {
                 continue;
             }
             // The message alone first; a refusal is asked again as a reply to the last answer.

@@ -377,25 +377,9 @@ pub(crate) const QUESTION_NUDGE: &str = "but the user only asked a question and 
                                          Answer the question itself, from the app's state and the tool results, and \
                                          do not say that anything was done.";
 
-/// An answer to a question without its sentences that claim an action no tool of the run took
-/// (`None`: no sentence is left). Sentences end at `.`, `!`, `?` or a line break.
-pub(crate) fn without_claims(answer: &str, succeeded: &[(String, String)]) -> Option<String> {
-    let mut kept = String::new();
-    let mut rest = answer;
-    while !rest.is_empty() {
-        let end = rest.find(['.', '!', '?', '\n']).map_or(rest.len(), |at| at + 1);
-        let (sentence, after) = rest.split_at(end);
-        if unbacked_claim(sentence, succeeded).is_none() {
-            kept.push_str(sentence);
-        }
-        rest = after;
-    }
-    let kept = kept.trim();
-    (kept.chars().any(char::is_alphanumeric)).then(|| kept.to_string())
-}
-
-/// What a question's answer becomes when every sentence of it claimed an action again after
-/// [`question_nudge`].
+/// What a question's answer becomes when it claims an action again after [`question_nudge`]:
+/// not its other sentences either (measured with the 1.5B model: "What's in my cart?" got "The red
+/// mug has been added to your cart." and then the same with "The total cost is $12.00.", wrong).
 pub(crate) const QUESTION_WITHDRAWN: &str = "I could not answer that: the answer written said something was done, and \
                                              nothing was done in this request. (Tether withheld it.)";
 
@@ -417,19 +401,6 @@ pub(crate) fn withdrawn(done: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_questions_answer_keeps_its_sentences_that_claim_nothing() {
-        let none: &[(String, String)] = &[];
-        // The 1.5B model's answer to "What's in my cart?" late in a conversation.
-        assert_eq!(
-            without_claims("The red mug has been added to your cart. Your cart has 2 black T-shirts.", none),
-            Some("Your cart has 2 black T-shirts.".into())
-        );
-        assert_eq!(without_claims("The red mug has been added to your cart.", none), None);
-        assert_eq!(without_claims("Your cart is empty!", none), Some("Your cart is empty!".into()));
-        assert!(question_nudge("mug has been added").contains("only asked a question"));
-    }
 
     #[test]
     fn tethers_status_tags_leave_an_answer_and_the_words_after_them_stay() {

@@ -50,4 +50,6 @@ pub fn trace_context() -> std::collections::HashMap<String, String> {
 
 #[cfg(feature = "openai")]
 pub use model::{MAX_RETRY_AFTER, OpenAiConfig, OpenAiProvider};
-pub use questions::{MOST_VALUES, MessageKind, QuestionCheck, Rival, VALUE_SURE, ValueVerdict, judge_values};
+pub use questions::{
+    MOST_VALUES, MessageKind, QuestionCheck, Rival, VALUE_SURE, ValueVerdict, judge_values, names_value,
+};

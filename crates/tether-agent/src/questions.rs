@@ -158,6 +158,18 @@ pub enum ValueVerdict {
     NotAsked,
 }
 
+/// Whether `message` names `value` itself: every word of the value (split at anything not a
+/// letter or digit: `mug-red` is "mug" and "red") is a word of the message, case aside. Such a
+/// value is not asked about ([`AgentLoop::with_value_check`](crate::AgentLoop::with_value_check)).
+pub fn names_value(message: &str, value: &str) -> bool {
+    let words = |text: &str| -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+    };
+    let said = words(message);
+    let value = words(value);
+    !value.is_empty() && value.iter().all(|word| said.contains(word))
+}
+
 /// The verdict on the value at `called`, from each allowed value's probability of "yes"
 /// ([`QuestionCheck::value`]). Measured with the 1.5B model on 28 message/value pairs from 7
 /// apps (docs/models.md): a value the message names scores 0.26-0.90, one it does not
@@ -409,6 +421,18 @@ mod tests {
             "Your last message: \"Which mug?\"\nMessage: \"the blue one\"\n\nDoes the message ask for productId \
              \"mug-blue\"? Answer yes or no."
         );
+    }
+
+    #[test]
+    fn a_value_is_named_when_each_of_its_words_is_in_the_message() {
+        assert!(names_value("Add the red mug to my cart.", "mug-red"));
+        assert!(names_value("Remove 'buy milk' from my list.", "buy milk"));
+        assert!(names_value("Book me a Tourist seat.", "tourist"));
+        assert!(!names_value("Please put 3 black T-shirts in my cart.", "tee-black"));
+        assert!(!names_value("Remove the red mug.", "mug-blue"));
+        assert!(!names_value("Add a mug.", "mug-red"), "one word of two");
+        assert!(!names_value("Add a mug.", "--"), "a value of no words is never named");
+        assert!(!names_value("the reds", "red"), "whole words only");
     }
 
     #[test]

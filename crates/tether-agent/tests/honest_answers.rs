@@ -938,27 +938,19 @@ async fn a_value_the_user_edited_before_approving_is_not_asked_about() {
 }
 
 #[tokio::test]
-async fn a_questions_answer_that_claims_an_action_is_asked_again_then_keeps_what_claims_nothing() {
+async fn a_questions_answer_that_claims_an_action_is_asked_again_in_words_for_a_question_then_withheld() {
     // "What's in my cart?" late in a conversation: the 1.5B model answered twice with what an
-    // earlier request did, and the whole answer was withheld.
+    // earlier request did, the second time with a wrong total after it.
     let model = Asker::new(vec![
         text("The red mug has been added to your cart."),
-        text("The red mug has been added to your cart. Your cart has one red mug."),
+        text("The red mug has been added to your cart. The total cost is $12.00."),
     ]);
     let agent = AgentLoop::new(model.clone()).with_question_check(true);
     let shop = Shop::new();
     let done = run(&agent, &shop, "What's in my cart?").await;
-    assert_eq!(done.outcome.answer, "Your cart has one red mug.");
+    assert!(done.outcome.answer.starts_with("I could not answer that"), "{}", done.outcome.answer);
+    assert!(!done.streamed.contains("$12"), "nothing of the answer reached the page: {}", done.streamed);
     assert!(shop.ran.lock().unwrap().is_empty());
     let nudge = last_user(&model.turns.requests()[1]);
     assert!(nudge.contains("the user only asked a question and nothing was done"), "{nudge}");
-
-    // Nothing but claims: said so, as an answer to a question.
-    let model = Asker::new(vec![
-        text("The red mug has been added to your cart."),
-        text("The red mug has been added to your cart."),
-    ]);
-    let agent = AgentLoop::new(model).with_question_check(true);
-    let done = run(&agent, &shop, "What's in my cart?").await;
-    assert!(done.outcome.answer.starts_with("I could not answer that"), "{}", done.outcome.answer);
 }

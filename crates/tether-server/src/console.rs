@@ -9,7 +9,6 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
@@ -75,10 +74,6 @@ pub struct RunLog {
     runs: Mutex<VecDeque<RunRecord>>,
 }
 
-fn unix_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64)
-}
-
 impl RunLog {
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<RunRecord>> {
         self.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -94,7 +89,7 @@ impl RunLog {
             session,
             run,
             model,
-            started_ms: unix_ms(),
+            started_ms: crate::store::unix_ms(),
             duration_ms: None,
             outcome: None,
             turns: None,
