@@ -487,12 +487,13 @@ impl AgentLoop {
 
     /// With the fit check on (the default: `true`), also checks the values a call gives the
     /// arguments that allow only a few ([`MOST_VALUES`](crate::MOST_VALUES), a JSON Schema
-    /// `enum` of strings): the model is asked, alone, whether the message asks for each allowed
-    /// value, and the call is refused when another value is clearly likelier, or when none is
-    /// asked for ([`judge_values`](crate::judge_values)). This is what keeps a small model from
-    /// taking the one product a page allows when the user asked for another. A value a tool
-    /// result of this run named for the same tool (the user's edited arguments) is not asked
-    /// about.
+    /// `enum` of strings): the model is asked, alone, whether the message asks for the value
+    /// called and, when it is not sure ([`VALUE_SURE`](crate::VALUE_SURE)), for each allowed
+    /// value; the call is refused when another value is clearly likelier, or when none is asked
+    /// for ([`judge_values`](crate::judge_values)). This is what keeps a small model from taking
+    /// the one product a page allows when the user asked for another. A value the message names
+    /// itself ([`names_value`](crate::names_value)), or that a tool result of this run named for
+    /// the same tool (the user's edited arguments), is not asked about.
     #[must_use]
     pub fn with_value_check(mut self, on: bool) -> Self {
         self.value_check = on;

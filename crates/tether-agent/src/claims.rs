@@ -242,7 +242,8 @@ pub(crate) fn may_echo(text: &str, request: &str) -> bool {
     !text.is_empty() && request.starts_with(&text)
 }
 
-fn plain_words(text: &str) -> Vec<String> {
+/// The words of `text`, lowercased: split at anything not a letter or digit.
+pub(crate) fn plain_words(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
 }
 

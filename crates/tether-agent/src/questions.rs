@@ -164,11 +164,8 @@ pub enum ValueVerdict {
 /// letter or digit: `mug-red` is "mug" and "red") is a word of the message, case aside. Such a
 /// value is not asked about ([`AgentLoop::with_value_check`](crate::AgentLoop::with_value_check)).
 pub fn names_value(message: &str, value: &str) -> bool {
-    let words = |text: &str| -> Vec<String> {
-        text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
-    };
-    let said = words(message);
-    let value = words(value);
+    let said = crate::claims::plain_words(message);
+    let value = crate::claims::plain_words(value);
     !value.is_empty() && value.iter().all(|word| said.contains(word))
 }
 

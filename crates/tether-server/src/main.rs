@@ -100,9 +100,10 @@ struct ServeArgs {
     #[arg(long, value_parser = ratio)]
     rival_ratio: Option<f64>,
     /// With the fit check on, do not check the values a call gives arguments that allow only a
-    /// few (an `enum`). By default the model is asked, alone, whether the message asks for each
-    /// allowed value, and a call whose value is not asked for is refused (the one product a
-    /// page allows, taken when the user asked for another). See docs/models.md.
+    /// few (an `enum`). By default, unless the message names the value itself, the model is
+    /// asked, alone, whether the message asks for it (and, when unsure, for each allowed value),
+    /// and a call whose value is not asked for is refused (the one product a page allows, taken
+    /// when the user asked for another). See docs/models.md.
     #[arg(long)]
     no_value_check: bool,
     /// Declarative hooks file, recognised by its shape: Azure SRE Agent format (a `hooks:` block
