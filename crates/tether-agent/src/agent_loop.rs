@@ -996,6 +996,26 @@ impl AgentLoop {
             for (n, tool_call) in reply.tool_calls.iter_mut().enumerate() {
                 tool_call.id = format!("{run_id}.{}.{n}", state.turns);
             }
+            // A value written in another spelling of the one allowed value with its words is read
+            // as that value (`respell.rs`); the model reads so after the call's result.
+            let mut respelled: Vec<Option<String>> = vec![None; reply.tool_calls.len()];
+            for (tool_call, note) in reply.tool_calls.iter_mut().zip(&mut respelled) {
+                let Some(spec) = visible.iter().find(|t| t.name == tool_call.name) else { continue };
+                let read = crate::respell::respell(&spec.parameters, &mut tool_call.arguments);
+                for value in &read {
+                    tracing::info!(
+                        run = run_id,
+                        tool = tool_call.name,
+                        argument = value.argument,
+                        written = value.written,
+                        read_as = value.read_as,
+                        "a value written in another spelling of an allowed one; read as it"
+                    );
+                }
+                if !read.is_empty() {
+                    *note = Some(read.iter().map(crate::respell::Respelled::note).collect::<Vec<_>>().join(" "));
+                }
+            }
             // The conversation keeps what the model wrote, as it wrote it.
             let written = if reply.raw.trim().is_empty() { reply.text.clone() } else { reply.raw.clone() };
 
@@ -1224,6 +1244,10 @@ impl AgentLoop {
                 let tools_before = tool_names(host);
                 let output = self.tool_call(host, sink, &info, tool_call, &visible_names, refused).await?;
                 let mut for_model = cap(output.for_model());
+                if let Some(note) = &respelled[n] {
+                    for_model.push('\n');
+                    for_model.push_str(note);
+                }
                 let tools_after = tool_names(host);
                 if ran && tools_after != tools_before {
                     // A navigation (or any change of what the app offers): say what is there now.

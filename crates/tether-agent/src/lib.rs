@@ -14,6 +14,7 @@ mod error;
 pub mod hooks;
 pub mod model;
 mod questions;
+mod respell;
 mod window;
 
 pub use agent_loop::{
@@ -53,3 +54,4 @@ pub use model::{MAX_RETRY_AFTER, OpenAiConfig, OpenAiProvider};
 pub use questions::{
     MOST_VALUES, MessageKind, QuestionCheck, Rival, VALUE_SURE, ValueVerdict, judge_values, names_value,
 };
+pub use respell::{Respelled, respell};

@@ -954,3 +954,58 @@ async fn a_questions_answer_that_claims_an_action_is_asked_again_in_words_for_a_
     let nudge = last_user(&model.turns.requests()[1]);
     assert!(nudge.contains("the user only asked a question and nothing was done"), "{nudge}");
 }
+
+#[tokio::test]
+async fn a_value_written_in_another_spelling_of_an_allowed_one_runs_as_it() {
+    // Under a grammar without the enum, the 1.5B model wrote `productId: "blue-mug"` for "one
+    // blue mug", where the page allows `mug-blue`, and wrote it again after the validation error
+    // until the loop guard stopped it (the task benchmark, 2026-12-05). The page validates here.
+    struct Validating(Mugs);
+    impl ToolHost for Validating {
+        fn tools(&self) -> Vec<ToolSpec> {
+            self.0.tools()
+        }
+        fn check(&self, name: &str, args: &Value) -> Result<(), ToolOutput> {
+            match args["productId"].as_str() {
+                Some("mug-blue" | "mug-red") => Ok(()),
+                _ => Err(ToolOutput::new(
+                    ResultStatus::InvalidArgs,
+                    format!(
+                        "Validation args \"{name}\": /productId: {} is not one of \"mug-blue\", \"mug-red\"",
+                        args["productId"]
+                    ),
+                )),
+            }
+        }
+        fn execute<'a>(&'a self, call: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput> {
+            self.0.execute(call, args)
+        }
+    }
+    let model =
+        ReplayModel::new(vec![call("cart_remove", json!({"productId": "red-mug"})), text("Removed the red mug.")]);
+    let agent = AgentLoop::new(model.clone());
+    let page = Validating(Mugs::default());
+    let done = run(&agent, &page, "Remove the red mug.").await;
+    assert_eq!(*page.0.ran.lock().unwrap(), [json!({"productId": "mug-red"})], "the page ran it as the allowed value");
+    let results = tool_results(&done.outcome.messages);
+    assert_eq!(results, ["removed \"mug-red\"\n(productId \"red-mug\" was read as \"mug-red\".)"]);
+    let started: Vec<&Value> = done
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            RunEvent::ToolExecutionStart(start) => Some(&start.args),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, [&json!({"productId": "mug-red"})], "the chat shows what ran");
+    assert_eq!(done.outcome.answer, "Removed the red mug.");
+
+    // A value with other words than any allowed one is left to the validation.
+    let model = ReplayModel::new(vec![call("cart_remove", json!({"productId": "mugs-red"})), text("I could not.")]);
+    let agent = AgentLoop::new(model.clone());
+    let page = Validating(Mugs::default());
+    let done = run(&agent, &page, "Remove the red mugs.").await;
+    assert!(page.0.ran.lock().unwrap().is_empty());
+    let results = tool_results(&done.outcome.messages);
+    assert!(results[0].starts_with("[invalid_args] Validation args"), "{results:?}");
+}
