@@ -19,18 +19,12 @@ use tether_protocol::{
 };
 use tokio::sync::mpsc;
 
+use crate::app::App;
 use crate::config::ServerConfig;
+use crate::outbound::{CLOSE_POLICY, CLOSE_RESTART, CLOSE_TRY_AGAIN, Outbound};
 use crate::policy::{origin_allowed, presented_token, token_accepted};
 use crate::run::{resume_run, start_run};
-use crate::server::App;
-use crate::session::{Applied, Outbound, Session};
-
-/// The WebSocket close code for a refused connection (policy violation).
-const CLOSE_POLICY: u16 = 1008;
-/// The WebSocket close code for "the server is restarting" (a draining shutdown).
-pub(crate) const CLOSE_RESTART: u16 = 1012;
-/// The WebSocket close code for "try again later" (the session store is unavailable).
-const CLOSE_TRY_AGAIN: u16 = 1013;
+use crate::session::{Applied, Session};
 
 /// Why a connection may not open a session (its origin or its token), or `None`.
 fn admission(config: &ServerConfig, headers: &HeaderMap, query: Option<&str>) -> Option<String> {

@@ -3,13 +3,11 @@
 //! the operator (`--expose-mcp`) and the page allow it: the page puts a pairing code in its
 //! context under [`PAIRING_KEY`] (the toolkits' pairing components do), the server keeps only
 //! its SHA-256 and takes the entry out before the context is stored or shown to the model, and
-//! the client presents the code as `Authorization: Bearer CODE`. Removing the entry (or the
+//! the client presents the code as `Authorization: Bearer CODE` (the pairings: `pairing.rs`). Removing the entry (or the
 //! page going away) ends the pairing. A call is a `TOOL_CALL` to the page like the model's: the
 //! floor, validation, the page's risk policy with its approval dialog, exactly-once.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -22,144 +20,15 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 use tether_agent::ToolHost;
-use tether_protocol::{ContextEntry, ResultStatus, Risk};
+use tether_protocol::{ResultStatus, Risk};
 use tokio_util::sync::CancellationToken;
 
-use crate::server::App;
+use crate::app::App;
 use crate::session::Session;
 use crate::tools::SessionTools;
-
-/// The context key under which a page offers its tools to a paired MCP client:
-/// `{"code": "<at least 16 characters>"}`. Never stored, never shown to the model.
-pub const PAIRING_KEY: &str = "tether-mcp-pairing";
-/// The shortest pairing code accepted (the toolkits make 26 characters, 128 bits).
-const MIN_CODE_CHARS: usize = 16;
-
-type CodeHash = [u8; 32];
-
-fn hash(code: &str) -> CodeHash {
-    Sha256::digest(code.as_bytes()).into()
-}
-
-/// The paired sessions, and the MCP clients to tell when their tools change.
-#[derive(Default)]
-pub(crate) struct Exposed {
-    pairings: Mutex<HashMap<String, Pairing>>,
-    calls: AtomicU64,
-}
-
-struct Pairing {
-    code: CodeHash,
-    /// Ends the clients' subscriptions when the pairing ends.
-    ended: CancellationToken,
-    /// Clients on protocol versions before 2026-07-28 (one MCP session each).
-    peers: Vec<Peer<RoleServer>>,
-    /// Clients on 2026-07-28 (`subscriptions/listen`).
-    sinks: Vec<rmcp::service::SubscriptionSink>,
-}
-
-impl Exposed {
-    /// Takes the pairing entry out of a `CONTEXT_UPDATE`'s context and pairs, re-pairs or
-    /// unpairs the session by it (when `enabled`: `--expose-mcp`). `Err`: the entry is
-    /// malformed, or pairing is not enabled here (the update is applied without it, and the
-    /// session is not paired).
-    pub(crate) fn take_pairing(
-        &self,
-        enabled: bool,
-        session: &str,
-        context: &mut Vec<ContextEntry>,
-    ) -> Result<(), String> {
-        let entry = context.iter().position(|e| e.key == PAIRING_KEY).map(|at| context.remove(at));
-        if !enabled {
-            return match entry {
-                None => Ok(()),
-                Some(_) => Err("this server does not offer page tools to MCP clients (tether serve --expose-mcp); \
-                                the pairing entry was ignored"
-                    .to_string()),
-            };
-        }
-        let code = match entry {
-            None => None,
-            Some(entry) => match entry.value.get("code").and_then(Value::as_str) {
-                Some(code) if code.chars().count() >= MIN_CODE_CHARS => Some(hash(code)),
-                _ => {
-                    self.unpair(session);
-                    return Err(format!(
-                        "the context entry {PAIRING_KEY:?} must be {{\"code\": \"…\"}} with at least \
-                         {MIN_CODE_CHARS} characters; the session is not paired"
-                    ));
-                }
-            },
-        };
-        match code {
-            None => self.unpair(session),
-            Some(code) => {
-                let mut pairings = self.pairings.lock().expect("pairings lock");
-                let same = pairings.get(session).is_some_and(|p| bool::from(p.code.ct_eq(&code)));
-                if !same {
-                    if let Some(old) = pairings.remove(session) {
-                        old.ended.cancel();
-                    }
-                    tracing::info!(session, "the page allowed an MCP client to use its tools");
-                    pairings.insert(
-                        session.to_string(),
-                        Pairing { code, ended: CancellationToken::new(), peers: Vec::new(), sinks: Vec::new() },
-                    );
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Ends a session's pairing: its MCP clients are refused from now on.
-    pub(crate) fn unpair(&self, session: &str) {
-        if let Some(pairing) = self.pairings.lock().expect("pairings lock").remove(session) {
-            tracing::info!(session, "MCP pairing ended");
-            pairing.ended.cancel();
-        }
-    }
-
-    /// The session a presented code pairs with.
-    fn session_for(&self, code: &str) -> Option<(String, CancellationToken)> {
-        let presented = hash(code);
-        let pairings = self.pairings.lock().expect("pairings lock");
-        // Every entry is compared, in constant time each, so timing says nothing of the codes.
-        let mut found = None;
-        for (session, pairing) in pairings.iter() {
-            if bool::from(pairing.code.ct_eq(&presented)) {
-                found = Some((session.clone(), pairing.ended.clone()));
-            }
-        }
-        found
-    }
-
-    /// Tells the session's MCP clients that its tools changed (after a `CONTEXT_UPDATE`).
-    pub(crate) fn tools_changed(&self, session: &str) {
-        let (peers, sinks) = match self.pairings.lock().expect("pairings lock").get_mut(session) {
-            Some(pairing) => {
-                pairing.peers.retain(|peer| !peer.is_transport_closed());
-                (pairing.peers.clone(), pairing.sinks.clone())
-            }
-            None => return,
-        };
-        if peers.is_empty() && sinks.is_empty() {
-            return;
-        }
-        tokio::spawn(async move {
-            for peer in peers {
-                let _ = peer.notify_tool_list_changed().await;
-            }
-            for sink in sinks {
-                let _ = sink.notify_tool_list_changed().await;
-            }
-        });
-    }
-}
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
@@ -283,7 +152,7 @@ impl ServerHandler for PageTools {
         if let Err(refused) = host.check(&name, &args) {
             return Ok(CallToolResponse::Complete(text_result(refused.status, refused.content)));
         }
-        let n = self.app.exposed.calls.fetch_add(1, Ordering::Relaxed);
+        let n = self.app.exposed.next_call();
         let run_id = format!("mcp-{n}");
         let call_id = format!("mcp-{}", &crate::session::random_token()[..16]);
         tracing::info!(session = session.id(), tool = name, call = call_id, "a paired MCP client calls a page tool");
@@ -296,9 +165,7 @@ impl ServerHandler for PageTools {
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         // A client before 2026-07-28: its MCP session's peer hears of tool changes.
         let Some((id, _)) = self.paired(&context.extensions) else { return };
-        if let Some(pairing) = self.app.exposed.pairings.lock().expect("pairings lock").get_mut(&id) {
-            pairing.peers.push(context.peer);
-        }
+        self.app.exposed.add_peer(&id, context.peer);
     }
 
     fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
@@ -309,17 +176,12 @@ impl ServerHandler for PageTools {
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let (session, ended) = self.session(&context.request_context().extensions)?;
-        if let Some(pairing) = self.app.exposed.pairings.lock().expect("pairings lock").get_mut(session.id()) {
-            pairing.sinks.push(context.sink().clone());
-        }
+        self.app.exposed.add_sink(session.id(), context.sink().clone());
         tokio::select! {
             () = context.cancelled() => {}
             () = ended.cancelled() => {}
         }
-        let sink = context.sink().id().clone();
-        if let Some(pairing) = self.app.exposed.pairings.lock().expect("pairings lock").get_mut(session.id()) {
-            pairing.sinks.retain(|s| s.id() != &sink);
-        }
+        self.app.exposed.remove_sink(session.id(), context.sink());
         Ok(())
     }
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 
-use crate::server::App;
+use crate::app::App;
 use crate::store::{Claim, SessionStore};
 
 /// How often a server waiting for a session asks its owner again (a request may be lost).

@@ -6,22 +6,28 @@
 //! The agent loop, its hooks and the model providers live in `tether-agent`; declarative hooks
 //! in `tether-hooks`.
 
+mod app;
 mod config;
 mod connection;
 pub mod console;
 mod error;
 #[cfg(feature = "mcp")]
 mod expose;
-#[cfg(not(feature = "mcp"))]
-#[path = "expose_off.rs"]
-mod expose;
 mod handoff;
 pub mod metrics;
+mod outbound;
 mod pages;
+#[cfg(feature = "mcp")]
+mod pairing;
+#[cfg(not(feature = "mcp"))]
+#[path = "pairing_off.rs"]
+mod pairing;
 mod persist;
 mod policy;
 mod run;
+mod run_log;
 mod server;
+mod server_tool;
 mod session;
 mod static_files;
 pub mod store;
@@ -34,8 +40,8 @@ pub use config::{
     DEFAULT_MAX_SCHEMA_DEPTH, DEFAULT_MAX_SESSIONS_PER_IP, ServerConfig,
 };
 pub use error::{ServerError, StoreProblem};
-pub use expose::PAIRING_KEY;
+pub use pairing::PAIRING_KEY;
 pub use policy::{RiskFloor, glob_matches};
 pub use server::TetherServer;
+pub use server_tool::{ServerTool, ServerToolResult};
 pub use session::Session;
-pub use tools::{ServerTool, ServerToolResult};

@@ -26,7 +26,7 @@ use tracing_subscriber::registry::LookupSpan;
 
 use tether_agent::SPAN_TARGET;
 
-use crate::console::{Entry, RunLog};
+use crate::run_log::{Entry, RunLog};
 
 /// A `Family` of histograms made with one bucket layout.
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
@@ -303,7 +303,7 @@ impl Metrics {
 /// Measures Tether's spans (target [`SPAN_TARGET`]) into [`Metrics`] when they close: model
 /// calls (`chat`), tool calls (`execute_tool`), hooks (`tether.hook`) and store writes
 /// (`tether.store.write`); and keeps each run's timeline for the console
-/// ([`RunLog`](crate::console::RunLog)).
+/// ([`RunLog`](crate::run_log::RunLog)).
 #[derive(Debug, Clone)]
 pub struct MetricsLayer {
     metrics: Arc<Metrics>,

@@ -30,7 +30,7 @@ use tether_protocol::{
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
-use crate::session::Outbound;
+use crate::outbound::{CLOSE_RESTART, Outbound};
 use crate::store::{SessionStore, SessionWrite};
 use crate::{ServerError, StoreProblem};
 
@@ -526,7 +526,7 @@ impl Writer<'_> {
                         self.moved.store(true, Ordering::Release);
                         if let Some(tx) = socket {
                             let reason = "this session is served by another server now; reconnect".to_string();
-                            let _ = tx.send(Outbound::Close(crate::connection::CLOSE_RESTART, reason));
+                            let _ = tx.send(Outbound::Close(CLOSE_RESTART, reason));
                         }
                         return None;
                     }

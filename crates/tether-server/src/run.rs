@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tether_protocol::{ErrorCode, RunEvent, RunStatus};
 
-use crate::server::App;
+use crate::app::App;
 use crate::session::Session;
 use crate::tools::SessionTools;
 use tether_agent::{RunCheckpoint, RunSink};

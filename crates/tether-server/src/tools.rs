@@ -4,55 +4,20 @@
 //! here. The operator's `blocked` floor refuses a call before either; a floor of `high` or more
 //! refuses a server-side or MCP call too, since nobody is asked to approve one.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use serde_json::Value;
-use tether_core::validate::{CompiledSchema, FullSchema, FullValidator, Validator, format_validation_errors};
+use tether_core::validate::{CompiledSchema, format_validation_errors};
 use tether_protocol::{ContextEntry, ErrorCode, ResultStatus, Risk, ToolCall, ToolSpec};
 #[cfg(feature = "mcp")]
 use tether_protocol::{RunEvent, ToolProgressEvent};
 
-use crate::ServerError;
-use crate::server::App;
+use crate::app::App;
+use crate::server_tool::ServerTool;
 use crate::session::Session;
 use tether_agent::{BoxFuture, CallRef, RunCheckpoint, ToolHost, ToolOutput};
 #[cfg(feature = "mcp")]
 use tether_mcp::{McpError, McpTool};
-
-/// What a server-side tool's handler returns.
-pub type ServerToolResult = Result<Value, String>;
-
-type ServerToolHandler = Arc<dyn Fn(Value) -> BoxFuture<'static, ServerToolResult> + Send + Sync>;
-
-/// A tool that runs in the server process. It wins over a client tool of the same name.
-#[derive(Clone)]
-pub struct ServerTool {
-    pub(crate) spec: ToolSpec,
-    schema: Arc<FullSchema>,
-    handler: ServerToolHandler,
-}
-
-impl std::fmt::Debug for ServerTool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerTool").field("spec", &self.spec).finish_non_exhaustive()
-    }
-}
-
-impl ServerTool {
-    /// A server-side tool. Refused when its name or schema is invalid.
-    pub fn new<F, Fut>(spec: ToolSpec, handler: F) -> Result<Self, ServerError>
-    where
-        F: Fn(Value) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ServerToolResult> + Send + 'static,
-    {
-        tether_core::check_tool_name(&spec.name).map_err(|e| ServerError::Config(e.to_string()))?;
-        let schema = FullValidator
-            .compile(&spec.parameters)
-            .map_err(|e| ServerError::Config(format!("tool {:?}: {e}", spec.name)))?;
-        Ok(ServerTool { spec, schema: Arc::new(schema), handler: Arc::new(move |args| Box::pin(handler(args))) })
-    }
-}
 
 /// The tools a run sees: server-side tools, then the client's (minus name collisions).
 pub(crate) struct SessionTools {
