@@ -742,7 +742,7 @@ impl AgentLoop {
                 state.succeeded.push((call.name.clone(), description.unwrap_or_default()));
             }
             *state.calls_per_tool.entry(call.name.clone()).or_insert(0) += 1;
-            state.done.push((call.name.clone(), call.arguments.clone(), for_model.clone()));
+            state.done.push((call.name.clone(), call.arguments.clone(), for_user(&output)));
             state.seen.insert(call_key(&call, &refs), for_model.clone());
             state.messages.push(ChatMessage::Tool {
                 call_id: call.id.clone(),
@@ -1264,7 +1264,7 @@ impl AgentLoop {
                 if ran {
                     *state.calls_per_tool.entry(tool_call.name.clone()).or_insert(0) += 1;
                     state.seen.insert(key, for_model.clone());
-                    state.done.push((tool_call.name.clone(), tool_call.arguments.clone(), for_model.clone()));
+                    state.done.push((tool_call.name.clone(), tool_call.arguments.clone(), for_user(&output)));
                 }
                 state.messages.push(ChatMessage::Tool {
                     call_id: tool_call.id.clone(),
@@ -1749,6 +1749,18 @@ impl AgentLoop {
     }
 }
 
+/// What the user reads of a call in a run's summary (`RunState::summary`): the app's own result
+/// when it succeeded, without Tether's notes to the model after it; else only that it was not
+/// done, and how it ended (a failed call's text may be Tether's words to the model, such as
+/// "Open that page first, then call cart_remove again.").
+fn for_user(output: &ToolOutput) -> String {
+    if output.status.is_ok() {
+        output.content.chars().take(200).collect()
+    } else {
+        format!("not done ({})", output.status.as_str())
+    }
+}
+
 /// The `tether.tool.outcome` of a call that ran (or was refused by its host), by its status.
 fn tool_outcome(status: ResultStatus) -> &'static str {
     match status {
@@ -1783,7 +1795,8 @@ struct RunState {
     calls_per_tool: HashMap<String, u32>,
     /// Repeated calls refused.
     repeats: u32,
-    /// The calls that ran, in order: name, arguments, what the model read.
+    /// The calls that ran, in order: name, arguments, what the user reads of the result
+    /// ([`for_user`]).
     done: Vec<(String, Value, String)>,
     /// Tools the provider refused that were reported in this run.
     refusals_reported: HashSet<String>,
@@ -1833,7 +1846,8 @@ pub struct RunCheckpoint {
     pub calls_per_tool: HashMap<String, u32>,
     /// Repeated calls refused.
     pub repeats: u32,
-    /// The calls that ran: name, arguments, what the model read.
+    /// The calls that ran: name, arguments, what the user reads of the result (a checkpoint
+    /// written before 2026-12-05 holds what the model read).
     pub done: Vec<(String, Value, String)>,
     /// Tools the provider refused that were reported.
     pub refusals_reported: Vec<String>,

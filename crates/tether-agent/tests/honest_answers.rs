@@ -139,6 +139,57 @@ async fn a_withheld_claim_says_what_the_run_did_do_never_that_nothing_was_done()
 }
 
 #[tokio::test]
+async fn the_summary_shows_the_user_the_apps_results_never_tethers_notes_to_the_model() {
+    // In the task benchmark (2026-12-05) a withheld answer listed a call that was not run with
+    // the words written for the model: "[error] Not run: cart_remove with these arguments is on
+    // the page /cart, and the app did not open it (waited 3.0 s). Open that page first, …".
+    struct Stale(Shop);
+    impl ToolHost for Stale {
+        fn tools(&self) -> Vec<ToolSpec> {
+            let mut tools = self.0.tools();
+            tools.push(spec("cart_remove", "Remove a product from the shopping cart."));
+            tools
+        }
+        fn check(&self, name: &str, args: &Value) -> Result<(), ToolOutput> {
+            self.0.check(name, args)
+        }
+        fn execute<'a>(&'a self, call: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput> {
+            if call.name == "cart_remove" {
+                return Box::pin(async {
+                    ToolOutput::new(
+                        ResultStatus::Error,
+                        "Not run: cart_remove with these arguments is on the page /cart, and the app did not open \
+                         it (waited 3.0 s). Open that page first, then call cart_remove again.",
+                    )
+                });
+            }
+            self.0.execute(call, args)
+        }
+    }
+    let model = ReplayModel::new(vec![
+        call("open_cart", json!({})),
+        call("cart_remove", json!({"productId": "poster-space"})),
+        text("The space poster has been removed from your cart."),
+        text("The space poster has been removed from your cart."),
+    ]);
+    let page = Stale(Shop::new());
+    let done = run(&AgentLoop::new(model), &page, "Remove the poster from my cart.").await;
+    let answer = &done.outcome.answer;
+    assert!(answer.starts_with("I could not do that"), "{answer}");
+    assert!(
+        answer.ends_with(
+            "What was done:\n- open_cart: opened the cart page\n- cart_remove {\"productId\":\"poster-space\"}: not \
+             done (error)"
+        ),
+        "the app's result without \"(The app's tools changed…)\", the failed call without its note: {answer}"
+    );
+    // The model read both in full.
+    let results = tool_results(&done.outcome.messages);
+    assert!(results[0].contains("(The app's tools changed."), "{results:?}");
+    assert!(results[1].contains("Open that page first"), "{results:?}");
+}
+
+#[tokio::test]
 async fn a_claim_made_again_is_not_delivered() {
     let model = ReplayModel::new(vec![text("I have emptied your cart."), text("I have emptied your cart.")]);
     let agent = AgentLoop::new(model.clone());
