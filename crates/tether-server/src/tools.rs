@@ -14,7 +14,7 @@ use tether_protocol::{RunEvent, ToolProgressEvent};
 
 use crate::app::App;
 use crate::server_tool::ServerTool;
-use crate::session::Session;
+use crate::session::{NotOpened, Session};
 use tether_agent::{BoxFuture, CallRef, RunCheckpoint, ToolHost, ToolOutput};
 #[cfg(feature = "mcp")]
 use tether_mcp::{McpError, McpTool};
@@ -241,15 +241,27 @@ impl SessionTools {
                 "the call's tool is on another page; opening it"
             );
             let wait = self.app.config.open_page_wait;
-            if !self.session.open_page(run_id, call_id, name, &url, &args, wait).await {
-                return ToolOutput::new(
-                    ResultStatus::Error,
-                    format!(
-                        "Not run: {name} with these arguments is on the page {url}, and the app did not open it \
-                         (waited {:.1} s). Open that page first, then call {name} again.",
-                        wait.as_secs_f64()
-                    ),
-                );
+            match self.session.open_page(run_id, call_id, name, &url, &args, wait).await {
+                Ok(()) => {}
+                Err(NotOpened::Away) => {
+                    return ToolOutput::new(
+                        ResultStatus::Error,
+                        format!(
+                            "Not run: {name} with these arguments is on the page {url}, and the app did not open it \
+                             (waited {:.1} s). Open that page first, then call {name} again.",
+                            wait.as_secs_f64()
+                        ),
+                    );
+                }
+                Err(NotOpened::Refused(mut refused)) => {
+                    // Remembered from an earlier visit; the page shows something else now.
+                    refused.content = format!(
+                        "Not run: the page {url} is open, and it does not take this call now (it changed since it was \
+                         last seen): {}",
+                        refused.content
+                    );
+                    return refused;
+                }
             }
             opened = Some(url);
         }

@@ -1,8 +1,9 @@
 //! Tools on other pages, over a real socket: a call that the page the user is on refuses and
 //! another page of the session accepts is made there (the page is asked to open it with a
 //! `navigate` event, its `CONTEXT_UPDATE` arrives, then the `TOOL_CALL`); the model is offered the
-//! values other pages allowed; a page that does not open in time, or a call no page accepts, is
-//! refused with a reason the model reads, and nothing runs.
+//! values other pages allowed; a page that does not open in time, a page that opens and refuses
+//! the call now, or a call no page accepts, is refused with a reason the model reads, and nothing
+//! runs.
 
 mod common;
 
@@ -141,4 +142,55 @@ async fn a_call_no_page_accepts_is_refused_with_this_pages_reason() {
     client.say(r#"call size_guide {"extra": 1}"#).await;
     let answer = answer_without_calls(&mut client, false).await;
     assert!(answer.starts_with(r#"done: [invalid_args] Validation args "size_guide": "#), "{answer}");
+}
+
+#[tokio::test]
+async fn a_page_that_opens_and_refuses_the_call_now_says_why_and_runs_nothing() {
+    // The storefront in the task benchmark: the cart page was remembered with the poster in the
+    // cart; by the time "Remove the poster" came, the cart page allowed only the red mug.
+    let cart_remove = |ids: &[&str]| {
+        tool(
+            "cart_remove",
+            "Remove a product from the cart.",
+            json!({"type": "object", "properties": {"productId": {"type": "string", "enum": ids}}, "required": ["productId"]}),
+        )
+    };
+    let (server, _) = start(Duration::from_millis(300)).await;
+    let mut client = server.client().await;
+    client.hello(None).await;
+    at_page(&mut client, 1, "/cart", vec![cart_remove(&["poster-space", "mug-red"])]).await;
+    at_page(&mut client, 2, "/", vec![cart_add(&["mug-red", "poster-space"])]).await;
+    client.say(r#"call cart_remove {"productId": "poster-space"}"#).await;
+    let navigate = client
+        .recv_until(|frame| match frame {
+            ServerFrame::ToolCall(call) => panic!("ran: {call:?}"),
+            ServerFrame::Event(EventFrame { event: RunEvent::Navigate(navigate), .. }) => Some(navigate.clone()),
+            _ => None,
+        })
+        .await;
+    assert_eq!(navigate.url, "/cart");
+    at_page(&mut client, 3, "/cart", vec![cart_remove(&["mug-red"])]).await;
+    let answer = answer_without_calls(&mut client, true).await;
+    assert!(
+        answer.starts_with(
+            "done: [invalid_args] Not run: the page /cart is open, and it does not take this call now (it changed \
+             since it was last seen): Validation args \"cart_remove\": /productId: "
+        ),
+        "{answer}"
+    );
+
+    // Open, without the tool at all now (the cart emptied).
+    at_page(&mut client, 4, "/", vec![cart_add(&["mug-red", "poster-space"])]).await;
+    client.say(r#"call cart_remove {"productId": "mug-red"}"#).await;
+    let navigate = client
+        .recv_until(|frame| match frame {
+            ServerFrame::Event(EventFrame { event: RunEvent::Navigate(navigate), .. }) => Some(navigate.clone()),
+            _ => None,
+        })
+        .await;
+    assert_eq!(navigate.url, "/cart");
+    at_page(&mut client, 5, "/cart", Vec::new()).await;
+    let answer = answer_without_calls(&mut client, true).await;
+    assert!(answer.contains("[unknown_tool] Not run: the page /cart is open"), "{answer}");
+    assert!(answer.contains("(it changed since it was last seen): cart_remove is not on it now"), "{answer}");
 }

@@ -22,7 +22,9 @@ impl Session {
 
     /// Asks the page to open `url` for the call `call_id` of `name` (the `navigate` run event)
     /// and waits, at most `wait`, until a `CONTEXT_UPDATE` from that page offers `name` for
-    /// `args`. `false`: it did not (a page that does not open URLs, or a memory gone stale).
+    /// `args`. Once the wait is over, a page that is at `url` and refuses the call (what it offers
+    /// changed since it was remembered: the poster left the cart) says why
+    /// ([`NotOpened::Refused`]); one that never got there is [`NotOpened::Away`].
     pub(crate) async fn open_page(
         &self,
         run_id: &str,
@@ -31,11 +33,8 @@ impl Session {
         url: &str,
         args: &Value,
         wait: Duration,
-    ) -> bool {
-        let ready = || {
-            let on_page = self.lock().page.as_ref().is_some_and(|page| page.url == url);
-            on_page && matches!(self.check_client_call(name, args), Some(Ok(())))
-        };
+    ) -> Result<(), NotOpened> {
+        let on_page = || self.lock().page.as_ref().is_some_and(|page| page.url == url);
         let deadline = tokio::time::Instant::now() + wait;
         let event = NavigateEvent { call_id: call_id.to_string(), tool: name.to_string(), url: url.to_string() };
         self.send_event(Some(run_id), RunEvent::Navigate(event));
@@ -43,11 +42,21 @@ impl Session {
             let applied = self.context_applied.notified();
             tokio::pin!(applied);
             applied.as_mut().enable();
-            if ready() {
-                return true;
+            if on_page() && matches!(self.check_client_call(name, args), Some(Ok(()))) {
+                return Ok(());
             }
             if tokio::time::timeout_at(deadline, applied).await.is_err() {
-                return ready();
+                if !on_page() {
+                    return Err(NotOpened::Away);
+                }
+                return match self.check_client_call(name, args) {
+                    Some(Ok(())) => Ok(()),
+                    Some(Err(refused)) => Err(NotOpened::Refused(refused)),
+                    None => Err(NotOpened::Refused(ToolOutput::new(
+                        ResultStatus::UnknownTool,
+                        format!("{name} is not on it now"),
+                    ))),
+                };
             }
         }
     }
@@ -218,4 +227,14 @@ impl Session {
         }
         applied
     }
+}
+
+/// Why [`Session::open_page`] could not make a call on the page it opened.
+#[derive(Debug)]
+pub(crate) enum NotOpened {
+    /// The page did not report being at the URL within the wait (an app whose router ignores
+    /// the `navigate` event).
+    Away,
+    /// The page is there and refuses the call: its refusal.
+    Refused(ToolOutput),
 }

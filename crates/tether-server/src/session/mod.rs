@@ -41,6 +41,7 @@ mod context;
 mod index;
 mod runs;
 
+pub(crate) use calls::NotOpened;
 pub(crate) use index::Sessions;
 
 /// Milliseconds on a monotonic clock (since the first call in this process): the time the
