@@ -139,8 +139,11 @@ pub const VALUE_SURE: f64 = 0.4;
 /// Below this probability of "yes", a value is not one the message asks for, whatever the
 /// others score ([`judge_values`]).
 const VALUE_FLOOR: f64 = 0.15;
-/// Below this, the only value an argument allows is not one the message asks for: the tool
-/// cannot do what was asked here.
+/// Below this, the only value an argument allows is not one the message asks for (the tool
+/// cannot do what was asked here), and when every allowed value scores under it the message asks
+/// for none of them ("Open my cart." for `cart_add`: 0.18-0.23 for each of four products, in the
+/// task benchmark; a value asked for without being named scored at least 0.26, and the best of
+/// an argument's values at least 0.30).
 const ONLY_VALUE_FLOOR: f64 = 0.25;
 /// Another allowed value this many times likelier than the one called is what the message asks
 /// for instead. Measured: values the message did not ask for were beaten 1.6 to 2.7 times, and
@@ -174,7 +177,8 @@ pub fn names_value(message: &str, value: &str) -> bool {
 /// apps (docs/models.md): a value the message names scores 0.26-0.90, one it does not
 /// 0.09-0.19 when it is the only one allowed ("Buy me a black T-shirt." for `productId:
 /// "mug-red"`), and a value another one outscores by 2 times or more was not asked for in
-/// every pair but one (the model's own guess for "It's too warm in here.").
+/// every pair but one (the model's own guess for "It's too warm in here."). When no allowed value
+/// scores 0.25, the message asks for none of them.
 pub fn judge_values(yes: &[f64], called: usize) -> ValueVerdict {
     let Some(&own) = yes.get(called) else { return ValueVerdict::Fits };
     if own >= VALUE_SURE {
@@ -184,7 +188,9 @@ pub fn judge_values(yes: &[f64], called: usize) -> ValueVerdict {
     match best {
         Some((at, &other)) if other >= VALUE_RATIO * own => ValueVerdict::Other(at),
         _ if own < VALUE_FLOOR => ValueVerdict::NotAsked,
+        // No value reaches the floor (the only one allowed, or all of them): none is asked for.
         None if own < ONLY_VALUE_FLOOR => ValueVerdict::NotAsked,
+        Some((_, &other)) if own.max(other) < ONLY_VALUE_FLOOR => ValueVerdict::NotAsked,
         _ => ValueVerdict::Fits,
     }
 }
@@ -414,6 +420,13 @@ mod tests {
         assert_eq!(judge_values(&[0.10, 0.12], 0), ValueVerdict::NotAsked, "an item the list does not have");
         assert_eq!(judge_values(&[0.31, 0.19, 0.17, 0.31], 3), ValueVerdict::Fits, "one of two products asked for");
         assert_eq!(judge_values(&[0.30, 0.35], 0), ValueVerdict::Fits, "close: the model's choice stands");
+        assert_eq!(
+            judge_values(&[0.21, 0.23, 0.21, 0.18], 0),
+            ValueVerdict::NotAsked,
+            "\"Open my cart.\" for cart_add: no product asked for (the task benchmark)"
+        );
+        assert_eq!(judge_values(&[0.30, 0.30, 0.23], 2), ValueVerdict::Fits, "a size asked for in other words");
+        assert_eq!(judge_values(&[0.27, 0.06], 0), ValueVerdict::Fits, "\"Cross off the dentist.\"");
         assert_eq!(judge_values(&[], 0), ValueVerdict::Fits);
         assert_eq!(
             value_prompt("the blue one", Some("Which mug?"), "productId", "mug-blue"),
