@@ -330,33 +330,8 @@ fn module_imports(src: &Path) -> std::collections::BTreeMap<String, BTreeSet<Str
         let code: String = text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
         for (at, _) in code.match_indices("crate::") {
             let rest = &code[at + "crate::".len()..];
-            let names: Vec<&str> = match rest.strip_prefix('{') {
-                Some(list) => {
-                    let mut depth = 0;
-                    let end = list
-                        .char_indices()
-                        .find(|&(_, c)| {
-                            depth += i32::from(c == '{') - i32::from(c == '}');
-                            depth < 0
-                        })
-                        .map_or(list.len(), |(i, _)| i);
-                    let mut names = Vec::new();
-                    let mut depth = 0;
-                    let mut start = 0;
-                    for (i, c) in list[..end].char_indices() {
-                        match c {
-                            '{' => depth += 1,
-                            '}' => depth -= 1,
-                            ',' if depth == 0 => {
-                                names.push(list[start..i].trim());
-                                start = i + 1;
-                            }
-                            _ => {}
-                        }
-                    }
-                    names.push(list[start..end].trim());
-                    names
-                }
+            let names = match rest.strip_prefix('{') {
+                Some(list) => braced_items(list),
                 None => vec![rest],
             };
             for name in names {
@@ -369,6 +344,30 @@ fn module_imports(src: &Path) -> std::collections::BTreeMap<String, BTreeSet<Str
         }
     }
     imports
+}
+
+/// The items of a `use` list whose `{` came just before `list`, up to its `}`: split at the
+/// commas of this level (`a, b::{c, d}` is `a` and `b::{c, d}`).
+fn braced_items(list: &str) -> Vec<&str> {
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (i, c) in list.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                items.push(list[start..i].trim());
+                return items;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(list[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(list[start..].trim());
+    items
 }
 
 /// The cycles among `imports` (module → modules it names): each as the path that closes it.
@@ -451,4 +450,5 @@ fn the_cycle_check_finds_a_cycle() {
         .map(|(m, to)| (m.to_string(), to.iter().map(|t| t.to_string()).collect()))
         .collect();
     assert_eq!(import_cycles(&imports), ["a → b → c → a"]);
+    assert_eq!(braced_items("a, b::{c, d}, E} rest"), ["a", "b::{c, d}", "E"]);
 }

@@ -1749,13 +1749,16 @@ impl AgentLoop {
     }
 }
 
+/// The most characters of one call's result a run's summary shows.
+const SUMMARY_RESULT_CHARS: usize = 200;
+
 /// What the user reads of a call in a run's summary (`RunState::summary`): the app's own result
 /// when it succeeded, without Tether's notes to the model after it; else only that it was not
 /// done, and how it ended (a failed call's text may be Tether's words to the model, such as
 /// "Open that page first, then call cart_remove again.").
 fn for_user(output: &ToolOutput) -> String {
     if output.status.is_ok() {
-        output.content.chars().take(200).collect()
+        output.content.chars().take(SUMMARY_RESULT_CHARS).collect()
     } else {
         format!("not done ({})", output.status.as_str())
     }
@@ -1995,7 +1998,8 @@ impl RunState {
                 Some(object) if !object.is_empty() => format!(" {args}"),
                 _ => String::new(),
             };
-            let result: String = result.chars().take(200).collect();
+            // Cut again for a checkpoint written before `for_user` (what the model read).
+            let result: String = result.chars().take(SUMMARY_RESULT_CHARS).collect();
             text.push_str(&format!("\n- {name}{args}: {result}"));
         }
         text

@@ -185,12 +185,12 @@ pub fn judge_values(yes: &[f64], called: usize) -> ValueVerdict {
         return ValueVerdict::Fits;
     }
     let best = yes.iter().enumerate().filter(|(at, _)| *at != called).max_by(|a, b| a.1.total_cmp(b.1));
+    // The best any allowed value scored: under the floor (the only one allowed, or all of
+    // them), none is asked for.
+    let top = best.map_or(own, |(_, &other)| own.max(other));
     match best {
         Some((at, &other)) if other >= VALUE_RATIO * own => ValueVerdict::Other(at),
-        _ if own < VALUE_FLOOR => ValueVerdict::NotAsked,
-        // No value reaches the floor (the only one allowed, or all of them): none is asked for.
-        None if own < ONLY_VALUE_FLOOR => ValueVerdict::NotAsked,
-        Some((_, &other)) if own.max(other) < ONLY_VALUE_FLOOR => ValueVerdict::NotAsked,
+        _ if own < VALUE_FLOOR || top < ONLY_VALUE_FLOOR => ValueVerdict::NotAsked,
         _ => ValueVerdict::Fits,
     }
 }

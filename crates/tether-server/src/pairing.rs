@@ -120,12 +120,11 @@ impl Exposed {
 
     /// Tells the session's MCP clients that its tools changed (after a `CONTEXT_UPDATE`).
     pub(crate) fn tools_changed(&self, session: &str) {
-        let (peers, sinks) = match self.pairings.lock().expect("pairings lock").get_mut(session) {
-            Some(pairing) => {
-                pairing.peers.retain(|peer| !peer.is_transport_closed());
-                (pairing.peers.clone(), pairing.sinks.clone())
-            }
-            None => return,
+        let Some((peers, sinks)) = self.with_pairing(session, |pairing| {
+            pairing.peers.retain(|peer| !peer.is_transport_closed());
+            (pairing.peers.clone(), pairing.sinks.clone())
+        }) else {
+            return;
         };
         if peers.is_empty() && sinks.is_empty() {
             return;
@@ -142,23 +141,22 @@ impl Exposed {
 
     /// Keeps a client's MCP session peer (a client before 2026-07-28), told of tool changes.
     pub(crate) fn add_peer(&self, session: &str, peer: Peer<RoleServer>) {
-        if let Some(pairing) = self.pairings.lock().expect("pairings lock").get_mut(session) {
-            pairing.peers.push(peer);
-        }
+        self.with_pairing(session, |pairing| pairing.peers.push(peer));
     }
 
     /// Keeps a client's subscription (2026-07-28, `subscriptions/listen`), told of tool changes.
     pub(crate) fn add_sink(&self, session: &str, sink: SubscriptionSink) {
-        if let Some(pairing) = self.pairings.lock().expect("pairings lock").get_mut(session) {
-            pairing.sinks.push(sink);
-        }
+        self.with_pairing(session, |pairing| pairing.sinks.push(sink));
     }
 
     /// Forgets a subscription that ended.
     pub(crate) fn remove_sink(&self, session: &str, sink: &SubscriptionSink) {
-        if let Some(pairing) = self.pairings.lock().expect("pairings lock").get_mut(session) {
-            pairing.sinks.retain(|s| s.id() != sink.id());
-        }
+        self.with_pairing(session, |pairing| pairing.sinks.retain(|s| s.id() != sink.id()));
+    }
+
+    /// `change` applied to the session's pairing, under the lock; `None` when it is not paired.
+    fn with_pairing<R>(&self, session: &str, change: impl FnOnce(&mut Pairing) -> R) -> Option<R> {
+        self.pairings.lock().expect("pairings lock").get_mut(session).map(change)
     }
 
     /// A new number for a call of a paired client (its run id is `mcp-N`).

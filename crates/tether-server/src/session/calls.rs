@@ -34,7 +34,20 @@ impl Session {
         args: &Value,
         wait: Duration,
     ) -> Result<(), NotOpened> {
-        let on_page = || self.lock().page.as_ref().is_some_and(|page| page.url == url);
+        // Where the call stands on the page as it is now.
+        let now = || {
+            if self.lock().page.as_ref().is_none_or(|page| page.url != url) {
+                return Err(NotOpened::Away);
+            }
+            match self.check_client_call(name, args) {
+                Some(Ok(())) => Ok(()),
+                Some(Err(refused)) => Err(NotOpened::Refused(refused)),
+                None => Err(NotOpened::Refused(ToolOutput::new(
+                    ResultStatus::UnknownTool,
+                    format!("{name} is not on it now"),
+                ))),
+            }
+        };
         let deadline = tokio::time::Instant::now() + wait;
         let event = NavigateEvent { call_id: call_id.to_string(), tool: name.to_string(), url: url.to_string() };
         self.send_event(Some(run_id), RunEvent::Navigate(event));
@@ -42,21 +55,12 @@ impl Session {
             let applied = self.context_applied.notified();
             tokio::pin!(applied);
             applied.as_mut().enable();
-            if on_page() && matches!(self.check_client_call(name, args), Some(Ok(()))) {
-                return Ok(());
+            let ready = now();
+            if ready.is_ok() {
+                return ready;
             }
             if tokio::time::timeout_at(deadline, applied).await.is_err() {
-                if !on_page() {
-                    return Err(NotOpened::Away);
-                }
-                return match self.check_client_call(name, args) {
-                    Some(Ok(())) => Ok(()),
-                    Some(Err(refused)) => Err(NotOpened::Refused(refused)),
-                    None => Err(NotOpened::Refused(ToolOutput::new(
-                        ResultStatus::UnknownTool,
-                        format!("{name} is not on it now"),
-                    ))),
-                };
+                return now();
             }
         }
     }
