@@ -24,8 +24,8 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use serde_json::Value;
 use tether_protocol::{
-    ContextEntry, ResultStatus, RunEndEvent, RunEvent, RunStartEvent, RunStatus, ToolCallDeltaEvent, ToolEndEvent,
-    ToolSpec, ToolStartEvent, TurnEndEvent, TurnStartEvent,
+    ContextEntry, ResultStatus, Risk, RunEndEvent, RunEvent, RunStartEvent, RunStatus, ToolCallDeltaEvent,
+    ToolEndEvent, ToolSpec, ToolStartEvent, TurnEndEvent, TurnStartEvent,
 };
 use tracing::Instrument;
 
@@ -226,6 +226,8 @@ pub struct AgentLoop {
     rival_ratio: Option<f64>,
     /// See [`AgentLoop::with_value_check`].
     value_check: bool,
+    /// See [`AgentLoop::with_action_count`].
+    action_count: bool,
     /// See [`AgentLoop::with_trace_content`].
     trace_content: bool,
 }
@@ -266,11 +268,14 @@ const DO_NOT_REPEAT: &str = "Do not repeat it: answer the user, or call somethin
 const OVER_LIMIT: &str = "times in this request, the most allowed. Answer the user.";
 /// What the loop says after an empty reply.
 const EMPTY_REPLY: &str = "Your reply was empty. Answer the user.";
+/// What the action count says of a call that waits for approval once every action the message
+/// asks for is done ([`AgentLoop::with_action_count`]), after the counts.
+const ALL_DONE: &str = "Tell the user what was done; do not call it unless the user asks for it.";
 
 /// The fixed words of the notes Tether writes to the model (not what they quote: a tool's
 /// result, the user's request): an answer sentence that repeats them is left out
 /// ([`claims::strip_notes`]).
-const NOTES: [&str; 9] = [
+const NOTES: [&str; 10] = [
     crate::model::REMINDER,
     crate::model::REMINDER_AFTER_REFUSAL,
     crate::model::NOT_DONE_YET,
@@ -278,6 +283,7 @@ const NOTES: [&str; 9] = [
     DO_NOT_REPEAT,
     OVER_LIMIT,
     EMPTY_REPLY,
+    ALL_DONE,
     claims::NUDGE,
     claims::QUESTION_NUDGE,
 ];
@@ -412,6 +418,7 @@ impl AgentLoop {
             fit_threshold: None,
             rival_ratio: None,
             value_check: true,
+            action_count: true,
             trace_content: false,
         }
         .with_system_prompt(DEFAULT_SYSTEM_PROMPT)
@@ -497,6 +504,21 @@ impl AgentLoop {
     #[must_use]
     pub fn with_value_check(mut self, on: bool) -> Self {
         self.value_check = on;
+        self
+    }
+
+    /// With the fit check on (the default: `true`), a call of a tool that waits for the user's
+    /// approval (`high` or `critical` risk), made after other calls of the run changed
+    /// something, runs only when the message asks for more actions than those calls: the model
+    /// lists, in a request of its own under a schema, the separate actions the message asks for
+    /// ([`QuestionCheck::actions`]), once per run and only when such a call comes. This is what
+    /// keeps a small model from going on to place the order after adding what was asked ("Buy me
+    /// a large black T-shirt as well.": one action, done by `cart_add`; `checkout` is refused
+    /// before the user is asked to approve it). Only calls that succeeded and that change
+    /// something count (not a page opened); a model that lists nothing concludes nothing.
+    #[must_use]
+    pub fn with_action_count(mut self, on: bool) -> Self {
+        self.action_count = on;
         self
     }
 
@@ -1260,6 +1282,13 @@ impl AgentLoop {
                     }
                     let description = spec.map(|t| t.description.clone()).unwrap_or_default();
                     state.succeeded.push((tool_call.name.clone(), description));
+                    if let (Some(spec), Some(questions)) = (spec, &self.questions)
+                        && self.action_count
+                        && self.fit_threshold.is_some()
+                        && !questions.is_read_only(self.model.as_ref(), spec).await
+                    {
+                        state.changes_done += 1;
+                    }
                 }
                 if ran {
                     *state.calls_per_tool.entry(tool_call.name.clone()).or_insert(0) += 1;
@@ -1305,6 +1334,9 @@ impl AgentLoop {
         run_id: &str,
     ) -> Option<ToolOutput> {
         let tool = visible.iter().find(|tool| tool.name == tool_call.name)?;
+        if let Some(refusal) = self.all_done(questions, state, tool, run_id).await {
+            return Some(refusal);
+        }
         let probability = match state.fits.get(&tool.name) {
             Some(known) => *known,
             None => {
@@ -1352,6 +1384,49 @@ impl AgentLoop {
                  asked, call that one; if none does, tell the user it cannot be done here. Never say it was done.",
                 tool.name,
                 tool.description.trim().trim_end_matches('.')
+            ),
+        ))
+    }
+
+    /// The action count ([`AgentLoop::with_action_count`]): the refusal of a call that waits for
+    /// approval when the run's calls that changed something already number the actions the
+    /// message asks for.
+    async fn all_done(
+        &self,
+        questions: &QuestionCheck,
+        state: &mut RunState,
+        tool: &ToolSpec,
+        run_id: &str,
+    ) -> Option<ToolOutput> {
+        if !self.action_count || !matches!(tool.risk, Risk::High | Risk::Critical) || state.changes_done == 0 {
+            return None;
+        }
+        let asked = match state.actions_asked {
+            Some(known) => known,
+            None => {
+                let last_answer = state.last_answer();
+                let ask = questions.actions(self.model.as_ref(), &state.request, last_answer.as_deref());
+                let asked = ask.instrument(chat_span(self.model.as_ref(), "action_count")).await;
+                state.actions_asked = Some(asked);
+                tracing::info!(run = run_id, asked, "the actions the message asks for");
+                asked
+            }
+        }?;
+        let done = state.changes_done as usize;
+        if done < asked {
+            return None;
+        }
+        tracing::info!(run = run_id, tool = tool.name, asked, done, "every action asked for is done; refused");
+        let plural = |n: usize, word: &str| if n == 1 { format!("{n} {word}") } else { format!("{n} {word}s") };
+        Some(ToolOutput::new(
+            ResultStatus::Denied,
+            format!(
+                "Not run: {} ({}) waits for the user's approval, and the user's message asks for {}, which the {} \
+                 this request made already did. {ALL_DONE}",
+                tool.name,
+                tool.description.trim().trim_end_matches('.'),
+                plural(asked, "action"),
+                plural(done, "call"),
             ),
         ))
     }
@@ -1825,6 +1900,10 @@ struct RunState {
     rivals: HashMap<String, Option<crate::questions::Rival>>,
     /// The value check's probabilities in this run, by tool, argument and value.
     values: HashMap<String, Option<f64>>,
+    /// Calls of this run that succeeded and change something ([`AgentLoop::with_action_count`]).
+    changes_done: u32,
+    /// How many actions the message asks for, once asked (`Some(None)`: the model could not say).
+    actions_asked: Option<Option<usize>>,
 }
 
 /// Where a run is, as [`ToolHost::checkpoint`] receives it and [`AgentLoop::resume`] goes on
@@ -1872,6 +1951,9 @@ pub struct RunCheckpoint {
     /// nothing ([`AgentLoop::with_question_check`]).
     #[serde(default)]
     pub question: bool,
+    /// Calls of the run that succeeded and change something ([`AgentLoop::with_action_count`]).
+    #[serde(default)]
+    pub changes_done: u32,
 }
 
 impl RunState {
@@ -1895,6 +1977,7 @@ impl RunState {
             rejections: self.rejections,
             unreadable_in_a_row: self.unreadable_in_a_row,
             question: self.question,
+            changes_done: self.changes_done,
         }
     }
 
@@ -1923,6 +2006,8 @@ impl RunState {
             fits: HashMap::new(),
             rivals: HashMap::new(),
             values: HashMap::new(),
+            changes_done: checkpoint.changes_done,
+            actions_asked: None,
         }
     }
 

@@ -527,7 +527,11 @@ impl ChatModel for Asker {
             if self.classify_fails {
                 return Err(AgentError::ProviderUnreachable("connection refused".into()));
             }
-            let answer = if answer_schema["properties"].get("kind").is_some() {
+            let answer = if answer_schema["properties"].get("actions").is_some() {
+                // The action count: one action per part of the message between " and ".
+                let message = prompt.split("The user's message: \"").nth(1).unwrap().split('"').next().unwrap();
+                json!({"actions": message.split(" and ").collect::<Vec<_>>()})
+            } else if answer_schema["properties"].get("kind").is_some() {
                 let message = prompt.split("The user's message: ").nth(1).unwrap().lines().next().unwrap();
                 json!({"kind": if message.contains('?') { "question" } else { "request" }})
             } else {
@@ -1059,4 +1063,81 @@ async fn a_value_written_in_another_spelling_of_an_allowed_one_runs_as_it() {
     assert!(page.0.ran.lock().unwrap().is_empty());
     let results = tool_results(&done.outcome.messages);
     assert!(results[0].starts_with("[invalid_args] Validation args"), "{results:?}");
+}
+
+/// A shop with a tool that waits for approval: `cart_add` (no risk) and `checkout` (critical),
+/// both on the page; the user approves.
+#[derive(Default)]
+struct Till {
+    ran: Mutex<Vec<String>>,
+}
+
+impl ToolHost for Till {
+    fn tools(&self) -> Vec<ToolSpec> {
+        vec![
+            spec("open_cart", "Open the cart page."),
+            spec("cart_add", "Add a product to the shopping cart."),
+            spec("checkout", "Place the order and pay for everything in the cart.")
+                .with_risk(tether_protocol::Risk::Critical),
+        ]
+    }
+
+    fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
+        Ok(())
+    }
+
+    fn execute<'a>(&'a self, call: CallRef<'a>, _: Value) -> BoxFuture<'a, ToolOutput> {
+        self.ran.lock().unwrap().push(call.name.to_string());
+        Box::pin(async move { ToolOutput::new(ResultStatus::Ok, format!("{} done", call.name)) })
+    }
+}
+
+#[tokio::test]
+async fn a_call_that_waits_for_approval_after_everything_asked_is_done_is_refused() {
+    // "Buy me a large black T-shirt as well.": the 1.5B model added the T-shirt, then called
+    // checkout, which the user had to refuse in the approval dialog (the task benchmark,
+    // 2026-12-05); it says "yes" 0.86-0.94 to checkout's description for every message, so the
+    // fit check cannot refuse it. Every yes-or-no question scores 0.9 here.
+    let turns =
+        || vec![call("open_cart", json!({})), call("cart_add", json!({})), call("checkout", json!({})), text("Done.")];
+    let model = Asker::with_choices(turns(), Vec::new());
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let page = Till::default();
+    let done = run(&agent, &page, "Buy me a black T-shirt as well.").await;
+    assert_eq!(*page.ran.lock().unwrap(), ["open_cart", "cart_add"], "checkout never reached the page");
+    let results = tool_results(&done.outcome.messages);
+    assert!(
+        results[2].contains(
+            "checkout (Place the order and pay for everything in the cart) waits for the user's \
+             approval, and the user's message asks for 1 action, which the 1 call this request made already did"
+        ),
+        "{results:?}"
+    );
+    // Asked once, after a call changed something, with the message.
+    let counted: Vec<String> = model.asked().into_iter().filter(|p| p.contains("List the separate actions")).collect();
+    assert_eq!(counted.len(), 1, "{counted:?}");
+    assert!(counted[0].contains("\"Buy me a black T-shirt as well.\""), "{}", counted[0]);
+
+    // Two actions asked, one done: checkout runs.
+    let model = Asker::with_choices(turns(), Vec::new());
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let page = Till::default();
+    run(&agent, &page, "Add a black T-shirt and check out.").await;
+    assert_eq!(*page.ran.lock().unwrap(), ["open_cart", "cart_add", "checkout"]);
+
+    // Checkout as the run's first change: nothing is counted, nothing asked.
+    let model = Asker::with_choices(vec![call("checkout", json!({})), text("Ordered.")], Vec::new());
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let page = Till::default();
+    run(&agent, &page, "Check out.").await;
+    assert_eq!(*page.ran.lock().unwrap(), ["checkout"]);
+    assert!(!model.asked().iter().any(|p| p.contains("List the separate actions")));
+
+    // Off: checkout runs after the add.
+    let model = Asker::with_choices(turns(), Vec::new());
+    let agent =
+        AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75)).with_action_count(false);
+    let page = Till::default();
+    run(&agent, &page, "Buy me a black T-shirt as well.").await;
+    assert_eq!(*page.ran.lock().unwrap(), ["open_cart", "cart_add", "checkout"]);
 }

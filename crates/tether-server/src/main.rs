@@ -106,6 +106,13 @@ struct ServeArgs {
     /// when the user asked for another). See docs/models.md.
     #[arg(long)]
     no_value_check: bool,
+    /// With the fit check on, do not count the actions a message asks for. By default a call
+    /// that waits for the user's approval, once the run's earlier calls changed as many things
+    /// as the message asks for (the model lists them, in a request of its own), is refused
+    /// before the user is asked (a small model went on to check out after adding what was
+    /// asked). See docs/models.md.
+    #[arg(long)]
+    no_action_count: bool,
     /// Declarative hooks file, recognised by its shape: Azure SRE Agent format (a `hooks:` block
     /// and/or an ExtendedAgent document with `spec.hooks` and `spec.instructions`) or Claude
     /// Code's settings format (`hooks.PreToolUse` …); may be given several times. See docs/hooks.md.
@@ -334,6 +341,7 @@ async fn serve(args: ServeArgs, metrics: Arc<tether_server::metrics::Metrics>) -
         .with_fit_check((args.fit_threshold > 0.0).then_some(args.fit_threshold))
         .with_rival_check(args.rival_ratio)
         .with_value_check(!args.no_value_check)
+        .with_action_count(!args.no_action_count)
         .with_trace_content(args.trace_content);
     if !args.hooks.is_empty() {
         // Invalid hooks refuse to start the server, with a message naming the hook and the field.
