@@ -1282,9 +1282,7 @@ impl AgentLoop {
                     }
                     let description = spec.map(|t| t.description.clone()).unwrap_or_default();
                     state.succeeded.push((tool_call.name.clone(), description));
-                    if let (Some(spec), Some(questions)) = (spec, &self.questions)
-                        && self.action_count
-                        && self.fit_threshold.is_some()
+                    if let (Some(spec), Some(questions)) = (spec, self.action_counter())
                         && !questions.is_read_only(self.model.as_ref(), spec).await
                     {
                         state.changes_done += 1;
@@ -1388,6 +1386,12 @@ impl AgentLoop {
         ))
     }
 
+    /// The question check that counts a message's actions, when the action count is on (it
+    /// needs the fit check, whose refusals it precedes: [`AgentLoop::with_action_count`]).
+    fn action_counter(&self) -> Option<&QuestionCheck> {
+        self.questions.as_deref().filter(|_| self.action_count && self.fit_threshold.is_some())
+    }
+
     /// The action count ([`AgentLoop::with_action_count`]): the refusal of a call that waits for
     /// approval when the run's calls that changed something already number the actions the
     /// message asks for.
@@ -1398,7 +1402,10 @@ impl AgentLoop {
         tool: &ToolSpec,
         run_id: &str,
     ) -> Option<ToolOutput> {
-        if !self.action_count || !matches!(tool.risk, Risk::High | Risk::Critical) || state.changes_done == 0 {
+        if self.action_counter().is_none()
+            || !matches!(tool.risk, Risk::High | Risk::Critical)
+            || state.changes_done == 0
+        {
             return None;
         }
         let asked = match state.actions_asked {

@@ -58,10 +58,21 @@ fn choice_schema(key: &str, values: &[&str]) -> Value {
     })
 }
 
+/// At most `most` characters of `text` (what a question quotes of a message, an answer or a
+/// description).
+fn cut(text: &str, most: usize) -> String {
+    text.chars().take(most).collect()
+}
+
+/// The line that quotes the agent's answer before the message, when there is one (a short reply
+/// may pick from it), for the questions about a message.
+fn answer_before(last_answer: Option<&str>) -> String {
+    last_answer.map(|answer| format!("Your last message: \"{}\"\n", cut(answer, 300))).unwrap_or_default()
+}
+
 /// The question about a message (and the answer before it, which a short reply may pick from).
 pub(crate) fn kind_prompt(message: &str, last_answer: Option<&str>) -> String {
-    let cut = |text: &str, most: usize| text.chars().take(most).collect::<String>();
-    let before = last_answer.map(|answer| format!("Your last message: \"{}\"\n", cut(answer, 300))).unwrap_or_default();
+    let before = answer_before(last_answer);
     format!(
         "{before}The user's message: \"{}\"\n\nIs it a request to do something in the app (add, remove, change, \
          open, order… — a short reply that picks or confirms what your last message offered counts), or only a \
@@ -77,15 +88,14 @@ pub(crate) fn effect_prompt(tool: &ToolSpec) -> String {
          it only read or show something (look up, open a page, list)? Reply {{\"effect\": \"changes data\"}} or \
          {{\"effect\": \"only reads or shows\"}}.",
         tool.name,
-        tool.description.chars().take(400).collect::<String>()
+        cut(&tool.description, 400)
     )
 }
 
 /// The question whether a message asks for what a tool does (only the tool's description: the
 /// 1.5B model tells fitting from unfitting calls better without the arguments).
 pub(crate) fn fit_prompt(message: &str, last_answer: Option<&str>, tool: &ToolSpec) -> String {
-    let cut = |text: &str, most: usize| text.chars().take(most).collect::<String>();
-    let before = last_answer.map(|answer| format!("Your last message: \"{}\"\n", cut(answer, 300))).unwrap_or_default();
+    let before = answer_before(last_answer);
     let action = if tool.description.trim().is_empty() { tool.name.as_str() } else { tool.description.as_str() };
     format!(
         "{before}Message: \"{}\"\nAction: {}\n\nDid the message ask for this action? Answer yes or no.",
@@ -96,8 +106,7 @@ pub(crate) fn fit_prompt(message: &str, last_answer: Option<&str>, tool: &ToolSp
 
 /// The question that lists the separate actions a message asks for ([`QuestionCheck::actions`]).
 pub(crate) fn actions_prompt(message: &str, last_answer: Option<&str>) -> String {
-    let cut = |text: &str, most: usize| text.chars().take(most).collect::<String>();
-    let before = last_answer.map(|answer| format!("Your last message: \"{}\"\n", cut(answer, 300))).unwrap_or_default();
+    let before = answer_before(last_answer);
     format!(
         "{before}The user's message: \"{}\"\n\nList the separate actions the message asks the app to do, each as a \
          short instruction in the message's own words. A question that only asks for information asks for no \
@@ -118,7 +127,6 @@ pub(crate) const MOST_RIVALS: usize = LETTERS.len() - 1;
 /// The multiple-choice question over the actions a message may ask for: each tool's
 /// description (its name when it has none), then "None of these".
 pub(crate) fn rival_prompt(message: &str, tools: &[&ToolSpec]) -> String {
-    let cut = |text: &str, most: usize| text.chars().take(most).collect::<String>();
     let mut lines = String::new();
     for (letter, tool) in LETTERS.iter().zip(tools) {
         let action = if tool.description.trim().is_empty() { tool.name.as_str() } else { tool.description.trim() };
@@ -134,8 +142,7 @@ pub(crate) fn rival_prompt(message: &str, tools: &[&ToolSpec]) -> String {
 /// The question whether a message asks for one value of a call's argument
 /// ([`QuestionCheck::value`]).
 pub(crate) fn value_prompt(message: &str, last_answer: Option<&str>, argument: &str, value: &str) -> String {
-    let cut = |text: &str, most: usize| text.chars().take(most).collect::<String>();
-    let before = last_answer.map(|answer| format!("Your last message: \"{}\"\n", cut(answer, 300))).unwrap_or_default();
+    let before = answer_before(last_answer);
     format!(
         "{before}Message: \"{}\"\n\nDoes the message ask for {} \"{}\"? Answer yes or no.",
         cut(message, 600),
