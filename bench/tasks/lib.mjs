@@ -279,7 +279,7 @@ export async function runTask(page, frames, calls, task, app, { fresh }) {
 
 /** A task's outcome from what happened: done, wrong actions, a misleading answer, Tether's words. */
 export function judge(task, app, r) {
-  const problems = r.timedOut ? [`no answer within ${TASK_TIMEOUT_MS / 1000} s`] : task.check({ before: r.before, after: r.after, answer: r.answer, bookings: r.bookings });
+  const problems = r.timedOut ? [`no answer within ${TASK_TIMEOUT_MS / 1000} s`] : task.check({ before: r.before, after: r.after, answer: r.answer, bookings: r.bookings, effects: r.effects });
   if (!r.timedOut && !r.answer) problems.push("empty answer");
   const ok = problems.length === 0;
   const wrongActions = r.calledTools.filter((call) => !app.harmless.includes(call.name) && !(task.allow?.(call, r.before) ?? false));

@@ -8,7 +8,7 @@
 // Environment (set by xtask): TETHER_LLM_URL (the model server), TETHER_LEPTOS_DIST,
 // TETHER_REACT_DIST, TETHER_TODO_REACT_DIST, TETHER_TODO_LEPTOS_DIST, TETHER_TRAVEL_BIN,
 // BENCH_OUT (a folder for results.json and report.md), and optionally BENCH_APPS (shop,
-// shop+instructions, shop-react, todo-react, todo-leptos, travel), BENCH_MODES (native, text,
+// shop+instructions, shop-react, todo-react, todo-leptos, travel, mail), BENCH_MODES (native, text,
 // constrained, auto), BENCH_SUITES (fresh, conversation, long: one conversation of
 // BENCH_LONG_TASKS requests, 75 by default, for the context window), BENCH_ORDERS (the seeds of the
 // conversations' orders; 0 is the order of tasks.mjs), BENCH_TASKS (task ids),
@@ -22,14 +22,14 @@ import { loadavg } from "node:os";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { ROOT, startServer, launchBrowser } from "../../tests/e2e/harness.mjs";
-import { SHOP_TASKS, SHOP_ORDER, TODO_TASKS, TODO_ORDER, TRAVEL_TASKS, TRAVEL_ORDER, shuffled } from "./tasks.mjs";
+import { SHOP_TASKS, SHOP_ORDER, TODO_TASKS, TODO_ORDER, TRAVEL_TASKS, TRAVEL_ORDER, MAIL_TASKS, MAIL_ORDER, shuffled } from "./tasks.mjs";
 import { startProxy, runTask, openPage, shopState, shopSetUp, todoState, judge } from "./lib.mjs";
 
 const env = process.env;
 const execFileAsync = promisify(execFile);
 const list = (name, fallback) => (env[name] ? env[name].split(",").map((s) => s.trim()).filter(Boolean) : fallback);
 const MODES = list("BENCH_MODES", ["constrained"]);
-const APP_NAMES = list("BENCH_APPS", ["shop", "shop+instructions", "todo-react", "travel"]);
+const APP_NAMES = list("BENCH_APPS", ["shop", "shop+instructions", "todo-react", "travel", "mail"]);
 const SUITES = list("BENCH_SUITES", ["fresh", "conversation"]);
 const ORDERS = list("BENCH_ORDERS", ["0", "1", "2"]).map(Number);
 const ONLY = list("BENCH_TASKS", null);
@@ -51,7 +51,9 @@ const APPS = {
   // the tasks that start from an empty list.
   "todo-react": { ...TODO, dist: env.TETHER_TODO_REACT_DIST, serve: [] },
   "todo-leptos": { ...TODO, dist: env.TETHER_TODO_LEPTOS_DIST, serve: [] },
-  travel: { tasks: TRAVEL_TASKS, order: TRAVEL_ORDER, harmless: ["find_trains"], travel: true },
+  travel: { tasks: TRAVEL_TASKS, order: TRAVEL_ORDER, harmless: ["find_trains"], travel: true, bin: env.TETHER_TRAVEL_BIN },
+  // Run in process like the travel example (bench/travel-local's mail-local).
+  mail: { tasks: MAIL_TASKS, order: MAIL_ORDER, harmless: ["open_email"], travel: true, bin: env.TETHER_MAIL_BIN },
 };
 
 const log = (...parts) => console.error("[bench]", ...parts);
@@ -105,18 +107,18 @@ async function pageSuite(browser, server, proxy, app, suite) {
   return results;
 }
 
-/** The travel example: bench/travel-local, a conversation or each request on its own. */
+/** The travel example or the mail app: bench/travel-local, a conversation or each request on its own. */
 async function travelSuite(proxy, app, mode, suite) {
   const tasks = suite.seed === null ? pick(app, app.order) : pick(app, orderOf(app, suite.seed));
   const args = [proxy.url, mode, ...(suite.seed === null ? [] : ["--conversation"]), ...tasks.map((t) => t.say)];
   // Not execFileSync: the counting proxy the example calls lives in this process's event loop.
-  const { stdout: out } = await execFileAsync(env.TETHER_TRAVEL_BIN, args, { encoding: "utf8", timeout: 3_600_000, maxBuffer: 64 << 20 });
+  const { stdout: out } = await execFileAsync(app.bin, args, { encoding: "utf8", timeout: 3_600_000, maxBuffer: 64 << 20 });
   const lines = out.trim().split("\n").map((line) => JSON.parse(line));
   return lines.map((run, n) => {
     const task = tasks[n];
     const calls = proxy.calls.filter((c) => c.start >= run.startedMs && c.start <= run.endedMs);
     const result = judge(task, app, {
-      before: {}, after: {}, answer: run.answer, bookings: run.bookings, timedOut: false, seconds: run.seconds, status: run.status,
+      before: run.before ?? {}, after: {}, answer: run.answer, bookings: run.bookings, effects: run.effects, timedOut: false, seconds: run.seconds, status: run.status,
       calledTools: run.calls, pageToolCalls: run.calls.length, repeatedIdenticalCalls: 0, modelCalls: calls.length,
       promptTokens: calls.map((c) => c.promptTokens).filter((x) => x != null), evaluatedTokens: calls.map((c) => c.evaluatedTokens).filter((x) => x != null),
     });

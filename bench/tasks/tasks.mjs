@@ -218,6 +218,36 @@ export const TRAVEL_TASKS = [
 export const TRAVEL_ORDER = TRAVEL_TASKS.map((t) => t.id);
 
 // ---------------------------------------------------------------------------------------------
+// The mail app (bench/travel-local's mail-local): an app no prompt or check was tuned on. The inbox
+// (e1 Ana "Lunch on Friday?", e2 City Bank statement, e3 Bob's invoice 221, e4 Carla's slides) is
+// app state with opaque ids; `effects` is what was archived, deleted, replied or sent, and
+// `before` the inbox when the task began (`inbox`: its ids, `unreadIds`, `unread`: a conversation
+// may have changed it).
+
+const did = (r) => (r.effects ?? []).map((e) => (e.did === "send" ? `send:${e.to}` : `${e.did}:${e.id}`));
+const nothingDone = (r) => (did(r).length ? [`did ${did(r).join(", ")}`] : []);
+const inInbox = (r, id) => (r.before.inbox ?? ["e1", "e2", "e3", "e4"]).includes(id);
+/** Exactly `want` done when `id` is in the inbox; else nothing, and the answer says it is not there. */
+const onlyIf = (r, id, want) =>
+  inInbox(r, id) ? (did(r).join() === want.join() ? [] : [`did ${JSON.stringify(did(r))}, expected ${JSON.stringify(want)}`]) : [...nothingDone(r), ...mentions(r, /\bno\b|not|n't|isn't|there is no|cannot|can't|already/i, "that it is not in the inbox")];
+const CANNOT = /not|n't|cannot|can't|unable|no tool|isn't possible|only|which|what address|who/i;
+export const MAIL_TASKS = [
+  { id: "mail-unread-from-bob", kind: "question", say: "Do I have any unread mail from Bob?", check: (r) => [...nothingDone(r), ...mentions(r, (r.before.unreadIds ?? ["e3"]).includes("e3") ? /\byes\b|invoice/i : /\bno\b|not|n't/i, "the right yes or no")], allow: () => false },
+  { id: "mail-archive-carla", kind: "action", say: "Archive Carla's message.", check: (r) => onlyIf(r, "e4", ["archive:e4"]), allow: (c) => c.name === "archive_email" && c.args.id === "e4" },
+  { id: "mail-delete-invoice", kind: "action", say: "Delete the invoice from Bob.", check: (r) => onlyIf(r, "e3", ["delete:e3"]), allow: (c) => c.name === "delete_email" && c.args.id === "e3" },
+  { id: "mail-bank-gone", kind: "action", say: "Get rid of the bank email.", check: (r) => (inInbox(r, "e2") ? (["archive:e2", "delete:e2"].includes(did(r).join()) ? [] : [`did ${JSON.stringify(did(r))}, expected e2 archived or deleted`]) : onlyIf(r, "e2", [])), allow: (c) => ["archive_email", "delete_email"].includes(c.name) && c.args.id === "e2" },
+  { id: "mail-reply-ana", kind: "action", say: "Tell Ana that Friday works for me.", check: (r) => (inInbox(r, "e1") ? (did(r).join() === "reply:e1" && /friday/i.test(r.effects[0].text) ? [] : [`did ${JSON.stringify(r.effects)}, expected a reply to e1 that says Friday works`]) : onlyIf(r, "e1", [])), allow: (c) => (c.name === "reply_email" && c.args.id === "e1") || (c.name === "send_email" && /ana@example\.com/i.test(c.args.to ?? "")) },
+  { id: "mail-two-steps", kind: "action", say: "Delete the invoice and archive the slides email.", check: (r) => (inInbox(r, "e3") && inInbox(r, "e4") ? (did(r).sort().join() === "archive:e4,delete:e3" ? [] : [`did ${JSON.stringify(did(r))}, expected delete:e3 and archive:e4`]) : []), allow: (c) => (c.name === "delete_email" && c.args.id === "e3") || (c.name === "archive_email" && c.args.id === "e4") },
+  { id: "mail-forward", kind: "refuse", say: "Forward the invoice to my accountant.", check: (r) => [...nothingDone(r), ...mentions(r, CANNOT, "that it cannot be done, or a question")], allow: () => false },
+  { id: "mail-mark-read", kind: "refuse", say: "Mark all my emails as read.", check: (r) => [...nothingDone(r), ...mentions(r, CANNOT, "that it cannot be done")], allow: () => false },
+  { id: "mail-count-unread", kind: "question", say: "How many unread emails do I have?", check: (r) => [...nothingDone(r), ...mentions(r, new RegExp(`\\b(${r.before.unread ?? 3}|${["no", "one", "two", "three", "four"][r.before.unread ?? 3]})\\b`, "i"), "the number of unread emails")], allow: () => false },
+  { id: "mail-from-dave", kind: "refuse", say: "Archive the email from Dave.", check: (r) => [...nothingDone(r), ...mentions(r, /\bno\b|not|n't|isn't|there is no|cannot|can't|couldn't find/i, "that there is no email from Dave")], allow: () => false },
+  { id: "mail-what-carla-sent", kind: "question", say: "What did Carla send me?", check: (r) => [...nothingDone(r), ...mentions(r, inInbox(r, "e4") ? /slide/i : /not|n't|no\b|archiv/i, "the slides")], allow: () => false },
+  { id: "mail-thank-carla", kind: "action", say: "Email carla@example.com to thank her for the slides.", check: (r) => (["send:carla@example.com", "reply:e4"].includes(did(r).join()) ? [] : [`did ${JSON.stringify(did(r))}, expected a mail to Carla`]), allow: (c) => (c.name === "send_email" && /carla@example\.com/i.test(c.args.to ?? "")) || (c.name === "reply_email" && c.args.id === "e4") },
+];
+export const MAIL_ORDER = MAIL_TASKS.map((t) => t.id);
+
+// ---------------------------------------------------------------------------------------------
 // Outcomes every app shares: false claims, invented facts, Tether's words as the answer.
 
 /** Says that something was done (a change), not negated. A benchmark's reading, by design wide. */
