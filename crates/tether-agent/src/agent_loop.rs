@@ -34,7 +34,7 @@ use crate::claims;
 use crate::hooks::HOOK_LABEL;
 use crate::hooks::{
     EventEmitter, HookError, Hooks, ProviderCall, RunBegin, RunBeginDecision, RunInfo, StopCheck, StopDecision,
-    ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart,
+    ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart, status_for_model,
 };
 use crate::model::{
     BoxFuture, ChatMessage, ChatModel, ChatRequest, ModelToolCall, NoteKind, Streams, ToolCallDelta, chat_span,
@@ -228,6 +228,8 @@ pub struct AgentLoop {
     value_check: bool,
     /// See [`AgentLoop::with_action_count`].
     action_count: bool,
+    /// See [`AgentLoop::with_made_up_check`].
+    made_up_check: bool,
     /// See [`AgentLoop::with_trace_content`].
     trace_content: bool,
 }
@@ -419,6 +421,7 @@ impl AgentLoop {
             rival_ratio: None,
             value_check: true,
             action_count: true,
+            made_up_check: true,
             trace_content: false,
         }
         .with_system_prompt(DEFAULT_SYSTEM_PROMPT)
@@ -519,6 +522,22 @@ impl AgentLoop {
     #[must_use]
     pub fn with_action_count(mut self, on: bool) -> Self {
         self.action_count = on;
+        self
+    }
+
+    /// With the fit check on (the default: `true`), a call of a tool that changes something is
+    /// refused when one of its string arguments reads as an identifier (an address, a link, an
+    /// id: [`looks_like_identifier`](crate::looks_like_identifier)) that appears nowhere the model
+    /// could have read it: not in the user's messages, the agent's earlier answers, the results
+    /// of calls that succeeded, the app state, the tools or the instructions
+    /// ([`made_up_value`](crate::made_up_value)). The model reads that it made the value up and
+    /// is to ask the user for it. This is what keeps a small model from mailing an invoice to
+    /// `accountant@example.com` when asked to "forward the invoice to my accountant". Arguments
+    /// that list their values (`enum`) are the value check's; tools that only read or show are
+    /// not checked.
+    #[must_use]
+    pub fn with_made_up_check(mut self, on: bool) -> Self {
+        self.made_up_check = on;
         self
     }
 
@@ -1065,6 +1084,11 @@ impl AgentLoop {
 
             if reply.tool_calls.is_empty() {
                 let mut summarised = false;
+                // Tether's words were left out of the answer: the conversation keeps what the
+                // user read, not what the model wrote (measured: the 1.5B model, having once
+                // answered with the reminder's "The request was: …", answered so in every later
+                // run of the conversation, and stopped acting).
+                let mut cleaned = false;
                 if reply.text.trim().is_empty() {
                     if !state.done.is_empty() {
                         summarised = true;
@@ -1099,6 +1123,7 @@ impl AgentLoop {
                     // Held back by the gate while it could be that refusal; the summary is shown instead.
                     unshown.clone_from(&reply.text);
                     summarised = true;
+                    cleaned = true;
                 }
                 // Tether's words to the model are not the agent's to the user (the gate held them
                 // back): sentences that repeat its notes, and the status tags of tool results
@@ -1113,6 +1138,7 @@ impl AgentLoop {
                 for (what, strip) in tethers {
                     let Some(kept) = strip(&reply.text).filter(|_| !summarised) else { continue };
                     tracing::info!(run = run_id, "{what}");
+                    cleaned = true;
                     if kept.is_empty() {
                         reply.text = state.summary(RunStatus::Completed, self.max_turns);
                         unshown.clone_from(&reply.text);
@@ -1179,6 +1205,7 @@ impl AgentLoop {
                     show(&unshown);
                 }
                 let stop = self.stop_gate(sink, &info, &reply.text, state.rejections, &state.messages).await?;
+                let content = if cleaned { crate::model::with_answer(&content, &reply.text) } else { content };
                 state.messages.push(ChatMessage::Assistant { content, tool_calls: Vec::new() });
                 match stop {
                     StopDecision::Reject { reason, hook } => {
@@ -1226,7 +1253,7 @@ impl AgentLoop {
                 let calls_so_far = state.calls_per_tool.get(&tool_call.name).copied().unwrap_or(0);
                 let unfit = match (&self.questions, self.fit_threshold) {
                     (Some(questions), Some(threshold)) if !state.question && n < admitted => {
-                        self.unfit(questions, state, &visible, tool_call, threshold, run_id).await
+                        self.unfit(questions, state, &visible, tool_call, threshold, host, run_id).await
                     }
                     _ => None,
                 };
@@ -1322,6 +1349,7 @@ impl AgentLoop {
     /// The fit check of one call ([`AgentLoop::with_fit_check`]): its refusal when the message
     /// does not seem to ask for what the tool does. Unknown tools (refused later), read-only
     /// tools and repeats are not asked about; each tool is asked about once per run.
+    #[allow(clippy::too_many_arguments)]
     async fn unfit(
         &self,
         questions: &QuestionCheck,
@@ -1329,18 +1357,27 @@ impl AgentLoop {
         visible: &[&ToolSpec],
         tool_call: &ModelToolCall,
         threshold: f64,
+        host: &dyn ToolHost,
         run_id: &str,
     ) -> Option<ToolOutput> {
         let tool = visible.iter().find(|tool| tool.name == tool_call.name)?;
+        if let Some(refusal) = self.made_up(questions, state, visible, tool, tool_call, host, run_id).await {
+            return Some(refusal);
+        }
         if let Some(refusal) = self.all_done(questions, state, tool, run_id).await {
             return Some(refusal);
         }
         let probability = match state.fits.get(&tool.name) {
             Some(known) => *known,
             None => {
+                let others: Vec<&str> = visible.iter().map(|t| t.name.as_str()).collect();
                 let ask = async {
                     if questions.is_read_only(self.model.as_ref(), tool).await {
                         None
+                    } else if crate::questions::names_tool(&state.request, &tool.name, &others) {
+                        // The message names the tool itself: nothing to ask.
+                        tracing::info!(run = run_id, tool = tool.name, "the message names the tool");
+                        Some(1.0)
                     } else {
                         questions
                             .fit(self.model.as_ref(), &state.request, state.last_answer().as_deref(), tool, threshold)
@@ -1366,7 +1403,7 @@ impl AgentLoop {
             if !self.value_check {
                 return None;
             }
-            return self.unasked_value(questions, state, tool, tool_call, run_id).await;
+            return self.unasked_value(questions, state, tool, tool_call, host, run_id).await;
         }
         tracing::info!(
             run = run_id,
@@ -1382,6 +1419,37 @@ impl AgentLoop {
                  asked, call that one; if none does, tell the user it cannot be done here. Never say it was done.",
                 tool.name,
                 tool.description.trim().trim_end_matches('.')
+            ),
+        ))
+    }
+
+    /// The made-up check ([`AgentLoop::with_made_up_check`]): the refusal of a call of a tool
+    /// that changes something when it gives an argument an identifier the model read nowhere.
+    #[allow(clippy::too_many_arguments)]
+    async fn made_up(
+        &self,
+        questions: &QuestionCheck,
+        state: &RunState,
+        visible: &[&ToolSpec],
+        tool: &ToolSpec,
+        tool_call: &ModelToolCall,
+        host: &dyn ToolHost,
+        run_id: &str,
+    ) -> Option<ToolOutput> {
+        if !self.made_up_check || questions.is_read_only(self.model.as_ref(), tool).await {
+            return None;
+        }
+        let context: Vec<Value> = host.context().into_iter().map(|entry| entry.value).collect();
+        let seen = crate::made_up::seen_text(&self.system_prompt, &state.messages, state.run_start, &context, visible);
+        let (path, value) = crate::made_up::made_up_value(&tool_call.arguments, &tool.parameters, &seen)?;
+        tracing::info!(run = run_id, tool = tool.name, path, value, "a value the model read nowhere; refused");
+        let argument = path.trim_start_matches('/').split('/').next().unwrap_or_default();
+        Some(ToolOutput::new(
+            ResultStatus::Denied,
+            format!(
+                "Not run: \"{value}\" is not in the user's messages or anything the app showed, so it was made up. \
+                 Do not guess it: ask the user for the {} argument \"{argument}\". Never say it was done.",
+                tool.name
             ),
         ))
     }
@@ -1447,10 +1515,20 @@ impl AgentLoop {
         state: &mut RunState,
         tool: &ToolSpec,
         tool_call: &ModelToolCall,
+        host: &dyn ToolHost,
         run_id: &str,
     ) -> Option<ToolOutput> {
         use crate::questions::ValueVerdict;
         let properties = tool.parameters.get("properties")?.as_object()?;
+        // What the app says about the values: its state, and this run's results.
+        let mut sources: Vec<Value> = host.context().into_iter().map(|entry| entry.value).collect();
+        sources.extend(state.messages[state.run_start..].iter().filter_map(|message| match message {
+            ChatMessage::Tool { content, .. } if status_for_model(content).is_ok() => {
+                Some(Value::from(content.as_str()))
+            }
+            _ => None,
+        }));
+        let about_tool = format!("{} {}", tool.name, tool.description);
         for (argument, value) in tool_call.arguments.as_object()? {
             let Some(value) = value.as_str() else { continue };
             let Some(allowed) = properties.get(argument).and_then(|p| p.get("enum")).and_then(Value::as_array) else {
@@ -1467,12 +1545,35 @@ impl AgentLoop {
             {
                 continue;
             }
-            // The message alone first; a refusal is asked again as a reply to the last answer.
-            let Some(mut verdict) = self.value_verdict(questions, state, tool, argument, &allowed, called, None).await
-            else {
+            // The value the message points at through what the app says about it ("Carla's
+            // message" for `e4`) is taken without a question, and another is refused for it.
+            let grounded = crate::grounding::grounded_values(&state.request, &allowed, &sources, &about_tool);
+            let pointed =
+                grounded.iter().enumerate().filter(|(_, n)| **n > 0).max_by_key(|(_, n)| **n).map(|(at, _)| at);
+            let verdict = match pointed {
+                Some(_) if grounded[called] > 0 => continue,
+                Some(at) => {
+                    tracing::info!(
+                        run = run_id,
+                        tool = tool.name,
+                        argument,
+                        value,
+                        ?grounded,
+                        "the message points at another value"
+                    );
+                    Some(ValueVerdict::Other(at))
+                }
+                None => None,
+            };
+            // Else the message alone first; a refusal is asked again as a reply to the last answer.
+            let Some(mut verdict) = (match verdict {
+                Some(verdict) => Some(verdict),
+                None => self.value_verdict(questions, state, tool, argument, &allowed, called, None).await,
+            }) else {
                 continue;
             };
-            if verdict != ValueVerdict::Fits
+            if pointed.is_none()
+                && verdict != ValueVerdict::Fits
                 && let Some(answer) = state.last_answer()
                 && self.value_verdict(questions, state, tool, argument, &allowed, called, Some(&answer)).await
                     == Some(ValueVerdict::Fits)
@@ -2193,7 +2294,7 @@ impl ClaimGate {
         if self.holding {
             return String::new();
         }
-        let Some(end) = self.pending.rfind(['.', '!', '?', '\n']).map(|i| i + 1) else { return String::new() };
+        let Some(end) = claims::complete_up_to(&self.pending) else { return String::new() };
         // The space after a sentence goes with it.
         let end = end + self.pending[end..].len() - self.pending[end..].trim_start().len();
         if claims::unbacked_claim(&self.pending[..end], &self.succeeded).is_some()

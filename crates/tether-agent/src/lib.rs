@@ -11,7 +11,9 @@
 mod agent_loop;
 mod claims;
 mod error;
+mod grounding;
 pub mod hooks;
+mod made_up;
 pub mod model;
 mod questions;
 mod respell;
@@ -49,9 +51,11 @@ pub fn trace_context() -> std::collections::HashMap<String, String> {
     fields
 }
 
+pub use grounding::grounded_values;
+pub use made_up::{looks_like_identifier, made_up_value};
 #[cfg(feature = "openai")]
 pub use model::{MAX_RETRY_AFTER, OpenAiConfig, OpenAiProvider};
 pub use questions::{
-    MOST_VALUES, MessageKind, QuestionCheck, Rival, VALUE_SURE, ValueVerdict, judge_values, names_value,
+    MOST_VALUES, MessageKind, QuestionCheck, Rival, VALUE_SURE, ValueVerdict, judge_values, names_tool, names_value,
 };
 pub use respell::{Respelled, respell};

@@ -194,6 +194,47 @@ pub fn names_value(message: &str, value: &str) -> bool {
     !value.is_empty() && value.iter().all(|word| said.contains(word))
 }
 
+/// The words of a tool's name: split at anything not a letter or digit and where a lowercase
+/// letter meets an uppercase one (`archive_email`, `archiveEmail`: "archive", "email").
+fn name_words(name: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut last_lower = false;
+    for c in name.chars() {
+        if (!c.is_alphanumeric() || (c.is_uppercase() && last_lower)) && !word.is_empty() {
+            words.push(std::mem::take(&mut word));
+        }
+        if c.is_alphanumeric() {
+            word.extend(c.to_lowercase());
+        }
+        last_lower = c.is_lowercase();
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+/// Whether `message` names the tool `tool` itself: a word of its name that the name of no other
+/// tool in `others` has (`archive` of `archive_email` beside `delete_email`; not `cart` of
+/// `cart_add` beside `cart_remove`) is a word of the message or two of its words written as one
+/// ("check out" for `checkout`), or begins one when it has four letters or more ("archived").
+/// Such a call is not asked about by the fit check
+/// ([`AgentLoop::with_fit_check`](crate::AgentLoop::with_fit_check)): the 1.5B model gave "Archive
+/// Carla's message." and `archive_email` ("Move an email out of the inbox into the archive.") 0.73,
+/// under the threshold.
+pub fn names_tool(message: &str, tool: &str, others: &[&str]) -> bool {
+    let mut said = crate::claims::plain_words(message);
+    let joined: Vec<String> = said.windows(2).map(|pair| pair.concat()).collect();
+    said.extend(joined);
+    let taken: Vec<String> =
+        others.iter().filter(|other| **other != tool).flat_map(|other| name_words(other)).collect();
+    name_words(tool)
+        .iter()
+        .filter(|word| !taken.contains(word))
+        .any(|word| said.iter().any(|w| w == word || (word.chars().count() >= 4 && w.starts_with(word.as_str()))))
+}
+
 /// The verdict on the value at `called`, from each allowed value's probability of "yes"
 /// ([`QuestionCheck::value`]). Measured with the 1.5B model on 28 message/value pairs from 7
 /// apps (docs/models.md): a value the message names scores 0.26-0.90, one it does not
@@ -449,6 +490,21 @@ impl QuestionCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_names_a_tool_by_the_word_only_its_name_has() {
+        let mail = ["open_email", "archive_email", "deleteEmail", "reply_email"];
+        assert!(names_tool("Archive Carla's message.", "archive_email", &mail));
+        assert!(names_tool("Please delete the invoice.", "deleteEmail", &mail));
+        assert!(names_tool("I archived it by mistake, archive it again", "archive_email", &mail));
+        assert!(!names_tool("Mark all my emails as read.", "archive_email", &mail), "email is in every name");
+        let shop = ["cart_add", "cart_remove", "open_cart", "checkout"];
+        assert!(!names_tool("Remove the red mug from my cart.", "cart_add", &shop));
+        assert!(names_tool("Add two posters.", "cart_add", &shop));
+        assert!(!names_tool("Address it to Ana.", "cart_add", &shop), "a short word names only as a whole word");
+        assert!(names_tool("Check out, please.", "checkout", &shop));
+        assert!(!names_tool("Check my cart.", "checkout", &shop));
+    }
 
     #[test]
     fn one_word_answers_are_read_from_json_or_from_prose() {

@@ -422,6 +422,13 @@ async fn sentences_that_repeat_tethers_notes_to_the_model_never_reach_the_user()
     assert_eq!(first.outcome.status, RunStatus::Completed);
     assert_eq!(first.outcome.answer, "I could not place the order.");
     assert_eq!(first.streamed.trim_end(), "I could not place the order.");
+    // The conversation keeps what the user read: a later run must not read the notes as its own
+    // earlier answer (the 1.5B model then answered every later message with them).
+    let last_answer = |messages: &[ChatMessage]| match messages.last() {
+        Some(ChatMessage::Assistant { content, tool_calls }) if tool_calls.is_empty() => content.clone(),
+        other => panic!("the run ends with an answer: {other:?}"),
+    };
+    assert_eq!(last_answer(&first.outcome.messages), "I could not place the order.");
 
     // An answer made of nothing else: what was done, in Tether's summary.
     let model = ReplayModel::new(vec![
@@ -441,6 +448,7 @@ async fn sentences_that_repeat_tethers_notes_to_the_model_never_reach_the_user()
         third.outcome.answer
     );
     assert_eq!(third.streamed, third.outcome.answer);
+    assert_eq!(last_answer(&third.outcome.messages), third.outcome.answer);
 }
 
 /// A model for the question check: each classifying request (`complete_json`) is answered by a
@@ -735,10 +743,23 @@ async fn a_call_the_message_asks_for_runs_and_read_only_tools_are_not_asked_abou
     ]);
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
     let shop = Shop::new();
-    let run = run(&agent, &shop, "Add a mug and a poster, then show me my cart.").await;
+    let done = run(&agent, &shop, "Add a mug and a poster, then show me my cart.").await;
     assert_eq!(*shop.ran.lock().unwrap(), ["cart_add", "cart_add", "open_cart"]);
-    assert_eq!(run.outcome.answer, "Added both; here is your cart.");
-    // cart_add once per run (its second call is not asked about again); open_cart only reads.
+    assert_eq!(done.outcome.answer, "Added both; here is your cart.");
+    // The message names cart_add ("Add"), and open_cart only reads: nothing is asked.
+    let asked = model.fit_asked();
+    assert!(asked.is_empty(), "{asked:?}");
+    // In words that do not name it, cart_add is asked about once per run (its second call is
+    // not asked about again); open_cart still is not.
+    let model = Asker::with_logprobs(vec![
+        call("cart_add", json!({"productId": "mug"})),
+        call("cart_add", json!({"productId": "poster"})),
+        call("open_cart", json!({})),
+        text("Done; here is your cart."),
+    ]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let shop = Shop::new();
+    run(&agent, &shop, "Put a mug and a poster in, then show me my cart.").await;
     let asked = model.fit_asked();
     assert_eq!(asked.len(), 1, "{asked:?}");
     assert!(asked[0].contains("Action: Add a product to the shopping cart."), "{}", asked[0]);
@@ -787,7 +808,7 @@ async fn the_answer_before_a_short_reply_goes_along_as_words_not_as_the_json_aro
     assert!(fit[0].starts_with("Message: \"the blue one\""), "{}", fit[0]);
     assert!(fit[1].starts_with(&format!("{before}Message: \"the blue one\"")), "{}", fit[1]);
 
-    // A message that asks for the call by itself: asked once, alone, and the call runs.
+    // A message that names the tool itself ("Add"): nothing asked, and the call runs.
     let model = Asker::with_logprobs(vec![call("cart_add", json!({"productId": "mug-red"})), text("Added.")]);
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
     let history = vec![
@@ -796,7 +817,7 @@ async fn the_answer_before_a_short_reply_goes_along_as_words_not_as_the_json_aro
     ];
     agent.run(&shop, &sink, "r3", "Add a red mug.", history).await;
     assert_eq!(*shop.ran.lock().unwrap(), ["cart_add"]);
-    assert_eq!(model.fit_asked().len(), 1, "{:?}", model.fit_asked());
+    assert!(model.fit_asked().is_empty(), "{:?}", model.fit_asked());
 }
 
 #[tokio::test]
@@ -1140,4 +1161,155 @@ async fn a_call_that_waits_for_approval_after_everything_asked_is_done_is_refuse
     let page = Till::default();
     run(&agent, &page, "Buy me a black T-shirt as well.").await;
     assert_eq!(*page.ran.lock().unwrap(), ["open_cart", "cart_add", "checkout"]);
+}
+
+/// A mailbox: `open_email` reads, `archive_email` and `send_email` change something; the inbox
+/// (with its opaque ids) is the app state.
+#[derive(Default)]
+struct Mailbox {
+    ran: Mutex<Vec<(String, Value)>>,
+    /// The ids are an `enum` of the inbox's (else any string).
+    enum_ids: bool,
+}
+
+impl ToolHost for Mailbox {
+    fn tools(&self) -> Vec<ToolSpec> {
+        let id =
+            if self.enum_ids { json!({"type": "string", "enum": ["e3", "e4"]}) } else { json!({"type": "string"}) };
+        let id = json!({"type": "object", "properties": {"id": id}, "required": ["id"]});
+        vec![
+            spec("open_email", "Open an email and read all of it.").with_parameters(id.clone()),
+            spec("archive_email", "Move an email out of the inbox into the archive.").with_parameters(id),
+            spec("send_email", "Write and send a new email.").with_parameters(
+                json!({"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}}}),
+            ),
+        ]
+    }
+
+    fn context(&self) -> Vec<ContextEntry> {
+        vec![ContextEntry {
+            key: "inbox".into(),
+            description: "The inbox".into(),
+            value: json!([{"id": "e3", "from": "Bob <bob@chen.example>", "subject": "Invoice 221"},
+                          {"id": "e4", "from": "Carla <carla@example.com>", "subject": "Slides"}]),
+        }]
+    }
+
+    fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
+        Ok(())
+    }
+
+    fn execute<'a>(&'a self, call: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput> {
+        self.ran.lock().unwrap().push((call.name.to_string(), args));
+        Box::pin(async move { ToolOutput::new(ResultStatus::Ok, format!("{} done", call.name)) })
+    }
+}
+
+#[tokio::test]
+async fn a_call_the_message_names_by_its_tool_is_not_asked_about() {
+    // "Archive Carla's message." and `archive_email` ("Move an email out of the inbox into the
+    // archive."): 0.73 from the 1.5B model, under the threshold, so the call was refused (the
+    // task benchmark's mail app, 2026-12-05). Here the fit question scores 0.3 unless the
+    // description opens with the message's first word.
+    let turns = || vec![call("archive_email", json!({"id": "e4"})), text("Archived.")];
+    let model = Asker::with_logprobs(turns());
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let mail = Mailbox::default();
+    let done = run(&agent, &mail, "Archive Carla's message.").await;
+    assert_eq!(*mail.ran.lock().unwrap(), [("archive_email".to_string(), json!({"id": "e4"}))]);
+    assert_eq!(done.outcome.answer, "Archived.");
+    assert!(model.fit_asked().is_empty(), "{:?}", model.fit_asked());
+
+    // In other words, the question is asked, and its answer refuses the call.
+    let model =
+        Asker::with_logprobs(vec![call("archive_email", json!({"id": "e4"})), text("That cannot be done here.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let mail = Mailbox::default();
+    run(&agent, &mail, "Put Carla's message away.").await;
+    assert!(mail.ran.lock().unwrap().is_empty());
+    assert_eq!(model.fit_asked().len(), 1);
+}
+
+#[tokio::test]
+async fn a_call_with_an_identifier_nobody_wrote_is_refused_as_made_up() {
+    // "Forward the invoice to my accountant.": the 1.5B model sent the invoice to
+    // "accountant@example.com", an address it made up (the task benchmark's mail app).
+    let forward = json!({"to": "accountant@example.com", "body": "Please see the invoice."});
+    let model = Asker::with_logprobs(vec![call("send_email", forward.clone()), text("I need the address.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let mail = Mailbox::default();
+    let done = run(&agent, &mail, "Send the invoice to my accountant.").await;
+    assert!(mail.ran.lock().unwrap().is_empty(), "the page never saw the call");
+    let results = tool_results(&done.outcome.messages);
+    assert!(
+        results[0].contains(
+            "\"accountant@example.com\" is not in the user's messages or anything the app showed, so it was made \
+             up. Do not guess it: ask the user for the send_email argument \"to\""
+        ),
+        "{results:?}"
+    );
+
+    // An address the app state shows (any case), or the user wrote, is not made up.
+    for (message, to) in
+        [("Send Carla a thank-you.", "CARLA@example.com"), ("Send a note to dave@home.example.", "dave@home.example")]
+    {
+        let args = json!({"to": to, "body": "Thanks!"});
+        let model = Asker::with_logprobs(vec![call("send_email", args.clone()), text("Sent.")]);
+        let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+        let mail = Mailbox::default();
+        run(&agent, &mail, message).await;
+        assert_eq!(*mail.ran.lock().unwrap(), [("send_email".to_string(), args)], "{message}");
+    }
+
+    // A tool that only reads is not checked; and the check can be turned off.
+    let model = Asker::with_logprobs(vec![call("open_email", json!({"id": "e9"})), text("No such email.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let mail = Mailbox::default();
+    run(&agent, &mail, "Send me what e9 says.").await;
+    assert_eq!(mail.ran.lock().unwrap().len(), 1);
+    let model = Asker::with_logprobs(vec![call("send_email", forward.clone()), text("Sent.")]);
+    let agent =
+        AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75)).with_made_up_check(false);
+    let mail = Mailbox::default();
+    run(&agent, &mail, "Send the invoice to my accountant.").await;
+    assert_eq!(*mail.ran.lock().unwrap(), [("send_email".to_string(), forward)]);
+}
+
+#[tokio::test]
+async fn a_value_the_message_points_at_through_the_app_state_is_taken_and_another_refused() {
+    // The inbox's ids say nothing to the model ("Does the message ask for id "e3"?" scored
+    // 0.28-0.33 for every id and message with the 1.5B model); what the app state says of them
+    // does. Here every value question would score 0.1 ("e4" is not a word of the message).
+    let turns = |id: &str| vec![call("archive_email", json!({"id": id})), text("That one cannot be archived.")];
+    let model = Asker::with_logprobs(turns("e4"));
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let mail = Mailbox { enum_ids: true, ..Mailbox::default() };
+    run(&agent, &mail, "Archive Carla's message.").await;
+    assert_eq!(*mail.ran.lock().unwrap(), [("archive_email".to_string(), json!({"id": "e4"}))]);
+    assert!(model.fit_asked().is_empty(), "named, pointed at: nothing asked: {:?}", model.fit_asked());
+
+    let model = Asker::with_logprobs(turns("e3"));
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let mail = Mailbox { enum_ids: true, ..Mailbox::default() };
+    let done = run(&agent, &mail, "Archive Carla's message.").await;
+    assert!(mail.ran.lock().unwrap().is_empty());
+    let results = tool_results(&done.outcome.messages);
+    assert!(
+        results[0]
+            .contains("does not ask for id \"e3\". It asks rather for id \"e4\": call archive_email with that if so."),
+        "{results:?}"
+    );
+    assert!(model.fit_asked().is_empty(), "{:?}", model.fit_asked());
+
+    // A message that points at none of them is asked about as before (and refused here).
+    let model = Asker::with_logprobs(turns("e3"));
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let mail = Mailbox { enum_ids: true, ..Mailbox::default() };
+    run(&agent, &mail, "Archive the email from Dave.").await;
+    assert!(mail.ran.lock().unwrap().is_empty());
+    assert!(
+        model.fit_asked().iter().any(|p| p.contains("Does the message ask for id \"e3\"")),
+        "{:?}",
+        model.fit_asked()
+    );
 }

@@ -113,6 +113,13 @@ struct ServeArgs {
     /// asked). See docs/models.md.
     #[arg(long)]
     no_action_count: bool,
+    /// With the fit check on, do not refuse made-up identifiers. By default a call of a tool that
+    /// changes something is refused when an argument reads as an address, a link or an id that
+    /// appears nowhere the model could have read it (the user's messages, the app state, the
+    /// results, the tools, the instructions): a small model mailed an invoice to an address it
+    /// made up. See docs/models.md.
+    #[arg(long)]
+    no_made_up_check: bool,
     /// Declarative hooks file, recognised by its shape: Azure SRE Agent format (a `hooks:` block
     /// and/or an ExtendedAgent document with `spec.hooks` and `spec.instructions`) or Claude
     /// Code's settings format (`hooks.PreToolUse` …); may be given several times. See docs/hooks.md.
@@ -342,6 +349,7 @@ async fn serve(args: ServeArgs, metrics: Arc<tether_server::metrics::Metrics>) -
         .with_rival_check(args.rival_ratio)
         .with_value_check(!args.no_value_check)
         .with_action_count(!args.no_action_count)
+        .with_made_up_check(!args.no_made_up_check)
         .with_trace_content(args.trace_content);
     if !args.hooks.is_empty() {
         // Invalid hooks refuse to start the server, with a message naming the hook and the field.

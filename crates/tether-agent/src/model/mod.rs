@@ -10,8 +10,8 @@ mod tool_text;
 #[cfg(feature = "openai")]
 pub use openai::{MAX_RETRY_AFTER, OpenAiConfig, OpenAiProvider};
 pub use partial::{partial_object, partial_value};
-pub(crate) use tool_text::answer_of;
 pub use tool_text::{ReadReply, json_values, read_reply};
+pub(crate) use tool_text::{answer_of, with_answer};
 
 use std::future::Future;
 use std::pin::Pin;

@@ -105,6 +105,20 @@ pub(crate) fn answer_of(value: &Value) -> Option<String> {
     object.get("answer")?.as_str().map(String::from)
 }
 
+/// `written` (a reply as the model wrote it) with its answer replaced by `answer`: the same
+/// `{"next": "answer", "answer": …}` object when it was one (a constrained reply, laid out as the
+/// model lays it out), else `answer` itself. What the conversation keeps of an answer Tether
+/// cleaned, so that later runs do not read, and copy, what was left out.
+pub(crate) fn with_answer(written: &str, answer: &str) -> String {
+    let wrapped = serde_json::from_str::<Value>(written.trim()).ok();
+    if wrapped.as_ref().and_then(answer_of).is_some() {
+        let step = crate::model::schema::STEP_KEY;
+        format!("{{\n  \"{step}\": \"answer\",\n  \"answer\": {}\n}}", Value::from(answer))
+    } else {
+        answer.to_string()
+    }
+}
+
 /// Trims and removes runs of blank lines left where calls were cut out.
 pub(crate) fn tidy(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -470,5 +484,15 @@ mod tests {
         assert_eq!(json_values("- {\"ok\": false, \"reason\": \"r\"}"), vec![json!({"ok": false, "reason": "r"})]);
         assert_eq!(json_values("Sure! ```json\n{\"ok\": true,}\n```"), vec![json!({"ok": true})]);
         assert!(json_values("no json here").is_empty());
+    }
+
+    #[test]
+    fn a_cleaned_answer_keeps_the_shape_the_model_wrote() {
+        let written = "{\n  \"next\": \"answer\",\n  \"answer\": \"The request was: 'Archive it.' Done so far\"\n}";
+        assert_eq!(
+            with_answer(written, "Archived \"Slides\"."),
+            "{\n  \"next\": \"answer\",\n  \"answer\": \"Archived \\\"Slides\\\".\"\n}"
+        );
+        assert_eq!(with_answer("The request was: 'Archive it.'", "Archived."), "Archived.");
     }
 }

@@ -1,0 +1,152 @@
+//! Values a call made up: identifiers (an address, a link, an id) that appear nowhere the model
+//! could have read them ([`AgentLoop::with_made_up_check`](crate::AgentLoop::with_made_up_check)).
+
+use serde_json::Value;
+
+use crate::hooks::status_for_model;
+use crate::model::{ChatMessage, NoteKind};
+
+/// Whether `value` reads as an identifier rather than words: one token (no whitespace) with a
+/// letter in it, and an `@`, `/`, `:`, `.`, `_`, `#` or a digit (`ana@example.com`,
+/// `https://…`, `INV-221`). Plain words ("Accepted", "milk") are not checked: a model may write
+/// them in its own words; an address or an id it cannot.
+pub fn looks_like_identifier(value: &str) -> bool {
+    let value = value.trim().trim_end_matches('.');
+    !value.is_empty()
+        && !value.chars().any(char::is_whitespace)
+        && value.chars().any(char::is_alphabetic)
+        && value.chars().any(|c| c.is_ascii_digit() || "@/:._#".contains(c))
+}
+
+/// The form of an identifier that is compared with what the model read: lowercase, without a
+/// scheme (`https://`, `mailto:`) or a trailing `/` or `.`, so a link the user wrote without its
+/// scheme still matches.
+fn comparable(value: &str) -> String {
+    let value = value.trim().to_lowercase();
+    let value =
+        ["https://", "http://", "mailto:"].iter().fold(value.as_str(), |v, scheme| v.strip_prefix(scheme).unwrap_or(v));
+    value.trim_end_matches(['/', '.']).to_string()
+}
+
+/// The first string of `args` (at any depth; its JSON Pointer and the value) that reads as an
+/// identifier ([`looks_like_identifier`]) and is not in `seen`, the lowercase text of everything
+/// the model was shown ([`seen_text`]). An argument whose schema lists its values (`enum`,
+/// `const`) is left to the validation and the value check.
+pub fn made_up_value(args: &Value, parameters: &Value, seen: &str) -> Option<(String, String)> {
+    fn walk(value: &Value, schema: Option<&Value>, path: &str, seen: &str) -> Option<(String, String)> {
+        if schema.is_some_and(|s| s.get("enum").is_some() || s.get("const").is_some()) {
+            return None;
+        }
+        match value {
+            Value::String(text) if looks_like_identifier(text) && !seen.contains(&comparable(text)) => {
+                Some((if path.is_empty() { "/".into() } else { path.to_string() }, text.trim().to_string()))
+            }
+            Value::Object(fields) => fields.iter().find_map(|(key, field)| {
+                let sub = schema.and_then(|s| s.get("properties")).and_then(|p| p.get(key));
+                walk(field, sub, &format!("{path}/{key}"), seen)
+            }),
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .find_map(|(at, item)| walk(item, schema.and_then(|s| s.get("items")), &format!("{path}/{at}"), seen)),
+            _ => None,
+        }
+    }
+    walk(args, Some(parameters), "", seen)
+}
+
+/// Everything the model was shown that a value may come from, lowercase: the system prompt, the
+/// user's messages, the agent's earlier answers (before `run_start`, the run's own messages
+/// after it: what the model wrote in this run is not a source), the results of calls that
+/// succeeded, the app state (`context`, as JSON) and the tools' descriptions and schemas. Not
+/// the loop's notes or refused calls' results, which quote the model's own values back to it.
+pub(crate) fn seen_text(
+    system: &str,
+    messages: &[ChatMessage],
+    run_start: usize,
+    context: &[Value],
+    tools: &[&tether_protocol::ToolSpec],
+) -> String {
+    let mut seen = system.to_lowercase();
+    let mut add = |text: &str| {
+        seen.push('\n');
+        seen.push_str(&text.to_lowercase());
+    };
+    for (at, message) in messages.iter().enumerate() {
+        match message {
+            ChatMessage::User { content } => add(content),
+            ChatMessage::Assistant { content, .. } if at < run_start => add(content),
+            ChatMessage::Tool { content, .. } if status_for_model(content).is_ok() => add(content),
+            ChatMessage::Note { kind: NoteKind::AppState | NoteKind::AppStateChanged, content } => add(content),
+            _ => {}
+        }
+    }
+    for value in context {
+        add(&match value {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        });
+    }
+    for tool in tools {
+        add(&tool.description);
+        add(&tool.parameters.to_string());
+    }
+    seen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn addresses_links_and_ids_are_identifiers_and_words_are_not() {
+        for id in ["ana@example.com", "https://example.com/x", "INV-221", "order_7", "#general", "e3"] {
+            assert!(looks_like_identifier(id), "{id}");
+        }
+        for words in ["Accepted", "milk", "buy milk", "2026-12-06", "42", "", "Thanks, see you Friday."] {
+            assert!(!looks_like_identifier(words), "{words}");
+        }
+    }
+
+    #[test]
+    fn an_identifier_nobody_wrote_is_made_up_and_one_the_model_read_is_not() {
+        let schema = json!({"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}, "id": {"enum": ["e1", "e9"]}}});
+        let seen = "the user's message: email carla@example.com\n[{\"id\":\"e1\"}] see example.com/slides";
+        let call = |args: Value| made_up_value(&args, &schema, seen);
+        assert_eq!(
+            call(json!({"to": " accountant@example.com", "body": "Please forward."})),
+            Some(("/to".into(), "accountant@example.com".into()))
+        );
+        assert_eq!(call(json!({"to": "Carla@Example.com", "body": "Thanks for the slides, they are great."})), None);
+        assert_eq!(call(json!({"to": "https://example.com/slides/"})), None, "a scheme and a trailing slash aside");
+        assert_eq!(call(json!({"id": "e9"})), None, "an enum's values are the value check's");
+        assert_eq!(
+            call(json!({"cc": ["carla@example.com", "dave@example.com"]})),
+            Some(("/cc/1".into(), "dave@example.com".into()))
+        );
+    }
+
+    #[test]
+    fn the_models_own_words_and_refused_results_are_not_sources() {
+        let messages = vec![
+            ChatMessage::User { content: "Email my accountant.".into() },
+            ChatMessage::Assistant { content: "I'll write to acct@firm.example.".into(), tool_calls: Vec::new() },
+            ChatMessage::Tool {
+                call_id: "c".into(),
+                name: "send_email".into(),
+                content: "[denied] Not run: to \"acct@firm.example\" …".into(),
+            },
+            ChatMessage::Tool { call_id: "d".into(), name: "find".into(), content: "found bob@chen.example".into() },
+        ];
+        let seen = seen_text("You help.", &messages, 1, &[json!({"me": "me@home.example"})], &[]);
+        assert!(!seen.contains("acct@firm.example"));
+        assert!(
+            seen.contains("bob@chen.example")
+                && seen.contains("me@home.example")
+                && seen.contains("email my accountant")
+        );
+        // Before the run (an answer the user read), the same words are a source.
+        assert!(seen_text("", &messages, 2, &[], &[]).contains("acct@firm.example"));
+    }
+}
