@@ -4,15 +4,12 @@
 //! `MAIL_TASKS`): opaque ids (`e1`…`e4`), an inbox shared as app state, and requests for things no
 //! tool does (forward, mark as read), where the only right outcome is to say so.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::sync::Mutex;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde_json::{Value, json};
-use tether_agent::{
-    AgentLoop, BoxFuture, CallRef, OpenAiConfig, OpenAiProvider, RunSink, ToolHost, ToolMode, ToolOutput,
-};
-use tether_protocol::{ContextEntry, ResultStatus, Risk, RunEvent, ToolSpec};
+use tether_agent::{AgentLoop, BoxFuture, CallRef, ToolHost, ToolOutput};
+use tether_protocol::{ContextEntry, ResultStatus, Risk, ToolSpec};
 
 /// One email in the inbox.
 #[derive(Clone)]
@@ -168,34 +165,15 @@ impl ToolHost for Mailbox {
     }
 }
 
-fn now_ms() -> u128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or_default()
-}
-
 #[tokio::main]
 #[allow(clippy::print_stdout)]
 async fn main() -> Result<()> {
-    let mut args = std::env::args().skip(1);
-    let base = args.next().context("usage: mail-local BASE_URL TOOL_MODE [--conversation] [REQUEST…]")?;
-    let mode: ToolMode = args.next().unwrap_or_else(|| "auto".into()).parse()?;
-    let mut requests: Vec<String> = args.collect();
-    let conversation = requests.first().is_some_and(|r| r == "--conversation");
-    if conversation {
-        requests.remove(0);
-    }
-    let mut config = OpenAiConfig::new(base, "qwen2.5-coder-1.5b-instruct");
-    config.tool_mode = mode;
-    config.temperature = Some(0.0);
-    config.max_tokens = Some(300);
-    // As `tether serve` does for OpenAI-compatible models.
-    let agent = AgentLoop::new(Arc::new(OpenAiProvider::new(config)?))
-        .with_agent_name("mail")
-        .with_question_check(true)
-        .with_fit_check(Some(tether_agent::DEFAULT_FIT_THRESHOLD));
+    let cli = travel_local::cli("mail-local")?;
+    let agent = travel_local::as_served(AgentLoop::new(travel_local::model(&cli)?).with_agent_name("mail"));
     let mut mailbox = Mailbox::new();
     let mut history = Vec::new();
-    for (n, request) in requests.into_iter().enumerate() {
-        if !conversation {
+    for (n, request) in cli.requests.iter().enumerate() {
+        if !cli.conversation {
             mailbox = Mailbox::new();
             history = Vec::new();
         }
@@ -206,37 +184,13 @@ async fn main() -> Result<()> {
             json!({"inbox": inbox.iter().map(|m| m.id).collect::<Vec<_>>(), "unreadIds": unread, "unread": unread.len()})
         };
         mailbox.calls.lock().expect("calls").clear();
-        let ends = Mutex::new(Vec::new());
-        let on_delta = |_: &str| {};
-        let on_event = |event: RunEvent| {
-            if let RunEvent::ToolExecutionEnd(end) = event {
-                ends.lock()
-                    .expect("ends")
-                    .push(json!({"tool": end.tool, "status": end.status.as_str(), "output": end.output}));
-            }
-        };
-        let started = Instant::now();
-        let started_ms = now_ms();
-        let run_id = format!("run-{n}");
-        let sink = RunSink { on_delta: &on_delta, on_event: &on_event };
-        let outcome = agent.run(&mailbox, &sink, &run_id, &request, history).await;
-        history = outcome.messages.clone();
-        let line = json!({
-            "request": request,
-            "status": outcome.status.as_str(),
-            "answer": outcome.answer,
-            "error": outcome.error,
-            "turns": outcome.turns,
-            "seconds": started.elapsed().as_secs_f64(),
-            "startedMs": started_ms,
-            "endedMs": now_ms(),
-            "before": before,
-            "bookings": [],
-            "effects": mailbox.effects.lock().expect("effects")[effects_before..].to_vec(),
-            "calls": mailbox.calls.lock().expect("calls").clone(),
-            "ends": ends.into_inner().expect("ends"),
-        });
-        println!("{line}");
+        let (messages, mut line) = travel_local::run_one(&agent, &mailbox, n, request, history).await;
+        history = messages;
+        line.insert("before".into(), before);
+        line.insert("bookings".into(), json!([]));
+        line.insert("effects".into(), Value::from(mailbox.effects.lock().expect("effects")[effects_before..].to_vec()));
+        line.insert("calls".into(), Value::from(mailbox.calls.lock().expect("calls").clone()));
+        println!("{}", Value::Object(line));
     }
     Ok(())
 }
