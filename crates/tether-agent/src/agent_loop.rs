@@ -2294,7 +2294,7 @@ impl ClaimGate {
         if self.holding {
             return String::new();
         }
-        let Some(end) = claims::complete_up_to(&self.pending) else { return String::new() };
+        let Some(end) = self.pending.rfind(['.', '!', '?', '\n']).map(|i| i + 1) else { return String::new() };
         // The space after a sentence goes with it.
         let end = end + self.pending[end..].len() - self.pending[end..].trim_start().len();
         if claims::unbacked_claim(&self.pending[..end], &self.succeeded).is_some()

@@ -247,18 +247,6 @@ pub(crate) fn plain_words(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
 }
 
-/// Where the last sentence of `text` that is surely complete ends: after a `.`, `!` or `?` that
-/// a space follows (a full stop at the very end may be one inside `carla@example.com`, still
-/// being written), or after a line break.
-pub(crate) fn complete_up_to(text: &str) -> Option<usize> {
-    let bytes = text.as_bytes();
-    (0..bytes.len()).rev().find_map(|i| match bytes[i] {
-        b'\n' => Some(i + 1),
-        b'.' | b'!' | b'?' if bytes.get(i + 1).is_some_and(u8::is_ascii_whitespace) => Some(i + 1),
-        _ => None,
-    })
-}
-
 /// Pieces of the reminder's frame that no answer to a user has: "(The request was: "…". Done so
 /// far: cart_add {…}. …)" (measured: the 1.5B model answered "The request was: 'Please put 3
 /// black T-shirts in my cart.' Done so far: cart_add {…}").
@@ -453,9 +441,6 @@ mod tests {
             sentences("Mail carla@example.com now. It is $12.00."),
             ["Mail carla@example.com now. ", "It is $12.00."]
         );
-        assert_eq!(complete_up_to("Sent to carla@example."), None, "the address may go on");
-        assert_eq!(complete_up_to("Sent. To carla@example."), Some(5));
-        assert_eq!(complete_up_to("Sent to carla@example.com.\nDone"), Some(27));
         let parroted = "The request was: 'Please put 3 black T-shirts in my cart.' Done so far: cart_add {}.";
         assert!(strip_notes(parroted, &notes).is_some_and(|kept| !kept.contains("Done so far")));
     }
