@@ -1361,7 +1361,9 @@ impl AgentLoop {
         run_id: &str,
     ) -> Option<ToolOutput> {
         let tool = visible.iter().find(|tool| tool.name == tool_call.name)?;
-        if let Some(refusal) = self.made_up(questions, state, visible, tool, tool_call, host, run_id).await {
+        // The app state's values, read once for the made-up check and the value check.
+        let context: Vec<Value> = host.context().into_iter().map(|entry| entry.value).collect();
+        if let Some(refusal) = self.made_up(questions, state, visible, tool, tool_call, &context, run_id).await {
             return Some(refusal);
         }
         if let Some(refusal) = self.all_done(questions, state, tool, run_id).await {
@@ -1403,7 +1405,7 @@ impl AgentLoop {
             if !self.value_check {
                 return None;
             }
-            return self.unasked_value(questions, state, tool, tool_call, host, run_id).await;
+            return self.unasked_value(questions, state, tool, tool_call, &context, run_id).await;
         }
         tracing::info!(
             run = run_id,
@@ -1433,14 +1435,13 @@ impl AgentLoop {
         visible: &[&ToolSpec],
         tool: &ToolSpec,
         tool_call: &ModelToolCall,
-        host: &dyn ToolHost,
+        context: &[Value],
         run_id: &str,
     ) -> Option<ToolOutput> {
         if !self.made_up_check || questions.is_read_only(self.model.as_ref(), tool).await {
             return None;
         }
-        let context: Vec<Value> = host.context().into_iter().map(|entry| entry.value).collect();
-        let seen = crate::made_up::seen_text(&self.system_prompt, &state.messages, state.run_start, &context, visible);
+        let seen = crate::made_up::seen_text(&self.system_prompt, &state.messages, state.run_start, context, visible);
         let (path, value) = crate::made_up::made_up_value(&tool_call.arguments, &tool.parameters, &seen)?;
         tracing::info!(run = run_id, tool = tool.name, path, value, "a value the model read nowhere; refused");
         let argument = path.trim_start_matches('/').split('/').next().unwrap_or_default();
@@ -1515,13 +1516,13 @@ impl AgentLoop {
         state: &mut RunState,
         tool: &ToolSpec,
         tool_call: &ModelToolCall,
-        host: &dyn ToolHost,
+        context: &[Value],
         run_id: &str,
     ) -> Option<ToolOutput> {
         use crate::questions::ValueVerdict;
         let properties = tool.parameters.get("properties")?.as_object()?;
         // What the app says about the values: its state, and this run's results.
-        let mut sources: Vec<Value> = host.context().into_iter().map(|entry| entry.value).collect();
+        let mut sources = context.to_vec();
         sources.extend(state.messages[state.run_start..].iter().filter_map(|message| match message {
             ChatMessage::Tool { content, .. } if status_for_model(content).is_ok() => {
                 Some(Value::from(content.as_str()))
