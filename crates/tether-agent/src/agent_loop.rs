@@ -270,14 +270,40 @@ const DO_NOT_REPEAT: &str = "Do not repeat it: answer the user, or call somethin
 const OVER_LIMIT: &str = "times in this request, the most allowed. Answer the user.";
 /// What the loop says after an empty reply.
 const EMPTY_REPLY: &str = "Your reply was empty. Answer the user.";
+/// What the loop guard says once when a run that did nothing got an answer made only of
+/// Tether's words to the model (a refusal, a note, the list of what was done).
+const HANDED_BACK: &str = "Your reply only repeated what Tether wrote to you; the user cannot read that. \
+                           Do what the user asked with a tool, or answer the user in your own words.";
+/// The answer of a run that did nothing when the model answered with the user's message twice.
+const ECHOED_TWICE: &str = "I could not do that, so nothing was done.";
 /// What the action count says of a call that waits for approval once every action the message
 /// asks for is done ([`AgentLoop::with_action_count`]), after the counts.
 const ALL_DONE: &str = "Tell the user what was done; do not call it unless the user asks for it.";
 
+/// A check's refusal of a call: what the model reads as the call's result, and what the user
+/// reads when the run does nothing more and its answer was left out (the model handed Tether's
+/// words back: [`RunState::summary`]).
+struct Refusal {
+    output: ToolOutput,
+    for_user: String,
+}
+
+impl Refusal {
+    fn new(for_model: String, for_user: impl Into<String>) -> Refusal {
+        Refusal { output: ToolOutput::new(ResultStatus::Denied, for_model), for_user: for_user.into() }
+    }
+}
+
+/// What the user reads of a call refused because the message does not ask for it.
+const NO_ACTION_FOR_IT: &str = "Nothing was done: I could not find an action in this app that does what you asked.";
+
+/// The made-up check's instruction, before the tool and argument it names.
+const MADE_UP: &str = "Do not guess it: ask the user for the";
+
 /// The fixed words of the notes Tether writes to the model (not what they quote: a tool's
 /// result, the user's request): an answer sentence that repeats them is left out
 /// ([`claims::strip_notes`]).
-const NOTES: [&str; 10] = [
+const NOTES: [&str; 12] = [
     crate::model::REMINDER,
     crate::model::REMINDER_AFTER_REFUSAL,
     crate::model::NOT_DONE_YET,
@@ -286,8 +312,10 @@ const NOTES: [&str; 10] = [
     OVER_LIMIT,
     EMPTY_REPLY,
     ALL_DONE,
+    HANDED_BACK,
     claims::NUDGE,
     claims::QUESTION_NUDGE,
+    MADE_UP,
 ];
 
 /// What leaves Tether's own words out of an answer (`None`: there were none).
@@ -1089,6 +1117,8 @@ impl AgentLoop {
                 // answered with the reminder's "The request was: …", answered so in every later
                 // run of the conversation, and stopped acting).
                 let mut cleaned = false;
+                // The answer was only Tether's words handed back.
+                let mut handed_back = false;
                 if reply.text.trim().is_empty() {
                     if !state.done.is_empty() {
                         summarised = true;
@@ -1124,6 +1154,7 @@ impl AgentLoop {
                     unshown.clone_from(&reply.text);
                     summarised = true;
                     cleaned = true;
+                    handed_back = true;
                 }
                 // Tether's words to the model are not the agent's to the user (the gate held them
                 // back): sentences that repeat its notes, and the status tags of tool results
@@ -1143,10 +1174,42 @@ impl AgentLoop {
                         reply.text = state.summary(RunStatus::Completed, self.max_turns);
                         unshown.clone_from(&reply.text);
                         summarised = true;
+                        handed_back = true;
                     } else {
                         reply.text = kept;
                         unshown = strip(&unshown).unwrap_or(unshown);
                     }
+                }
+                if handed_back && state.done.is_empty() && !state.nudged_empty {
+                    // Nothing was done and the model only handed Tether's words back: it is told
+                    // so once and answers again (nothing of this reply was shown); a second such
+                    // answer ends the run with why nothing was done.
+                    state.nudged_empty = true;
+                    tracing::info!(run = run_id, "the answer was only Tether's words; asked again");
+                    state.messages.push(ChatMessage::Assistant { content, tool_calls: Vec::new() });
+                    state
+                        .messages
+                        .push(ChatMessage::note(NoteKind::Hook, format!("{HOOK_LABEL}{LOOP_LABEL} {HANDED_BACK}")));
+                    self.end_turn(sink, &info, String::new(), 0).await?;
+                    continue;
+                }
+                if self.loop_guard.check_claims
+                    && !summarised
+                    && state.echo_nudged
+                    && claims::echoes(&reply.text, &state.request)
+                {
+                    // The message repeated again (measured: the 1.5B model answered "Mark all my
+                    // emails as read." twice to that message, in the mail conversation): the user
+                    // reads what was done, or that nothing was, never their own words back.
+                    tracing::info!(run = run_id, "the answer repeats the request again; summarised");
+                    reply.text = match (state.done.is_empty(), &state.not_done_because) {
+                        (false, _) => state.summary(RunStatus::Completed, self.max_turns),
+                        (true, Some(why)) => why.clone(),
+                        (true, None) => ECHOED_TWICE.to_string(),
+                    };
+                    unshown.clone_from(&reply.text);
+                    summarised = true;
+                    cleaned = true;
                 }
                 if self.loop_guard.check_claims
                     && !summarised
@@ -1276,7 +1339,8 @@ impl AgentLoop {
                         ),
                     ))
                 } else if let Some(refusal) = unfit {
-                    Some(refusal)
+                    state.not_done_because = Some(refusal.for_user);
+                    Some(refusal.output)
                 } else if guard.max_calls_per_tool > 0 && calls_so_far >= guard.max_calls_per_tool {
                     Some(ToolOutput::new(
                         ResultStatus::Denied,
@@ -1359,7 +1423,7 @@ impl AgentLoop {
         threshold: f64,
         host: &dyn ToolHost,
         run_id: &str,
-    ) -> Option<ToolOutput> {
+    ) -> Option<Refusal> {
         let tool = visible.iter().find(|tool| tool.name == tool_call.name)?;
         // The app state's values, read once for the made-up check and the value check.
         let context: Vec<Value> = host.context().into_iter().map(|entry| entry.value).collect();
@@ -1405,7 +1469,7 @@ impl AgentLoop {
             if !self.value_check {
                 return None;
             }
-            return self.unasked_value(questions, state, tool, tool_call, &context, run_id).await;
+            return self.unasked_value(questions, state, visible, tool, tool_call, &context, run_id).await;
         }
         tracing::info!(
             run = run_id,
@@ -1414,14 +1478,14 @@ impl AgentLoop {
             threshold,
             "the message does not ask for the call; refused"
         );
-        Some(ToolOutput::new(
-            ResultStatus::Denied,
+        Some(Refusal::new(
             format!(
                 "Not run: the user's message does not ask for what {} does ({}). If another tool does what the user \
                  asked, call that one; if none does, tell the user it cannot be done here. Never say it was done.",
                 tool.name,
                 tool.description.trim().trim_end_matches('.')
             ),
+            NO_ACTION_FOR_IT,
         ))
     }
 
@@ -1437,7 +1501,7 @@ impl AgentLoop {
         tool_call: &ModelToolCall,
         context: &[Value],
         run_id: &str,
-    ) -> Option<ToolOutput> {
+    ) -> Option<Refusal> {
         if !self.made_up_check || questions.is_read_only(self.model.as_ref(), tool).await {
             return None;
         }
@@ -1445,13 +1509,13 @@ impl AgentLoop {
         let (path, value) = crate::made_up::made_up_value(&tool_call.arguments, &tool.parameters, &seen)?;
         tracing::info!(run = run_id, tool = tool.name, path, value, "a value the model read nowhere; refused");
         let argument = path.trim_start_matches('/').split('/').next().unwrap_or_default();
-        Some(ToolOutput::new(
-            ResultStatus::Denied,
+        Some(Refusal::new(
             format!(
                 "Not run: \"{value}\" is not in the user's messages or anything the app showed, so it was made up. \
-                 Do not guess it: ask the user for the {} argument \"{argument}\". Never say it was done.",
+                 {MADE_UP} {} argument \"{argument}\". Never say it was done.",
                 tool.name
             ),
+            format!("Nothing was done: I do not know the \"{argument}\" to use. Please tell me what it is."),
         ))
     }
 
@@ -1470,7 +1534,7 @@ impl AgentLoop {
         state: &mut RunState,
         tool: &ToolSpec,
         run_id: &str,
-    ) -> Option<ToolOutput> {
+    ) -> Option<Refusal> {
         if self.action_counter().is_none()
             || !matches!(tool.risk, Risk::High | Risk::Critical)
             || state.changes_done == 0
@@ -1494,8 +1558,7 @@ impl AgentLoop {
         }
         tracing::info!(run = run_id, tool = tool.name, asked, done, "every action asked for is done; refused");
         let plural = |n: usize, word: &str| if n == 1 { format!("{n} {word}") } else { format!("{n} {word}s") };
-        Some(ToolOutput::new(
-            ResultStatus::Denied,
+        Some(Refusal::new(
             format!(
                 "Not run: {} ({}) waits for the user's approval, and the user's message asks for {}, which the {} \
                  this request made already did. {ALL_DONE}",
@@ -1504,21 +1567,24 @@ impl AgentLoop {
                 plural(asked, "action"),
                 plural(done, "call"),
             ),
+            "Nothing more was done: what you asked for was done already.",
         ))
     }
 
     /// The value check ([`AgentLoop::with_value_check`]): the call's refusal when the message
     /// does not ask for a value it gives an argument that allows only a few. Each argument's
     /// values are asked about once per run.
+    #[allow(clippy::too_many_arguments)]
     async fn unasked_value(
         &self,
         questions: &QuestionCheck,
         state: &mut RunState,
+        visible: &[&ToolSpec],
         tool: &ToolSpec,
         tool_call: &ModelToolCall,
         context: &[Value],
         run_id: &str,
-    ) -> Option<ToolOutput> {
+    ) -> Option<Refusal> {
         use crate::questions::ValueVerdict;
         let properties = tool.parameters.get("properties")?.as_object()?;
         // What the app says about the values: its state, and this run's results.
@@ -1530,6 +1596,8 @@ impl AgentLoop {
             _ => None,
         }));
         let about_tool = format!("{} {}", tool.name, tool.description);
+        // The names the message uses that the app showed nowhere ("Dave"), found once.
+        let mut unknown: Option<Vec<String>> = None;
         for (argument, value) in tool_call.arguments.as_object()? {
             let Some(value) = value.as_str() else { continue };
             let Some(allowed) = properties.get(argument).and_then(|p| p.get("enum")).and_then(Value::as_array) else {
@@ -1548,7 +1616,8 @@ impl AgentLoop {
             }
             // The value the message points at through what the app says about it ("Carla's
             // message" for `e4`) is taken without a question, and another is refused for it.
-            let grounded = crate::grounding::grounded_values(&state.request, &allowed, &sources, &about_tool);
+            let grounding = crate::grounding::grounded_values(&state.request, &allowed, &sources, &about_tool);
+            let grounded = &grounding.said;
             let pointed =
                 grounded.iter().enumerate().filter(|(_, n)| **n > 0).max_by_key(|(_, n)| **n).map(|(at, _)| at);
             let verdict = match pointed {
@@ -1566,6 +1635,33 @@ impl AgentLoop {
                 }
                 None => None,
             };
+            // A value the app describes, called for a message that points at none and names
+            // what the app has nowhere ("the email from Dave" with no email from a Dave), is a
+            // guess: the message means something the app does not have.
+            if pointed.is_none() && grounding.described[called] {
+                let unknown = unknown.get_or_insert_with(|| {
+                    let shown = crate::made_up::shown_text(&self.system_prompt, &state.messages, context, visible);
+                    crate::grounding::unknown_names(&state.request, &shown)
+                });
+                if let Some(name) = unknown.first() {
+                    tracing::info!(
+                        run = run_id,
+                        tool = tool.name,
+                        argument,
+                        value,
+                        name,
+                        "the message names what the app shows nowhere; refused"
+                    );
+                    return Some(Refusal::new(
+                        format!(
+                            "Not run: the user's message speaks of \"{name}\", and nothing the app shows mentions \
+                             \"{name}\", so {argument} \"{value}\" is not what the user means. Tell the user that \
+                             the app shows nothing about \"{name}\". Never say it was done."
+                        ),
+                        format!("Nothing was done: I could not find \"{name}\" in the app."),
+                    ));
+                }
+            }
             // Else the message alone first; a refusal is asked again as a reply to the last answer.
             let Some(mut verdict) = (match verdict {
                 Some(verdict) => Some(verdict),
@@ -1605,12 +1701,12 @@ impl AgentLoop {
                 ?verdict,
                 "the message does not ask for the value; refused"
             );
-            return Some(ToolOutput::new(
-                ResultStatus::Denied,
+            return Some(Refusal::new(
                 format!(
                     "Not run: the user's message does not ask for {argument} \"{value}\". {because} Never say it \
                      was done."
                 ),
+                format!("Nothing was done: I was not sure which {argument} you meant."),
             ));
         }
         None
@@ -1676,7 +1772,7 @@ impl AgentLoop {
         tool: &ToolSpec,
         ratio: f64,
         run_id: &str,
-    ) -> Option<ToolOutput> {
+    ) -> Option<Refusal> {
         let offered: Vec<ToolSpec> = visible.iter().map(|t| (*t).clone()).collect();
         // Each tool's effect is asked once per server (remembered by name and description).
         let read_only = questions.read_only(self.model.as_ref(), &offered).await;
@@ -1718,13 +1814,13 @@ impl AgentLoop {
                      be done here."
                 .to_string(),
         };
-        Some(ToolOutput::new(
-            ResultStatus::Denied,
+        Some(Refusal::new(
             format!(
                 "Not run: the user's message does not ask for what {} does ({}). {instead} Never say it was done.",
                 tool.name,
                 tool.description.trim().trim_end_matches('.')
             ),
+            NO_ACTION_FOR_IT,
         ))
     }
 
@@ -1997,6 +2093,8 @@ struct RunState {
     request: String,
     /// What the loop guard told the model when it did not run a call.
     refusals: Vec<String>,
+    /// The last check's refusal in this run, as the user reads it ([`Refusal`]).
+    not_done_because: Option<String>,
     /// A `followUp: false` tool ended the run: its result is the answer.
     answered_by_tool: bool,
     /// A request of this run was refused as too long and the history was cut for it.
@@ -2063,6 +2161,10 @@ pub struct RunCheckpoint {
     /// Calls of the run that succeeded and change something ([`AgentLoop::with_action_count`]).
     #[serde(default)]
     pub changes_done: u32,
+    /// The last check's refusal in the run, as the user reads it when the run did nothing and
+    /// its answer was left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_done_because: Option<String>,
 }
 
 impl RunState {
@@ -2087,6 +2189,7 @@ impl RunState {
             unreadable_in_a_row: self.unreadable_in_a_row,
             question: self.question,
             changes_done: self.changes_done,
+            not_done_because: self.not_done_because.clone(),
         }
     }
 
@@ -2106,6 +2209,7 @@ impl RunState {
             echo_nudged: checkpoint.echo_nudged,
             request: checkpoint.request,
             refusals: checkpoint.refusals,
+            not_done_because: checkpoint.not_done_because,
             rejections: checkpoint.rejections,
             unreadable_in_a_row: checkpoint.unreadable_in_a_row,
             nudged_empty: checkpoint.nudged_empty,
@@ -2183,10 +2287,11 @@ impl RunState {
             return match status {
                 RunStatus::MaxTurns => format!("{why}Nothing was done in {max_turns} steps."),
                 _ if !why.is_empty() => format!("{why}Nothing was done."),
-                _ => "I have no answer to give.".to_string(),
+                // A check refused the run's calls: the user reads why nothing was done.
+                _ => self.not_done_because.clone().unwrap_or_else(|| "I have no answer to give.".to_string()),
             };
         }
-        let mut text = format!("{why}What was done:");
+        let mut text = format!("{why}{}", claims::WHAT_WAS_DONE);
         for (name, args, result) in &self.done {
             let args = match args.as_object() {
                 Some(object) if !object.is_empty() => format!(" {args}"),

@@ -276,9 +276,20 @@ pub(crate) fn repeats_note(sentence: &str, notes: &[String]) -> bool {
     })
 }
 
+/// How the list of what a run did opens, in the answer Tether writes when the model gave none
+/// (`RunState::summary`).
+pub(crate) const WHAT_WAS_DONE: &str = "What was done:";
+
 /// `answer` without its sentences that repeat a note Tether wrote to the model
-/// ([`repeats_note`]); `None` when it has none.
+/// ([`repeats_note`]); `None` when it has none. An answer that opens as Tether's list of what was
+/// done is all Tether's (measured: the 1.5B model, having read such a list as an earlier answer
+/// of the conversation, answered a later request with "What was done:\n- open_email {…}: not
+/// done" and no call).
 pub(crate) fn strip_notes(answer: &str, notes: &[String]) -> Option<String> {
+    let opening = answer.trim_start();
+    if opening.get(..WHAT_WAS_DONE.len()).is_some_and(|head| head.eq_ignore_ascii_case(WHAT_WAS_DONE)) {
+        return Some(String::new());
+    }
     let mut kept = String::new();
     let mut stripped = false;
     for sentence in sentences(answer) {

@@ -1,6 +1,10 @@
 //! Which of an argument's allowed values a message points at through what the app says about
 //! them: `e4` is "Carla Diaz, Slides for Monday" in the inbox the app shares, so "Archive Carla's
-//! message." points at `e4` although it never writes it ([`grounded_values`]).
+//! message." points at `e4` although it never writes it ([`grounded_values`]); and the names a
+//! message uses that nothing the app shows has ("Dave" in "Archive the email from Dave." when no
+//! email is from a Dave: [`unknown_names`]).
+
+use std::collections::HashSet;
 
 use serde_json::Value;
 
@@ -75,14 +79,29 @@ fn pieces(source: &Value, value: &str, out: &mut Vec<String>) {
     }
 }
 
+/// What the app's data says about each of an argument's allowed values, and what a message
+/// points at through it ([`grounded_values`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grounding {
+    /// For each allowed value, how many of the words only its pieces of the data have are
+    /// words of the message.
+    pub said: Vec<usize>,
+    /// For each allowed value, whether the data has words only its pieces have: the data tells
+    /// it apart from the others (an inbox entry does; two fares on one line do not).
+    pub described: Vec<bool>,
+}
+
 /// For each of `allowed`, how many of the words that only its pieces of the app's data have
 /// (`sources`: the app state's values and the run's results; [`pieces`]) are words of
-/// `message` (`Carla` for `e4` in "Archive Carla's message."). Words of `ignore` (the tool's
-/// name and description) and of the values themselves do not count. All zero when the data says
-/// nothing that tells the values apart.
-pub fn grounded_values(message: &str, allowed: &[&str], sources: &[Value], ignore: &str) -> Vec<usize> {
+/// `message` (`Carla` for `e4` in "Archive Carla's message."), and whether it has such words at
+/// all. Words of `ignore` (the tool's name and description) and of the allowed values do not
+/// count. All zero when the data says nothing that tells the values apart.
+pub fn grounded_values(message: &str, allowed: &[&str], sources: &[Value], ignore: &str) -> Grounding {
     let ignored = words(ignore, false);
     let said = words(message, false);
+    // The values' own words are the value check's to read ("tourist" in a line that has both
+    // fares tells nothing about "first").
+    let value_words: Vec<String> = allowed.iter().flat_map(|value| crate::claims::plain_words(value)).collect();
     let own: Vec<Vec<String>> = allowed
         .iter()
         .map(|value| {
@@ -93,7 +112,6 @@ pub fn grounded_values(message: &str, allowed: &[&str], sources: &[Value], ignor
             let mut own: Vec<String> = found.iter().flat_map(|piece| words(piece, true)).collect();
             own.sort();
             own.dedup();
-            let value_words = crate::claims::plain_words(value);
             own.retain(|w| !value_words.contains(w) && !ignored.contains(w));
             own
         })
@@ -101,15 +119,53 @@ pub fn grounded_values(message: &str, allowed: &[&str], sources: &[Value], ignor
     let said_one = |word: &str| {
         said.iter().any(|w| w == word || w.strip_suffix('s') == Some(word) || word.strip_suffix('s') == Some(w))
     };
-    own.iter()
+    let only: Vec<Vec<&String>> = own
+        .iter()
         .enumerate()
         .map(|(at, mine)| {
             mine.iter()
                 .filter(|w| own.iter().enumerate().all(|(other, theirs)| other == at || !theirs.contains(w)))
-                .filter(|w| said_one(w))
-                .count()
+                .collect()
         })
-        .collect()
+        .collect();
+    Grounding {
+        said: only.iter().map(|mine| mine.iter().filter(|w| said_one(w)).count()).collect(),
+        described: only.iter().map(|mine| !mine.is_empty()).collect(),
+    }
+}
+
+/// The names `message` uses that `shown` (the lowercase text of everything the app showed:
+/// [`shown_text`](crate::made_up::shown_text)) does not have, as the message writes them: words
+/// of three letters or more that begin with a capital and go on in lowercase ("Dave", not "ASAP"
+/// or "T-shirt") and do not open a sentence, a quotation or what follows a colon. A name the user
+/// uses that the app has nowhere cannot be what a call picks from the app's list: "Archive the
+/// email from Dave." when no email is from a Dave.
+pub fn unknown_names(message: &str, shown: &str) -> Vec<String> {
+    let known: HashSet<String> = crate::claims::plain_words(shown).into_iter().collect();
+    let mut names = Vec::new();
+    let mut opening = true;
+    for token in message.split_whitespace() {
+        let starts_quote = token.starts_with(['"', '\'', '“', '‘', '(', '«']);
+        let word = token.trim_matches(|c: char| !c.is_alphanumeric());
+        let word = word.strip_suffix("'s").or_else(|| word.strip_suffix("’s")).unwrap_or(word);
+        let mut chars = word.chars();
+        let is_name = chars.next().is_some_and(char::is_uppercase)
+            && word.chars().count() >= 3
+            && word.chars().all(char::is_alphabetic)
+            && chars.any(char::is_lowercase);
+        if is_name && !opening && !starts_quote {
+            let lower = word.to_lowercase();
+            let plural = lower.strip_suffix('s').map(str::to_string);
+            if !known.contains(&lower)
+                && !plural.is_some_and(|p| known.contains(&p))
+                && !names.iter().any(|n: &String| n.to_lowercase() == lower)
+            {
+                names.push(word.to_string());
+            }
+        }
+        opening = token.ends_with(['.', '!', '?', ':']) || (starts_quote && word.is_empty());
+    }
+    names
 }
 
 #[cfg(test)]
@@ -131,7 +187,7 @@ mod tests {
 
     #[test]
     fn a_message_points_at_the_entry_whose_own_words_it_uses() {
-        let grounded = |message: &str| grounded_values(message, &IDS, &inbox(), TOOL);
+        let grounded = |message: &str| grounded_values(message, &IDS, &inbox(), TOOL).said;
         assert_eq!(grounded("Archive Carla's message."), [0, 0, 0, 1]);
         assert_eq!(grounded("Delete the invoice from Bob."), [0, 0, 2, 0]);
         assert_eq!(grounded("Get rid of the bank email."), [0, 1, 0, 0]);
@@ -148,9 +204,49 @@ mod tests {
             "Red mug (mug-red): $12.00. A red ceramic mug, 350 ml.\nSpace poster (poster-space): $15.00. A poster of the Milky Way."
         )];
         let allowed = ["mug-red", "poster-space"];
-        assert_eq!(grounded_values("Add the Milky Way one.", &allowed, &products, "cart_add"), [0, 2]);
-        assert_eq!(grounded_values("Add the ceramic one.", &allowed, &products, "cart_add"), [1, 0]);
+        assert_eq!(grounded_values("Add the Milky Way one.", &allowed, &products, "cart_add").said, [0, 2]);
+        assert_eq!(grounded_values("Add the ceramic one.", &allowed, &products, "cart_add").said, [1, 0]);
         let result = vec![json!("Trains: Train 412 dep 08:10 morning; Train 418 dep 17:30 evening")];
-        assert_eq!(grounded_values("the evening one", &["412", "418"], &result, "book_ticket"), [0, 1]);
+        assert_eq!(grounded_values("the evening one", &["412", "418"], &result, "book_ticket").said, [0, 1]);
+    }
+
+    #[test]
+    fn a_value_is_described_when_the_data_has_words_only_its_pieces_have() {
+        assert_eq!(grounded_values("Archive it.", &IDS, &inbox(), TOOL).described, [true; 4]);
+        // Both fares on each line: nothing tells "first" from "tourist".
+        let fares = vec![json!(
+            "Train 412 dep 08:10, first 95000 ARS, tourist 41000 ARS; Train 418 dep 17:30, first 99000 ARS, tourist 43000 ARS"
+        )];
+        let fare = grounded_values("a tourist seat", &["first", "tourist"], &fares, "book_ticket");
+        assert_eq!(
+            fare,
+            Grounding { said: vec![0, 0], described: vec![false; 2] },
+            "\"tourist\" is not a word of first's"
+        );
+        // No data about the values at all.
+        assert_eq!(grounded_values("Add a mug.", &["mug-red", "mug-blue"], &[], "cart_add").described, [false; 2]);
+    }
+
+    #[test]
+    fn names_the_app_shows_nowhere_are_unknown() {
+        let shown = inbox()[0].to_string().to_lowercase();
+        let unknown = |message: &str| unknown_names(message, &shown);
+        assert_eq!(unknown("Archive the email from Dave."), ["Dave"]);
+        assert_eq!(unknown("Archive Dave's email, and Dave's reply."), ["Dave"], "once, without the possessive");
+        // Names the inbox has, in any case or with a plural; words that open a sentence, a
+        // quotation or what follows a colon; acronyms and words with other signs.
+        for known in [
+            "Archive Carla's message.",
+            "Tell ana that Friday works.",
+            "Delete the Invoices from Bob Chen.",
+            "Archive it. Thanks!",
+            "Reply to Ana: Sounds good.",
+            "Reply \"Great work\" to Carla.",
+            "Archive the oldest email ASAP.",
+            "Buy me a large black T-shirt.",
+            "I want to archive everything.",
+        ] {
+            assert_eq!(unknown(known), Vec::<String>::new(), "{known}");
+        }
     }
 }

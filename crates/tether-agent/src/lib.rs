@@ -51,7 +51,7 @@ pub fn trace_context() -> std::collections::HashMap<String, String> {
     fields
 }
 
-pub use grounding::grounded_values;
+pub use grounding::{Grounding, grounded_values, unknown_names};
 pub use made_up::{looks_like_identifier, made_up_value};
 #[cfg(feature = "openai")]
 pub use model::{MAX_RETRY_AFTER, OpenAiConfig, OpenAiProvider};

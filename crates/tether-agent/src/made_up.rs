@@ -67,6 +67,30 @@ pub(crate) fn seen_text(
     context: &[Value],
     tools: &[&tether_protocol::ToolSpec],
 ) -> String {
+    text_of(system, messages, Some(run_start), context, tools)
+}
+
+/// What the app showed, lowercase: [`seen_text`] without the conversation's words (the user's
+/// messages and the agent's answers): the system prompt, the results of calls that succeeded,
+/// the app state and the tools. What a name the user uses is looked for in
+/// ([`unknown_names`](crate::grounding::unknown_names)).
+pub(crate) fn shown_text(
+    system: &str,
+    messages: &[ChatMessage],
+    context: &[Value],
+    tools: &[&tether_protocol::ToolSpec],
+) -> String {
+    text_of(system, messages, None, context, tools)
+}
+
+/// [`seen_text`] (`run_start` given: the conversation's words count) or [`shown_text`].
+fn text_of(
+    system: &str,
+    messages: &[ChatMessage],
+    run_start: Option<usize>,
+    context: &[Value],
+    tools: &[&tether_protocol::ToolSpec],
+) -> String {
     let mut seen = system.to_lowercase();
     let mut add = |text: &str| {
         seen.push('\n');
@@ -74,8 +98,8 @@ pub(crate) fn seen_text(
     };
     for (at, message) in messages.iter().enumerate() {
         match message {
-            ChatMessage::User { content } => add(content),
-            ChatMessage::Assistant { content, .. } if at < run_start => add(content),
+            ChatMessage::User { content } if run_start.is_some() => add(content),
+            ChatMessage::Assistant { content, .. } if run_start.is_some_and(|start| at < start) => add(content),
             ChatMessage::Tool { content, .. } if status_for_model(content).is_ok() => add(content),
             ChatMessage::Note { kind: NoteKind::AppState | NoteKind::AppStateChanged, content } => add(content),
             _ => {}
@@ -88,6 +112,7 @@ pub(crate) fn seen_text(
         });
     }
     for tool in tools {
+        add(&tool.name);
         add(&tool.description);
         add(&tool.parameters.to_string());
     }
@@ -148,5 +173,9 @@ mod tests {
         );
         // Before the run (an answer the user read), the same words are a source.
         assert!(seen_text("", &messages, 2, &[], &[]).contains("acct@firm.example"));
+        // What the app showed has no words of the conversation's.
+        let shown = shown_text("You help.", &messages, &[json!({"me": "me@home.example"})], &[]);
+        assert!(shown.contains("bob@chen.example") && shown.contains("me@home.example"));
+        assert!(!shown.contains("accountant") && !shown.contains("acct@firm.example"));
     }
 }

@@ -221,6 +221,13 @@ async fn an_answer_that_only_repeats_the_request_is_withheld_and_the_model_is_to
     assert_eq!(run.outcome.answer, "Added the red mug.");
     assert_eq!(run.streamed, "Added the red mug.", "the echo never reached the page");
     assert!(last_user(&model.requests()[1]).contains("Your answer only repeats the user's message"));
+
+    // Twice: the user reads that nothing was done, not their own words back (measured: "Mark
+    // all my emails as read." answered so, in the mail conversation of the task benchmark).
+    let model = ReplayModel::new(vec![text("Mark all my emails as read."), text("Mark all my emails as read.")]);
+    let run = self::run(&AgentLoop::new(model), &Shop::new(), "Mark all my emails as read.").await;
+    assert_eq!(run.outcome.answer, "I could not do that, so nothing was done.");
+    assert_eq!(run.streamed, run.outcome.answer, "the echo never reached the page");
 }
 
 #[tokio::test]
@@ -1305,11 +1312,100 @@ async fn a_value_the_message_points_at_through_the_app_state_is_taken_and_anothe
     let model = Asker::with_logprobs(turns("e3"));
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
     let mail = Mailbox { enum_ids: true, ..Mailbox::default() };
-    run(&agent, &mail, "Archive the email from Dave.").await;
+    run(&agent, &mail, "Archive the other email.").await;
     assert!(mail.ran.lock().unwrap().is_empty());
     assert!(
         model.fit_asked().iter().any(|p| p.contains("Does the message ask for id \"e3\"")),
         "{:?}",
         model.fit_asked()
     );
+}
+
+#[tokio::test]
+async fn a_value_called_for_a_name_the_app_shows_nowhere_is_refused_without_a_question() {
+    // "Archive the email from Dave." with no email from a Dave: the 1.5B model archived Bob's
+    // invoice and answered "The email from Dave has been archived." (the task benchmark's mail
+    // app, 2026-12-05); asked about each id, it said "yes" to every one alike.
+    let turns = vec![
+        call("archive_email", json!({"id": "e3"})),
+        text("The email from Dave has been archived."),
+        text("The email from Dave has been archived."),
+    ];
+    let model = Asker::with_logprobs(turns);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let mail = Mailbox { enum_ids: true, ..Mailbox::default() };
+    let done = run(&agent, &mail, "Archive the email from Dave.").await;
+    assert!(mail.ran.lock().unwrap().is_empty());
+    let results = tool_results(&done.outcome.messages);
+    assert!(
+        results[0].contains(
+            "speaks of \"Dave\", and nothing the app shows mentions \"Dave\", so id \"e3\" is not what the user means"
+        ),
+        "{results:?}"
+    );
+    assert!(!model.fit_asked().iter().any(|p| p.contains("Does the message ask for id")), "{:?}", model.fit_asked());
+    // The claim is withheld, and nothing was done: the user reads why.
+    assert_eq!(
+        done.outcome.answer,
+        "I could not do that: no tool call in this request did it, so nothing was done. (Tether withheld an answer that said otherwise.)"
+    );
+
+    // A name the app shows, in another message, is not refused so.
+    let model = Asker::with_logprobs(vec![call("archive_email", json!({"id": "e3"})), text("Archived.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let mail = Mailbox { enum_ids: true, ..Mailbox::default() };
+    run(&agent, &mail, "Archive the email from Bob.").await;
+    assert_eq!(*mail.ran.lock().unwrap(), [("archive_email".to_string(), json!({"id": "e3"}))]);
+}
+
+#[tokio::test]
+async fn an_answer_that_hands_a_refusal_back_is_replaced_by_why_nothing_was_done() {
+    // "Please ask the user for the send_email argument 'to'." was the 1.5B model's answer after
+    // the made-up check refused its call (the task benchmark's mail conversation, 2026-12-05):
+    // Tether's words to the model, shown to the user.
+    // The model is told once, and answers again in its own words.
+    let forward = json!({"to": "accountant@example.com", "body": "Please see the invoice."});
+    let echo = || text("Please ask the user for the send_email argument 'to'.");
+    let model = Asker::with_logprobs(vec![
+        call("send_email", forward.clone()),
+        echo(),
+        text("What is your accountant's email address?"),
+    ]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let mail = Mailbox::default();
+    let done = run(&agent, &mail, "Send the invoice to my accountant.").await;
+    assert!(mail.ran.lock().unwrap().is_empty());
+    assert_eq!(done.outcome.answer, "What is your accountant's email address?");
+    assert!(
+        done.outcome.messages.iter().any(|m| matches!(m, ChatMessage::Note { content, .. }
+            if content.contains("Your reply only repeated what Tether wrote to you"))),
+        "{:?}",
+        done.outcome.messages
+    );
+
+    // Twice: the user reads why nothing was done.
+    let model = Asker::with_logprobs(vec![call("send_email", forward), echo(), echo()]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let mail = Mailbox::default();
+    let done = run(&agent, &mail, "Send the invoice to my accountant.").await;
+    assert!(mail.ran.lock().unwrap().is_empty());
+    assert_eq!(done.outcome.answer, "Nothing was done: I do not know the \"to\" to use. Please tell me what it is.");
+}
+
+#[tokio::test]
+async fn an_answer_in_the_shape_of_tethers_list_of_what_was_done_is_not_delivered() {
+    // "What was done:\n- open_email {"id":"e2"}: not done (invalid_args)" was the 1.5B model's
+    // answer to "Email carla@example.com to thank her for the slides." late in the mail
+    // conversation, with no call: it copied the list Tether had written as an earlier answer.
+    let copied = "What was done:\n- open_email {\"id\":\"e3\"}: not done (invalid_args)";
+    let model = Asker::with_logprobs(vec![
+        text(copied),
+        call("send_email", json!({"to": "carla@example.com", "body": "Thanks for the slides!"})),
+        text("Sent."),
+    ]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let mail = Mailbox::default();
+    let done = run(&agent, &mail, "Send carla@example.com a thank-you for the slides.").await;
+    assert_eq!(mail.ran.lock().unwrap().len(), 1, "asked again, the model sent it");
+    assert_eq!(done.outcome.answer, "Sent.");
 }
