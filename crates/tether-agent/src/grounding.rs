@@ -137,14 +137,15 @@ pub fn grounded_values(message: &str, allowed: &[&str], sources: &[Value], ignor
 /// The names `message` uses that `shown` (the lowercase text of everything the app showed:
 /// [`shown_text`](crate::made_up::shown_text)) does not have, as the message writes them: words
 /// of three letters or more that begin with a capital and go on in lowercase ("Dave", not "ASAP"
-/// or "T-shirt") and do not open a sentence, a quotation or what follows a colon. A name the user
+/// or "T-shirt") and do not open a line, a sentence, a quotation or what follows a colon. A name the user
 /// uses that the app has nowhere cannot be what a call picks from the app's list: "Archive the
 /// email from Dave." when no email is from a Dave.
 pub fn unknown_names(message: &str, shown: &str) -> Vec<String> {
     let known: HashSet<String> = crate::claims::plain_words(shown).into_iter().collect();
     let mut names = Vec::new();
     let mut opening = true;
-    for token in message.split_whitespace() {
+    for (line_start, token) in message.lines().flat_map(|line| line.split_whitespace().enumerate()) {
+        opening |= line_start == 0;
         let starts_quote = token.starts_with(['"', '\'', '“', '‘', '(', '«']);
         let word = token.trim_matches(|c: char| !c.is_alphanumeric());
         let word = word.strip_suffix("'s").or_else(|| word.strip_suffix("’s")).unwrap_or(word);
@@ -241,6 +242,7 @@ mod tests {
             "Delete the Invoices from Bob Chen.",
             "Archive it. Thanks!",
             "Reply to Ana: Sounds good.",
+            "Reply to Ana\nSounds good",
             "Reply \"Great work\" to Carla.",
             "Archive the oldest email ASAP.",
             "Buy me a large black T-shirt.",
