@@ -274,8 +274,9 @@ const EMPTY_REPLY: &str = "Your reply was empty. Answer the user.";
 /// Tether's words to the model (a refusal, a note, the list of what was done).
 const HANDED_BACK: &str = "Your reply only repeated what Tether wrote to you; the user cannot read that. \
                            Do what the user asked with a tool, or answer the user in your own words.";
-/// The answer of a run that did nothing when the model answered with the user's message twice.
-const ECHOED_TWICE: &str = "I could not do that, so nothing was done.";
+/// The answer of a run that did nothing and that the model did not answer (it handed Tether's
+/// words back, or the user's message twice), when no check refused a call.
+const NOTHING_DONE: &str = "I could not do that, so nothing was done.";
 /// What the action count says of a call that waits for approval once every action the message
 /// asks for is done ([`AgentLoop::with_action_count`]), after the counts.
 const ALL_DONE: &str = "Tell the user what was done; do not call it unless the user asks for it.";
@@ -1149,7 +1150,7 @@ impl AgentLoop {
                     // The model handed the loop guard's own refusal back as its answer: the user
                     // reads what was done instead.
                     tracing::info!(run = run_id, "the answer repeats a refusal of the loop guard; summarised");
-                    reply.text = state.summary(RunStatus::Completed, self.max_turns);
+                    reply.text = state.not_answered(self.max_turns);
                     // Held back by the gate while it could be that refusal; the summary is shown instead.
                     unshown.clone_from(&reply.text);
                     summarised = true;
@@ -1171,7 +1172,7 @@ impl AgentLoop {
                     tracing::info!(run = run_id, "{what}");
                     cleaned = true;
                     if kept.is_empty() {
-                        reply.text = state.summary(RunStatus::Completed, self.max_turns);
+                        reply.text = state.not_answered(self.max_turns);
                         unshown.clone_from(&reply.text);
                         summarised = true;
                         handed_back = true;
@@ -1202,11 +1203,7 @@ impl AgentLoop {
                     // emails as read." twice to that message, in the mail conversation): the user
                     // reads what was done, or that nothing was, never their own words back.
                     tracing::info!(run = run_id, "the answer repeats the request again; summarised");
-                    reply.text = match (state.done.is_empty(), &state.not_done_because) {
-                        (false, _) => state.summary(RunStatus::Completed, self.max_turns),
-                        (true, Some(why)) => why.clone(),
-                        (true, None) => ECHOED_TWICE.to_string(),
-                    };
+                    reply.text = state.not_answered(self.max_turns);
                     unshown.clone_from(&reply.text);
                     summarised = true;
                     cleaned = true;
@@ -2272,6 +2269,18 @@ impl RunState {
             })
             .collect();
         self.messages.extend(closed);
+    }
+
+    /// What the user reads when the model's answer was not one (Tether's words handed back, the
+    /// user's message repeated): what was done; else why nothing was, as the last check's
+    /// refusal says; else, for a question, that there is no answer, and for a request, that
+    /// nothing was done.
+    fn not_answered(&self, max_turns: u32) -> String {
+        match (self.done.is_empty(), &self.not_done_because) {
+            (false, _) | (true, Some(_)) => self.summary(RunStatus::Completed, max_turns),
+            (true, None) if self.question => self.summary(RunStatus::Completed, max_turns),
+            (true, None) => NOTHING_DONE.to_string(),
+        }
     }
 
     /// The answer of a run that ended without one: what was done, or why nothing was.

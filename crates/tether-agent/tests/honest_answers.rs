@@ -1408,4 +1408,12 @@ async fn an_answer_in_the_shape_of_tethers_list_of_what_was_done_is_not_delivere
     let done = run(&agent, &mail, "Send carla@example.com a thank-you for the slides.").await;
     assert_eq!(mail.ran.lock().unwrap().len(), 1, "asked again, the model sent it");
     assert_eq!(done.outcome.answer, "Sent.");
+
+    // Twice, with nothing done and no call refused: the user reads that nothing was done (was
+    // "I have no answer to give.", measured in the mail conversation).
+    let reminder = || text("The request was: \"Email Carla.\" Done so far: nothing.");
+    let model = ReplayModel::new(vec![reminder(), reminder()]);
+    let run = run(&AgentLoop::new(model), &Shop::new(), "Email Carla.").await;
+    assert_eq!(run.outcome.answer, "I could not do that, so nothing was done.");
+    assert_eq!(run.streamed, run.outcome.answer, "Tether's words never reached the page");
 }
