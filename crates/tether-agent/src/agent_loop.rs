@@ -2276,10 +2276,10 @@ impl RunState {
     /// refusal says; else, for a question, that there is no answer, and for a request, that
     /// nothing was done.
     fn not_answered(&self, max_turns: u32) -> String {
-        match (self.done.is_empty(), &self.not_done_because) {
-            (false, _) | (true, Some(_)) => self.summary(RunStatus::Completed, max_turns),
-            (true, None) if self.question => self.summary(RunStatus::Completed, max_turns),
-            (true, None) => NOTHING_DONE.to_string(),
+        if self.done.is_empty() && self.not_done_because.is_none() && !self.question {
+            NOTHING_DONE.to_string()
+        } else {
+            self.summary(RunStatus::Completed, max_turns)
         }
     }
 
