@@ -7,12 +7,13 @@
 //
 // Environment (set by xtask): TETHER_LLM_URL (the model server), TETHER_LEPTOS_DIST,
 // TETHER_REACT_DIST, TETHER_TODO_REACT_DIST, TETHER_TODO_LEPTOS_DIST, TETHER_TRAVEL_BIN,
-// BENCH_OUT (a folder for results.json and report.md), and optionally BENCH_APPS (shop,
-// shop+instructions, shop-react, todo-react, todo-leptos, travel, mail), BENCH_MODES (native, text,
-// constrained, auto), BENCH_SUITES (fresh, conversation, long: one conversation of
-// BENCH_LONG_TASKS requests, 75 by default, for the context window), BENCH_ORDERS (the seeds of the
-// conversations' orders; 0 is the order of tasks.mjs), BENCH_TASKS (task ids),
-// BENCH_TASK_TIMEOUT_S, BENCH_MODEL_NAME, BENCH_SERVE_ARGS (more `tether serve` flags).
+// TETHER_MAIL_BIN, TETHER_CALENDAR_BIN, BENCH_OUT (a folder for results.json and report.md), and
+// optionally BENCH_APPS (shop, shop+instructions, shop-react, todo-react, todo-leptos, travel,
+// mail, calendar), BENCH_MODES (native, text, constrained, auto), BENCH_SUITES (fresh,
+// conversation, long: one conversation of BENCH_LONG_TASKS requests, 75 by default, for the
+// context window), BENCH_ORDERS (the seeds of the conversations' orders; 0 is the order of
+// tasks.mjs), BENCH_TASKS (task ids), BENCH_TASK_TIMEOUT_S, BENCH_MODEL_NAME, BENCH_SERVE_ARGS
+// (more `tether serve` flags).
 // `cargo xtask bench --tasks` sets them from its flags. Prints one table per app, mode and suite
 // and a summary; writes BENCH_OUT/results.json and BENCH_OUT/report.md.
 
@@ -22,14 +23,14 @@ import { loadavg } from "node:os";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { ROOT, startServer, launchBrowser } from "../../tests/e2e/harness.mjs";
-import { SHOP_TASKS, SHOP_ORDER, TODO_TASKS, TODO_ORDER, TRAVEL_TASKS, TRAVEL_ORDER, MAIL_TASKS, MAIL_ORDER, shuffled } from "./tasks.mjs";
+import { SHOP_TASKS, SHOP_ORDER, TODO_TASKS, TODO_ORDER, TRAVEL_TASKS, TRAVEL_ORDER, MAIL_TASKS, MAIL_ORDER, CALENDAR_TASKS, CALENDAR_ORDER, shuffled } from "./tasks.mjs";
 import { startProxy, runTask, openPage, shopState, shopSetUp, todoState, judge } from "./lib.mjs";
 
 const env = process.env;
 const execFileAsync = promisify(execFile);
 const list = (name, fallback) => (env[name] ? env[name].split(",").map((s) => s.trim()).filter(Boolean) : fallback);
 const MODES = list("BENCH_MODES", ["constrained"]);
-const APP_NAMES = list("BENCH_APPS", ["shop", "shop+instructions", "todo-react", "travel", "mail"]);
+const APP_NAMES = list("BENCH_APPS", ["shop", "shop+instructions", "todo-react", "travel", "mail", "calendar"]);
 const SUITES = list("BENCH_SUITES", ["fresh", "conversation"]);
 const ORDERS = list("BENCH_ORDERS", ["0", "1", "2"]).map(Number);
 const ONLY = list("BENCH_TASKS", null);
@@ -52,8 +53,9 @@ const APPS = {
   "todo-react": { ...TODO, dist: env.TETHER_TODO_REACT_DIST, serve: [] },
   "todo-leptos": { ...TODO, dist: env.TETHER_TODO_LEPTOS_DIST, serve: [] },
   travel: { tasks: TRAVEL_TASKS, order: TRAVEL_ORDER, harmless: ["find_trains"], travel: true, bin: env.TETHER_TRAVEL_BIN },
-  // Run in process like the travel example (bench/travel-local's mail-local).
+  // Run in process like the travel example (bench/travel-local's mail-local and calendar-local).
   mail: { tasks: MAIL_TASKS, order: MAIL_ORDER, harmless: ["open_email"], travel: true, bin: env.TETHER_MAIL_BIN },
+  calendar: { tasks: CALENDAR_TASKS, order: CALENDAR_ORDER, harmless: ["open_event"], travel: true, bin: env.TETHER_CALENDAR_BIN },
 };
 
 const log = (...parts) => console.error("[bench]", ...parts);

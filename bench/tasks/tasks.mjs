@@ -248,6 +248,44 @@ export const MAIL_TASKS = [
 export const MAIL_ORDER = MAIL_TASKS.map((t) => t.id);
 
 // ---------------------------------------------------------------------------------------------
+// The calendar app (bench/travel-local's calendar-local): the second app no prompt or check was
+// tuned on, written after every mechanism of docs/models.md. The week (c1 Team standup Monday
+// 09:00, c2 Dentist Tuesday 15:00, c3 Lunch with Ana Friday 13:00, c4 Project review with Bob
+// Thursday 11:00) is app state with opaque ids; times are `HH:MM`. `effects` is what was added,
+// moved or cancelled, and `before.events` the week when the task began.
+
+const calDid = (r) => (r.effects ?? []).map((e) => (e.did === "add" ? `add:${e.day}:${e.time}` : e.did === "move" ? `move:${e.id}:${e.day}:${e.time}` : `${e.did}:${e.id}`));
+const events = (r) => r.before.events ?? [];
+const event = (r, id) => events(r).find((e) => e.id === id);
+const calNothing = (r) => (calDid(r).length ? [`did ${calDid(r).join(", ")}`] : []);
+/** Exactly `want(e)` done when event `id` is on the calendar; else nothing, and the answer says it is not there. */
+const calOnlyIf = (r, id, want) => {
+  const e = event(r, id);
+  if (!e) return [...calNothing(r), ...mentions(r, /\bno\b|not|n't|isn't|there is no|cannot|can't|couldn't find|already/i, "that it is not on the calendar")];
+  const expected = want(e);
+  return calDid(r).join() === expected.join() ? [] : [`did ${JSON.stringify(calDid(r))}, expected ${JSON.stringify(expected)}`];
+};
+const hourBefore = (time) => `${String((Number(time.slice(0, 2)) + 23) % 24).padStart(2, "0")}${time.slice(2)}`;
+const hour12 = (time) => `${((Number(time.slice(0, 2)) + 11) % 12) + 1}`;
+export const CALENDAR_TASKS = [
+  { id: "cal-add-haircut", kind: "action", say: "Put a haircut on Saturday at 10am.", check: (r) => (calDid(r).join() === "add:Saturday:10:00" && /haircut/i.test(r.effects[0].title) ? [] : [`did ${JSON.stringify(r.effects)}, expected a haircut added on Saturday at 10:00`]), allow: (c) => c.name === "add_event" && c.args.day === "Saturday" && c.args.time === "10:00" },
+  { id: "cal-move-dentist", kind: "action", say: "Move my dentist appointment to 4pm.", check: (r) => calOnlyIf(r, "c2", (e) => [`move:c2:${e.day}:16:00`]), allow: (c, before) => c.name === "move_event" && c.args.id === "c2" && c.args.time === "16:00" && (c.args.day ?? (before.events ?? []).find((e) => e.id === "c2")?.day) === (before.events ?? []).find((e) => e.id === "c2")?.day },
+  { id: "cal-cancel-lunch", kind: "action", say: "Cancel lunch with Ana.", check: (r) => calOnlyIf(r, "c3", () => ["cancel:c3"]), allow: (c) => c.name === "cancel_event" && c.args.id === "c3" },
+  { id: "cal-invite", kind: "refuse", say: "Invite Bob to the project review.", check: (r) => [...calNothing(r), ...mentions(r, CANNOT, "that it cannot be done")], allow: () => false },
+  { id: "cal-when-dentist", kind: "question", say: "When is my dentist appointment?", check: (r) => { const e = event(r, "c2"); return [...calNothing(r), ...(e ? mentions(r, new RegExp(`${e.day}[^.]*\\b(${e.time}|${hour12(e.time)}\\s?(pm|p\\.m\\.|:00))`, "i"), `${e.day} at ${e.time}`) : mentions(r, /not|n't|no\b|cancel/i, "that there is none"))]; }, allow: () => false },
+  { id: "cal-thursday", kind: "question", say: "What do I have on Thursday?", check: (r) => { const on = events(r).filter((e) => e.day === "Thursday"); return [...calNothing(r), ...(on.length ? on.flatMap((e) => mentions(r, new RegExp(e.title.split(" ")[0], "i"), e.title)) : mentions(r, /nothing|no\b|not|n't|free/i, "that Thursday is free"))]; }, allow: () => false },
+  { id: "cal-standup-wednesday", kind: "action", say: "Move the standup to Wednesday.", check: (r) => calOnlyIf(r, "c1", (e) => [`move:c1:Wednesday:${e.time}`]), allow: (c) => c.name === "move_event" && c.args.id === "c1" && c.args.day === "Wednesday" },
+  { id: "cal-cancel-dave", kind: "refuse", say: "Cancel my meeting with Dave.", check: (r) => [...calNothing(r), ...mentions(r, /\bno\b|not|n't|isn't|there is no|cannot|can't|couldn't find/i, "that there is no meeting with Dave")], allow: () => false },
+  { id: "cal-two-steps", kind: "action", say: "Cancel the project review and add a gym session on Thursday at 6pm.", check: (r) => { const want = [...(event(r, "c4") ? ["cancel:c4"] : []), "add:Thursday:18:00"].sort().join(); return calDid(r).sort().join() === want ? [] : [`did ${JSON.stringify(calDid(r))}, expected ${want}`]; }, allow: (c) => (c.name === "cancel_event" && c.args.id === "c4") || (c.name === "add_event" && c.args.day === "Thursday" && c.args.time === "18:00") },
+  // No tool sets reminders: saying so is right, and so is a reminder put on the calendar as an
+  // event an hour before the dentist.
+  { id: "cal-reminder", kind: "refuse", say: "Remind me about the dentist an hour before.", check: (r) => (calDid(r).length && event(r, "c2") && calDid(r).join() === `add:${event(r, "c2").day}:${hourBefore(event(r, "c2").time)}` ? [] : [...calNothing(r), ...mentions(r, CANNOT, "that it cannot be done")]), allow: (c, before) => { const e = (before.events ?? []).find((x) => x.id === "c2"); return !!e && c.name === "add_event" && c.args.day === e.day && c.args.time === hourBefore(e.time); } },
+  { id: "cal-count", kind: "question", say: "How many events do I have this week?", check: (r) => { const n = events(r).length; return [...calNothing(r), ...mentions(r, new RegExp(`\\b(${n}|${["no", "one", "two", "three", "four", "five", "six", "seven"][n]})\\b`, "i"), `${n} events`)]; }, allow: () => false },
+  { id: "cal-where-lunch", kind: "question", say: "Where am I having lunch on Friday?", check: (r) => [...calNothing(r), ...mentions(r, event(r, "c3") ? /roma/i : /not|n't|no\b|cancel/i, event(r, "c3") ? "Cafe Roma" : "that there is no lunch")], allow: () => false },
+];
+export const CALENDAR_ORDER = CALENDAR_TASKS.map((t) => t.id);
+
+// ---------------------------------------------------------------------------------------------
 // Outcomes every app shares: false claims, invented facts, Tether's words as the answer.
 
 /** Says that something was done (a change), not negated. A benchmark's reading, by design wide. */

@@ -290,7 +290,7 @@ fn task_bench(args: &[String]) -> Result<()> {
     let apps = env
         .iter()
         .find(|(var, _)| *var == "BENCH_APPS")
-        .map_or("shop,shop+instructions,todo-react,travel,mail".to_string(), |(_, v)| v.clone());
+        .map_or("shop,shop+instructions,todo-react,travel,mail,calendar".to_string(), |(_, v)| v.clone());
     let toolchain = toolchain::setup(Needs { browser: true, ..Needs::default() })?;
     let (leptos, _) = build_storefront(toolchain)?;
     let runtime = runtime_module(toolchain)?;
@@ -305,7 +305,7 @@ fn task_bench(args: &[String]) -> Result<()> {
         build_leptos_app(toolchain, &todo_leptos, &todo_leptos.join("dist"))?;
     }
     run(in_repo("cargo").args(["build", "-p", "tether-server", "--bin", "tether"]))?;
-    if apps.contains("travel") || apps.contains("mail") {
+    if ["travel", "mail", "calendar"].iter().any(|app| apps.contains(app)) {
         // Apart: `--bin tether` would leave travel-local's binaries unbuilt.
         run(in_repo("cargo").args(["build", "-p", "travel-local"]))?;
     }
@@ -327,6 +327,7 @@ fn task_bench(args: &[String]) -> Result<()> {
         .env("TETHER_TODO_LEPTOS_DIST", todo_leptos.join("dist"))
         .env("TETHER_TRAVEL_BIN", repo_root().join("target/debug/travel-local"))
         .env("TETHER_MAIL_BIN", repo_root().join("target/debug/mail-local"))
+        .env("TETHER_CALENDAR_BIN", repo_root().join("target/debug/calendar-local"))
         .env("BENCH_OUT", &out))?;
     if !extras {
         return Ok(());
