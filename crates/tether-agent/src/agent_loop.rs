@@ -37,7 +37,8 @@ use crate::hooks::{
     ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart, status_for_model,
 };
 use crate::model::{
-    BoxFuture, ChatMessage, ChatModel, ChatRequest, ModelToolCall, NoteKind, Streams, ToolCallDelta, chat_span,
+    BoxFuture, ChatMessage, ChatModel, ChatRequest, ModelToolCall, NoteKind, StepRule, Streams, ToolCallDelta,
+    chat_span,
 };
 use crate::questions::{MessageKind, QuestionCheck};
 
@@ -1030,7 +1031,13 @@ impl AgentLoop {
                 (streams.tool_call)(delta);
             };
             let timed = Streams { text: &on_delta, tool_call: &on_tool_call };
-            let result = self.model.complete_streaming(&request, timed).instrument(span.clone()).await;
+            // Until the run calls something, a request's reply that starts to answer although its
+            // tools were likelier is asked again for the call (`StepRule`): measured with the 1.5B
+            // model, "Cancel lunch with Ana." was answered "… has been canceled." with the tools
+            // at 0.52 against 0.44 for the answer. A question's run, or one that called, answers
+            // as the model writes.
+            let rule = if state.question || state.called { StepRule::AsWritten } else { StepRule::CallIfLikelier };
+            let result = self.model.complete_step(&request, rule, timed).instrument(span.clone()).await;
             if let Err(error) = &result {
                 span.record("error.type", &*error.kind());
             }
@@ -1060,6 +1067,7 @@ impl AgentLoop {
                     host.provider_refused(&refused.name, &refused.reason);
                 }
             }
+            state.called |= !reply.tool_calls.is_empty();
             let visible: Vec<&ToolSpec> =
                 request.tools.iter().filter(|t| !state.refusals_reported.contains(&t.name)).collect();
             // Ids unique within the run, whatever the model used (text-parsed calls repeat theirs).
@@ -1232,8 +1240,13 @@ impl AgentLoop {
                                 "the answer claims an action no tool took; asked again"
                             );
                             state.messages.push(ChatMessage::Assistant { content, tool_calls: Vec::new() });
-                            let nudge =
-                                if state.question { claims::question_nudge(&claim) } else { claims::nudge(&claim) };
+                            let nudge = if state.question {
+                                claims::question_nudge(&claim)
+                            } else {
+                                let offered: Vec<(&str, &str)> =
+                                    visible.iter().map(|t| (t.name.as_str(), t.description.as_str())).collect();
+                                claims::nudge(&claim, &claims::backers(&claim, &offered))
+                            };
                             state.messages.push(ChatMessage::note(NoteKind::Hook, nudge));
                             self.end_turn(sink, &info, reply.text, 0).await?;
                             continue;
@@ -1459,7 +1472,12 @@ impl AgentLoop {
         let probability = probability?;
         if probability >= threshold {
             if let Some(ratio) = self.rival_ratio
-                && let Some(refusal) = self.rival(questions, state, visible, tool, ratio, run_id).await
+                && let Some(refusal) = self.rival(questions, state, visible, tool, ratio, None, run_id).await
+            {
+                return Some(refusal);
+            }
+            if self.rival_ratio.is_none()
+                && let Some(refusal) = self.named_rival(questions, state, visible, tool, run_id).await
             {
                 return Some(refusal);
             }
@@ -1758,9 +1776,45 @@ impl AgentLoop {
         yes
     }
 
+    /// The rival check limited to the tools the message names ([`names_tool`]): when the message
+    /// names another tool that changes something and not the one called, the model is asked which
+    /// of them it asks for, and the call is refused when a tool it names is [`RIVAL_RATIO`] times
+    /// likelier. Measured with the 1.5B model on a calendar it was not tuned on: "Cancel the
+    /// project review and add a gym session on Thursday at 6pm." was first a `move_event` of the
+    /// review to 18:00, which the fit question passed (0.88); `cancel_event` is 8.3 times likelier
+    /// among the three. Unlike the general rival check (off by default: it refused calls that were
+    /// asked for), it asks only when the message's own words point at another tool, and never
+    /// about a tool the message names.
+    ///
+    /// [`names_tool`]: crate::questions::names_tool
+    async fn named_rival(
+        &self,
+        questions: &QuestionCheck,
+        state: &mut RunState,
+        visible: &[&ToolSpec],
+        tool: &ToolSpec,
+        run_id: &str,
+    ) -> Option<Refusal> {
+        let names: Vec<&str> = visible.iter().map(|t| t.name.as_str()).collect();
+        if crate::questions::names_tool(&state.request, &tool.name, &names) {
+            return None;
+        }
+        let named: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|other| *other != tool.name && crate::questions::names_tool(&state.request, other, &names))
+            .collect();
+        if named.is_empty() {
+            return None;
+        }
+        self.rival(questions, state, visible, tool, RIVAL_RATIO, Some(&named), run_id).await
+    }
+
     /// The rival check ([`AgentLoop::with_rival_check`]): the call's refusal when the message is
     /// `ratio` times likelier to ask for another action that changes something, or for none of
-    /// them. Asked once per run for each tool and set of rivals.
+    /// them. Asked once per run for each tool and set of rivals. With `only`, the rivals are
+    /// those of these tools that change something, and only one of them refuses the call.
+    #[allow(clippy::too_many_arguments)]
     async fn rival(
         &self,
         questions: &QuestionCheck,
@@ -1768,6 +1822,7 @@ impl AgentLoop {
         visible: &[&ToolSpec],
         tool: &ToolSpec,
         ratio: f64,
+        only: Option<&[&str]>,
         run_id: &str,
     ) -> Option<Refusal> {
         let offered: Vec<ToolSpec> = visible.iter().map(|t| (*t).clone()).collect();
@@ -1777,7 +1832,12 @@ impl AgentLoop {
         let actions: Vec<&ToolSpec> = visible
             .iter()
             .copied()
-            .filter(|t| t.name == tool.name || (!read_only.contains(&t.name) && !done.contains(t.name.as_str())))
+            .filter(|t| {
+                t.name == tool.name
+                    || (!read_only.contains(&t.name)
+                        && !done.contains(t.name.as_str())
+                        && only.is_none_or(|only| only.contains(&t.name.as_str())))
+            })
             .collect();
         if actions.len() < 2 {
             // Nothing to compare with: the yes-or-no question has asked about this tool alone.
@@ -1799,7 +1859,7 @@ impl AgentLoop {
                 rival
             }
         };
-        let rival = rival.filter(|rival| rival.ratio >= ratio)?;
+        let rival = rival.filter(|rival| rival.ratio >= ratio && (only.is_none() || rival.tool.is_some()))?;
         tracing::info!(run = run_id, tool = tool.name, rival = ?rival.tool, ratio = rival.ratio, "the message asks for another action; refused");
         let instead = match rival.tool.as_deref().and_then(|name| visible.iter().find(|t| t.name == name)) {
             Some(other) => format!(
@@ -2108,6 +2168,8 @@ struct RunState {
     changes_done: u32,
     /// How many actions the message asks for, once asked (`Some(None)`: the model could not say).
     actions_asked: Option<Option<usize>>,
+    /// A reply of this run called a tool (then the step is the model's own: [`StepRule`]).
+    called: bool,
 }
 
 /// Where a run is, as [`ToolHost::checkpoint`] receives it and [`AgentLoop::resume`] goes on
@@ -2218,6 +2280,7 @@ impl RunState {
             values: HashMap::new(),
             changes_done: checkpoint.changes_done,
             actions_asked: None,
+            called: false,
         }
     }
 
@@ -2334,13 +2397,18 @@ pub fn context_message(entries: &[ContextEntry]) -> Option<String> {
 }
 
 /// One entry of the app state for the model: `\n- <description>: <value>` (a string value as it
-/// is, any other as compact JSON).
+/// is, any other as compact JSON). A list says how long it is (`- This week's events (a list of
+/// 6): […]`): asked "How many events do I have this week?" over a list of six, the 1.5B model
+/// answered 7 (the task benchmark's calendar app, 2026-12-05); a count it can read, it need not
+/// make.
 fn entry_line(entry: &ContextEntry) -> String {
-    let value = match &entry.value {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
+    let (value, length) = match &entry.value {
+        Value::String(text) => (text.clone(), String::new()),
+        Value::Array(items) if items.is_empty() => (entry.value.to_string(), " (an empty list)".to_string()),
+        Value::Array(items) => (entry.value.to_string(), format!(" (a list of {})", items.len())),
+        other => (other.to_string(), String::new()),
     };
-    format!("\n- {}: {value}", entry.description.trim())
+    format!("\n- {}{length}: {value}", entry.description.trim())
 }
 
 /// The label of the message that tells what changed in the app state during a run

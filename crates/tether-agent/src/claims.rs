@@ -141,8 +141,14 @@ fn tool_words(name: &str, description: &str) -> Vec<String> {
 fn backs(verb: &str, words: &[String]) -> bool {
     let kinds: Vec<&str> =
         KINDS.iter().filter(|kind| kind.contains(&verb)).flat_map(|kind| kind.iter().copied()).collect();
+    // One stem begins the other when it has four letters or more: `cancell` (of "cancelled", a
+    // doubled `l` is kept: "called", "filled") is `cancel`'s, `remov` is `removes`'.
     let matches = |candidate: &str| {
-        words.iter().any(|word| word == candidate || (candidate.len() >= 4 && word.starts_with(candidate)))
+        words.iter().any(|word| {
+            word == candidate
+                || (candidate.len() >= 4 && word.starts_with(candidate))
+                || (word.len() >= 4 && candidate.starts_with(word.as_str()))
+        })
     };
     matches(verb) || kinds.into_iter().any(matches)
 }
@@ -375,9 +381,41 @@ pub(crate) const NUDGE: &str = "but no tool call in this request did that, so it
                                 for it, call the tool that does it now (if it is not in the list, first open the page \
                                 that has it). If it cannot be done, tell the user so.";
 
-/// What the model reads after an answer with an unbacked `claim`.
-pub(crate) fn nudge(claim: &str) -> String {
-    format!("{}loop guard] Your answer says \"{claim}\", {NUDGE}", crate::HOOK_LABEL)
+/// [`NUDGE`]'s first sentence, which [`nudge`] keeps when it can name the tools that do what the
+/// claim says.
+pub(crate) const NUDGE_NOT_DONE: &str = "but no tool call in this request did that, so it did not happen.";
+
+/// What the model reads after an answer with an unbacked `claim`, naming the tools it is offered
+/// that do what the claim says (`backers`, [`backers`]) when there are any: measured with the 1.5B
+/// model on a calendar, "Cancel lunch with Ana." was answered "Lunch with Ana has been canceled."
+/// with no call, and again after the general note; the tool's own name is a step it can take.
+pub(crate) fn nudge(claim: &str, backers: &[&str]) -> String {
+    match backers {
+        [] => format!("{}loop guard] Your answer says \"{claim}\", {NUDGE}", crate::HOOK_LABEL),
+        names => format!(
+            "{}loop guard] Your answer says \"{claim}\", {NUDGE_NOT_DONE} {} does that: if the user asked for it, \
+             call it now; if it cannot be done, tell the user so.",
+            crate::HOOK_LABEL,
+            names.join(" or ")
+        ),
+    }
+}
+
+/// The tools of `offered` (name, description) that do what the last word of `claim` (a
+/// participle, as [`unbacked_claim`] gives it) says, at most two: the ones [`nudge`] names.
+/// More than two name nothing (a claim as general as "updated" fits many tools).
+pub(crate) fn backers<'a>(claim: &str, offered: &[(&'a str, &str)]) -> Vec<&'a str> {
+    let Some(participle) = claim.split_whitespace().last() else { return Vec::new() };
+    let verb = stem(participle);
+    if GENERIC.contains(&verb.as_str()) {
+        return Vec::new();
+    }
+    let found: Vec<&str> = offered
+        .iter()
+        .filter(|(name, description)| backs(&verb, &tool_words(name, description)))
+        .map(|(name, _)| *name)
+        .collect();
+    if found.len() > 2 { Vec::new() } else { found }
 }
 
 /// What the model reads after an answer to a question (a run offered only the tools that change
@@ -480,6 +518,31 @@ mod tests {
     }
 
     #[test]
+    fn the_nudge_names_the_tools_offered_that_do_what_the_claim_says() {
+        let calendar = [
+            ("open_event", "Show an event with its place."),
+            ("add_event", "Put a new event on the calendar."),
+            ("move_event", "Change the day or the time of an event."),
+            ("cancel_event", "Cancel an event and take it off the calendar."),
+        ];
+        let claim = unbacked_claim("Lunch with Ana has been canceled.", &tools(&[])).expect("a claim");
+        assert_eq!(backers(&claim, &calendar), ["cancel_event"]);
+        let said = nudge(&claim, &backers(&claim, &calendar));
+        assert!(
+            said.contains("\"has been canceled\", but no tool call") && said.contains("cancel_event does that"),
+            "{said}"
+        );
+        assert_eq!(backers("has been moved", &calendar), ["move_event"]);
+        assert!(backers("has been starred", &calendar).is_empty(), "no tool's words");
+        assert_eq!(backers("I added", &calendar), ["add_event"]);
+        // "Done" and its kin say nothing of what; a claim that fits more than two tools names none.
+        assert!(backers("Done", &calendar).is_empty());
+        let many = [("a_update", ""), ("b_update", ""), ("c_update", "")];
+        assert!(backers("has been updated", &many).is_empty());
+        assert!(nudge("has been updated", &[]).contains(NUDGE));
+    }
+
+    #[test]
     fn questions_negations_and_descriptions_claim_nothing() {
         let none = tools(&[]);
         for answer in [
@@ -520,6 +583,10 @@ mod tests {
         assert!(unbacked_claim("Your order has been placed.", &add).is_some());
         // "Done." says nothing of what: any tool that succeeded backs it, none does not.
         assert_eq!(unbacked_claim("Done.", &add), None);
+        // A doubled consonant kept by the stem: "cancelled" is cancel's.
+        let cancel = tools(&[("cancel_event", "Cancel an event and take it off the calendar.")]);
+        assert_eq!(unbacked_claim("Lunch with Ana has been cancelled.", &cancel), None);
+        assert_eq!(unbacked_claim("Lunch with Ana was canceled.", &cancel), None);
         assert_eq!(unbacked_claim("Done! I have completed your request.", &[]).as_deref(), Some("Done"));
     }
 

@@ -31,7 +31,7 @@ pub use hooks::{
 };
 pub use model::{
     BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, NoteKind, ReadReply,
-    RefusedTool, Streams, ToolCallDelta, ToolDeltaSink, ToolMode, json_values, partial_object, partial_value,
+    RefusedTool, StepRule, Streams, ToolCallDelta, ToolDeltaSink, ToolMode, json_values, partial_object, partial_value,
     read_reply,
 };
 /// The `tracing` target of the spans Tether opens for its traces and metrics (`invoke_agent`,

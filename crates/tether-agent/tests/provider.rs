@@ -785,3 +785,140 @@ async fn a_template_that_wants_the_system_message_first_gets_the_tools_there_fro
     assert!(sent[1]["messages"][0]["content"].as_str().unwrap().contains("# Tools"));
     assert_eq!(system_count(&sent[2]), 1);
 }
+
+/// One streamed token of a constrained reply with the provider's likeliest tokens at it
+/// (`(token, probability)`), as llama.cpp's server sends them when asked for `logprobs`.
+fn token(text: &str, top: &[(&str, f64)]) -> Value {
+    let top: Vec<Value> = top.iter().map(|(t, p)| json!({"token": t, "logprob": p.ln()})).collect();
+    json!({"choices": [{"delta": {"content": text},
+                        "logprobs": {"content": [{"token": text, "logprob": top.first().map_or(0.0, |t| t["logprob"].as_f64().unwrap()), "top_logprobs": top}]}}]})
+}
+
+/// "Cancel lunch with Ana." as the 1.5B model began it on a calendar (2026-12-05): the step's
+/// likeliest token is `answer` (0.44), but `move` (0.29) and `cancel` (0.22) begin tools.
+fn answer_at_odds(answer: f64) -> Vec<Value> {
+    let mut events: Vec<Value> = ["{\"", "next", "\":", " \""].iter().map(|t| token(t, &[(t, 0.99)])).collect();
+    events.push(token("answer", &[("answer", answer), ("move", 0.29), ("cancel", 0.22), ("confirm", 0.01)]));
+    for text in ["\",", " \"answer\": \"", "Lunch with Ana has been canceled.", "\"}"] {
+        events.push(token(text, &[(text, 0.99)]));
+    }
+    events
+}
+
+fn calendar_tools() -> Vec<ToolSpec> {
+    let id = json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]});
+    vec![spec("move_event", id.clone()), spec("cancel_event", id)]
+}
+
+fn steps(sent: &Value) -> Vec<Value> {
+    let schema = &sent["response_format"]["json_schema"]["schema"];
+    schema["anyOf"].as_array().unwrap().iter().map(|a| a["properties"]["next"]["const"].clone()).collect()
+}
+
+#[tokio::test]
+async fn an_answer_begun_when_the_tools_were_likelier_is_asked_again_as_a_call_and_nothing_of_it_is_shown() {
+    let mock = mock(Arc::new(|n, _, _| {
+        if n == 0 {
+            sse(&answer_at_odds(0.44))
+        } else {
+            sse(&[json!({"choices": [{"delta": {"content": "{\"next\": \"cancel_event\", \"arguments\": {\"id\": \"c3\"}}"}}]})])
+        }
+    }))
+    .await;
+    let provider = provider_in(&mock.base, ToolMode::Constrained);
+    let request =
+        ChatRequest { messages: conversation("Cancel lunch with Ana."), tools: calendar_tools(), listed_tools: None };
+    let streamed = Mutex::new(String::new());
+    let on_text = |delta: &str| streamed.lock().unwrap().push_str(delta);
+    let reply = provider
+        .complete_step(&request, StepRule::CallIfLikelier, Streams { text: &on_text, tool_call: &|_| {} })
+        .await
+        .unwrap();
+    assert_eq!(reply.tool_calls.len(), 1);
+    assert_eq!(
+        (reply.tool_calls[0].name.as_str(), &reply.tool_calls[0].arguments),
+        ("cancel_event", &json!({"id": "c3"}))
+    );
+    assert_eq!(*streamed.lock().unwrap(), "", "nothing of the answer begun reached the user");
+    let sent = mock.requests.lock().unwrap();
+    assert_eq!(sent.len(), 2);
+    // First with the probabilities and every step; then without the answer among them.
+    assert_eq!((sent[0].1["logprobs"].clone(), sent[0].1["top_logprobs"].clone()), (json!(true), json!(10)));
+    assert_eq!(steps(&sent[0].1), [json!("move_event"), json!("cancel_event"), json!("answer")]);
+    assert_eq!(steps(&sent[1].1), [json!("move_event"), json!("cancel_event")]);
+    assert!(sent[1].1.get("logprobs").is_none());
+}
+
+#[tokio::test]
+async fn an_answer_likelier_than_the_tools_or_written_as_written_is_the_answer() {
+    // The answer likelier than the tools together: read to its end and shown.
+    let mock = mock(Arc::new(|_, _, _| sse(&answer_at_odds(0.6)))).await;
+    let provider = provider_in(&mock.base, ToolMode::Constrained);
+    let request =
+        ChatRequest { messages: conversation("Cancel lunch with Ana."), tools: calendar_tools(), listed_tools: None };
+    let streamed = Mutex::new(String::new());
+    let on_text = |delta: &str| streamed.lock().unwrap().push_str(delta);
+    let reply = provider
+        .complete_step(&request, StepRule::CallIfLikelier, Streams { text: &on_text, tool_call: &|_| {} })
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "Lunch with Ana has been canceled.");
+    assert_eq!(*streamed.lock().unwrap(), "Lunch with Ana has been canceled.");
+    assert_eq!(mock.requests.lock().unwrap().len(), 1);
+
+    // As written (a question's run, or once the run called): no probabilities asked, the answer
+    // is the answer.
+    let mock = mock_answering(0.44).await;
+    let provider = provider_in(&mock.base, ToolMode::Constrained);
+    let reply = provider.complete_step(&request, StepRule::AsWritten, Streams::text(&|_| {})).await.unwrap();
+    assert_eq!(reply.text, "Lunch with Ana has been canceled.");
+    let sent = mock.requests.lock().unwrap().clone();
+    assert_eq!(sent.len(), 1);
+    assert!(sent[0].1.get("logprobs").is_none());
+
+    // A provider that refuses token probabilities in a streamed turn: asked again without
+    // them, and not asked for them again.
+    let refusing = self::mock(Arc::new(|_, _, body: &Value| {
+        if body.get("logprobs").is_some() {
+            (StatusCode::BAD_REQUEST, "logprobs are not supported with stream").into_response()
+        } else {
+            sse(&answer_at_odds(0.44))
+        }
+    }))
+    .await;
+    let provider = provider_in(&refusing.base, ToolMode::Constrained);
+    for _ in 0..2 {
+        let reply = provider.complete_step(&request, StepRule::CallIfLikelier, Streams::text(&|_| {})).await.unwrap();
+        assert_eq!(reply.text, "Lunch with Ana has been canceled.");
+    }
+    let sent = refusing.requests.lock().unwrap();
+    let asked: Vec<bool> = sent.iter().map(|(_, body)| body.get("logprobs").is_some()).collect();
+    assert_eq!(asked, [true, false, false]);
+}
+
+async fn mock_answering(answer: f64) -> Mock {
+    mock(Arc::new(move |_, _, _| sse(&answer_at_odds(answer)))).await
+}
+
+#[tokio::test]
+async fn a_reply_that_must_call_is_offered_only_the_tools() {
+    let mock = mock(Arc::new(|_, _, _| {
+        sse(&[
+            json!({"choices": [{"delta": {"content": "{\"next\": \"move_event\", \"arguments\": {\"id\": \"c1\"}}"}}]}),
+        ])
+    }))
+    .await;
+    let provider = provider_in(&mock.base, ToolMode::Constrained);
+    let request = ChatRequest { messages: conversation("Move it."), tools: calendar_tools(), listed_tools: None };
+    let reply = provider.complete_step(&request, StepRule::MustCall, Streams::text(&|_| {})).await.unwrap();
+    assert_eq!(reply.tool_calls[0].name, "move_event");
+    assert_eq!(steps(&mock.requests.lock().unwrap()[0].1), [json!("move_event"), json!("cancel_event")]);
+    // Text and native modes have no step to choose: the rule changes nothing there.
+    let mock = mock_answering(0.44).await;
+    let reply = provider_in(&mock.base, ToolMode::Text)
+        .complete_step(&request, StepRule::CallIfLikelier, Streams::text(&|_| {}))
+        .await
+        .unwrap();
+    assert!(reply.tool_calls.is_empty());
+    assert!(mock.requests.lock().unwrap()[0].1.get("logprobs").is_none());
+}

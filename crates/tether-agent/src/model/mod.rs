@@ -135,6 +135,26 @@ pub struct ChatRequest {
     pub listed_tools: Option<Vec<ToolSpec>>,
 }
 
+/// How the first step of a reply (call a tool, or answer) is chosen
+/// ([`ChatModel::complete_step`]).
+///
+/// A constrained reply names its step first (`{"next": "cancel_event", …}` or
+/// `{"next": "answer", …}`), and a model that writes the likeliest token may answer although its
+/// tools together were likelier: measured with the 1.5B model on a calendar, "Cancel lunch with
+/// Ana." had "answer" at 0.44 and the tools at 0.52 (`move` 0.29, `cancel` 0.22, `add` 0.01),
+/// and the answer was "Lunch with Ana has been canceled.", with nothing cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StepRule {
+    /// The step the model writes (the default).
+    #[default]
+    AsWritten,
+    /// When the model starts to answer but the tools together were likelier at the step, the
+    /// reply is asked again as [`StepRule::MustCall`]; nothing of the answer is passed on.
+    CallIfLikelier,
+    /// The reply calls a tool: the answer is not among the steps it may take.
+    MustCall,
+}
+
 /// What a model answered.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ModelReply {
@@ -303,6 +323,19 @@ pub trait ChatModel: Send + Sync {
         streams: Streams<'a>,
     ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
         self.complete(request, streams.text)
+    }
+
+    /// As [`complete_streaming`](Self::complete_streaming), with the reply's first step chosen
+    /// by `rule` where the provider can ([`StepRule`]; the OpenAI-compatible provider in its
+    /// constrained mode, with token probabilities). The default ignores the rule.
+    fn complete_step<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        rule: StepRule,
+        streams: Streams<'a>,
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
+        let _ = rule;
+        self.complete_streaming(request, streams)
     }
 
     /// The most tokens a request's prompt may have: the model's context window less room for

@@ -19,11 +19,11 @@ use serde_json::{Value, json};
 use tether_protocol::{ResultStatus, ToolSpec};
 
 use super::partial::partial_string;
-use super::schema::{STEP_KEY, answer_step, normalize_schema, reply_schema, signature};
+use super::schema::{STEP_KEY, answer_step, call_schema, normalize_schema, reply_schema, signature};
 use super::tool_text::{parse_lenient, read_pieces, tidy};
 use super::{
     BoxFuture, ChatMessage, ChatModel, ChatRequest, DONE_SO_FAR, DeltaSink, ModelReply, ModelToolCall, NOT_DONE_YET,
-    NoteKind, REMINDER, REMINDER_AFTER_REFUSAL, RefusedTool, Streams, ToolCallDelta, ToolDeltaSink, ToolMode,
+    NoteKind, REMINDER, REMINDER_AFTER_REFUSAL, RefusedTool, StepRule, Streams, ToolCallDelta, ToolDeltaSink, ToolMode,
     partial_object, partial_value,
 };
 use crate::AgentError;
@@ -129,6 +129,9 @@ pub struct OpenAiProvider {
     /// The provider answered a request for token probabilities without them (or refused it):
     /// [`ChatModel::yes_probability`] asks no more.
     no_logprobs: std::sync::atomic::AtomicBool,
+    /// The provider refused token probabilities in a streamed turn ([`StepRule::CallIfLikelier`]):
+    /// turns ask for them no more.
+    no_step_logprobs: std::sync::atomic::AtomicBool,
 }
 
 /// What a request sends besides the conversation.
@@ -138,6 +141,11 @@ struct Turn<'a> {
     answer: Option<&'a Value>,
     /// The tools go in a system message before the run's request.
     late: bool,
+    /// The reply must call a tool ([`StepRule::MustCall`]): a constrained schema without the
+    /// answer.
+    must_call: bool,
+    /// Token probabilities are asked for, to weigh the step ([`StepRule::CallIfLikelier`]).
+    step_odds: bool,
 }
 
 impl OpenAiProvider {
@@ -188,6 +196,7 @@ impl OpenAiProvider {
             late_tools,
             window: tokio::sync::OnceCell::new(),
             no_logprobs: std::sync::atomic::AtomicBool::new(false),
+            no_step_logprobs: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -276,8 +285,14 @@ impl OpenAiProvider {
             }
             ToolMode::Constrained if !turn.tools.is_empty() || turn.answer.is_some() => {
                 let tools: Vec<ToolSpec> = turn.tools.iter().map(|t| (*t).clone()).collect();
-                let schema = reply_schema(&tools, turn.answer, self.config.max_calls_per_reply);
+                let must_call = turn.must_call.then(|| call_schema(&tools, self.config.max_calls_per_reply)).flatten();
+                let schema =
+                    must_call.unwrap_or_else(|| reply_schema(&tools, turn.answer, self.config.max_calls_per_reply));
                 body["response_format"] = response_format(&schema);
+                if turn.step_odds {
+                    body["logprobs"] = json!(true);
+                    body["top_logprobs"] = json!(10);
+                }
             }
             _ => {}
         }
@@ -380,7 +395,8 @@ impl OpenAiProvider {
             tools: Vec::new(),
             listed_tools: None,
         };
-        let turn = Turn { mode, tools: tools.to_vec(), answer: None, late: self.late() };
+        let turn =
+            Turn { mode, tools: tools.to_vec(), answer: None, late: self.late(), must_call: false, step_odds: false };
         let mut body = self.body(&request, &turn);
         body["stream"] = json!(false);
         body["max_tokens"] = json!(1);
@@ -424,6 +440,7 @@ impl OpenAiProvider {
         &self,
         request: &ChatRequest,
         answer: Option<&Value>,
+        rule: StepRule,
         streams: Streams<'_>,
     ) -> Result<ModelReply, AgentError> {
         let span = tracing::Span::current();
@@ -447,43 +464,78 @@ impl OpenAiProvider {
         }
         let sends_schemas = matches!(mode, ToolMode::Native | ToolMode::Constrained);
         let prompted = matches!(mode, ToolMode::Text | ToolMode::Constrained);
-        let response = loop {
-            let turn = Turn { mode, tools: tools.clone(), answer, late: self.late() };
-            let body = self.body(request, &turn);
-            match self.send(&body).await {
-                Ok(response) => break response,
-                // Only a request the provider found malformed (a template that takes a system
-                // message only first): never a context overflow, a busy or failing server, or a
-                // missing model.
-                Err(AgentError::ProviderStatus { status, message })
-                    if prompted && turn.late && !tools.is_empty() && matches!(status, 400 | 422) =>
-                {
-                    // Perhaps the chat template allows a system message only first: try that,
-                    // for this request and the later ones.
-                    tracing::warn!(status, %message, "the provider refused the tools before the request; they go in the first system message from now on");
-                    self.late_tools.store(false, std::sync::atomic::Ordering::Relaxed);
-                }
-                Err(AgentError::ProviderStatus { status: 400, message }) if sends_schemas && !tools.is_empty() => {
-                    let found = self.find_refused(mode, &tools).await;
-                    if found.is_empty() {
-                        return Err(AgentError::ProviderStatus { status: 400, message });
+        let mut must_call = rule == StepRule::MustCall;
+        let mut step_odds = rule == StepRule::CallIfLikelier
+            && mode == ToolMode::Constrained
+            && answer.is_none()
+            && !self.no_logprobs.load(std::sync::atomic::Ordering::Relaxed)
+            && !self.no_step_logprobs.load(std::sync::atomic::Ordering::Relaxed);
+        loop {
+            let response = loop {
+                let turn = Turn {
+                    mode,
+                    tools: tools.clone(),
+                    answer,
+                    late: self.late(),
+                    must_call,
+                    step_odds: step_odds && !tools.is_empty(),
+                };
+                let body = self.body(request, &turn);
+                match self.send(&body).await {
+                    Ok(response) => break response,
+                    // Token probabilities in a streamed turn are not for every provider that gives
+                    // them for one token: asked for no more, and the turn is asked again without.
+                    Err(AgentError::ProviderStatus { status: 400 | 422, message }) if turn.step_odds => {
+                        tracing::info!(%message, "the provider refuses token probabilities in a turn; the step is not weighed");
+                        self.no_step_logprobs.store(true, std::sync::atomic::Ordering::Relaxed);
+                        step_odds = false;
                     }
-                    let mut known = self.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                    for (tool, reason) in found {
-                        tracing::warn!(tool = tool.name, %reason, "the model provider refuses this tool; it is left out");
-                        known.insert(Self::refusal_key(tool), reason.clone());
-                        refused_tools.push(RefusedTool { name: tool.name.clone(), reason });
-                        tools.retain(|t| !std::ptr::eq(*t, tool));
+                    // Only a request the provider found malformed (a template that takes a system
+                    // message only first): never a context overflow, a busy or failing server, or a
+                    // missing model.
+                    Err(AgentError::ProviderStatus { status, message })
+                        if prompted && turn.late && !tools.is_empty() && matches!(status, 400 | 422) =>
+                    {
+                        // Perhaps the chat template allows a system message only first: try that,
+                        // for this request and the later ones.
+                        tracing::warn!(status, %message, "the provider refused the tools before the request; they go in the first system message from now on");
+                        self.late_tools.store(false, std::sync::atomic::Ordering::Relaxed);
                     }
+                    Err(AgentError::ProviderStatus { status: 400, message }) if sends_schemas && !tools.is_empty() => {
+                        let found = self.find_refused(mode, &tools).await;
+                        if found.is_empty() {
+                            return Err(AgentError::ProviderStatus { status: 400, message });
+                        }
+                        let mut known = self.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        for (tool, reason) in found {
+                            tracing::warn!(tool = tool.name, %reason, "the model provider refuses this tool; it is left out");
+                            known.insert(Self::refusal_key(tool), reason.clone());
+                            refused_tools.push(RefusedTool { name: tool.name.clone(), reason });
+                            tools.retain(|t| !std::ptr::eq(*t, tool));
+                        }
+                    }
+                    Err(error) => return Err(error),
                 }
-                Err(error) => return Err(error),
+            };
+            let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+            let stream_answer = mode == ToolMode::Constrained && answer.is_none();
+            let watch = (step_odds && !names.is_empty()).then(|| StepWatch::new(&names));
+            match read_response(response, mode, &names, stream_answer, watch, streams, |m| self.redact(m)).await? {
+                Read::Reply(mut reply) => {
+                    reply.refused_tools = refused_tools;
+                    return Ok(reply);
+                }
+                Read::CallLikelier(odds) => {
+                    tracing::info!(
+                        tools = odds.tools,
+                        answer = odds.answer,
+                        "the model began to answer, but its tools together were likelier at the step; asked for the call"
+                    );
+                    must_call = true;
+                    step_odds = false;
+                }
             }
-        };
-        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-        let stream_answer = mode == ToolMode::Constrained && answer.is_none();
-        let mut reply = read_response(response, mode, &names, stream_answer, streams, |m| self.redact(m)).await?;
-        reply.refused_tools = refused_tools;
-        Ok(reply)
+        }
     }
 }
 
@@ -1069,14 +1121,89 @@ pub(crate) fn parse_completion(
     Ok(finish_reply(tools, partial, gate))
 }
 
+/// What a streamed turn came to ([`read_response`]).
+enum Read {
+    /// The reply, read to its end.
+    Reply(ModelReply),
+    /// The model began to answer although its tools together were likelier at the step
+    /// ([`StepRule::CallIfLikelier`]); the reply was not read further and nothing of it was
+    /// passed on.
+    CallLikelier(StepOdds),
+}
+
+/// The probabilities at a constrained reply's step, from the provider's top tokens there.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct StepOdds {
+    /// Of the tokens that begin a tool's name (and not the answer's step).
+    tools: f64,
+    /// Of the tokens that begin the answer's step (and no tool's name).
+    answer: f64,
+}
+
+/// What [`read_response`] watches for under [`StepRule::CallIfLikelier`]: the step token of a
+/// constrained reply, after `{"next": "`.
+struct StepWatch<'a> {
+    tools: &'a [&'a str],
+    answer: &'static str,
+    /// The reply's text so far, from the tokens' own text.
+    written: String,
+}
+
+impl<'a> StepWatch<'a> {
+    fn new(tools: &'a [&'a str]) -> Self {
+        StepWatch { tools, answer: answer_step(tools.iter().copied()), written: String::new() }
+    }
+
+    /// Reads one streamed event's tokens (`choices[0].logprobs.content`): the odds at the step
+    /// when the model wrote the answer's step there although its tools were likelier.
+    fn read(&mut self, event: &Value) -> Option<StepOdds> {
+        for token in event.pointer("/choices/0/logprobs/content").and_then(Value::as_array).into_iter().flatten() {
+            let text = token.get("token").and_then(Value::as_str).unwrap_or_default();
+            let at_step = {
+                let so_far: String = self.written.chars().filter(|c| !c.is_whitespace()).collect();
+                so_far == format!("{{\"{STEP_KEY}\":\"")
+            };
+            self.written.push_str(text);
+            if !at_step {
+                continue;
+            }
+            let odds = self.odds(token);
+            let begins = |name: &str| !text.is_empty() && name.starts_with(text);
+            let answering = begins(self.answer) && !self.tools.iter().any(|tool| begins(tool));
+            return (answering && odds.tools > odds.answer).then_some(odds);
+        }
+        None
+    }
+
+    fn odds(&self, token: &Value) -> StepOdds {
+        let mut odds = StepOdds { tools: 0.0, answer: 0.0 };
+        for choice in token.get("top_logprobs").and_then(Value::as_array).into_iter().flatten() {
+            let (Some(text), Some(logprob)) =
+                (choice.get("token").and_then(Value::as_str), choice.get("logprob").and_then(Value::as_f64))
+            else {
+                continue;
+            };
+            let begins = |name: &str| !text.is_empty() && name.starts_with(text);
+            // A token that begins both says nothing of which.
+            match (begins(self.answer), self.tools.iter().any(|tool| begins(tool))) {
+                (true, false) => odds.answer += logprob.exp(),
+                (false, true) => odds.tools += logprob.exp(),
+                _ => {}
+            }
+        }
+        odds
+    }
+}
+
 async fn read_response(
     response: reqwest::Response,
     mode: ToolMode,
     tools: &[&str],
     stream_answer: bool,
+    mut watch: Option<StepWatch<'_>>,
     streams: Streams<'_>,
     redact: impl Fn(String) -> String,
-) -> Result<ModelReply, AgentError> {
+) -> Result<Read, AgentError> {
     let is_stream = response
         .headers()
         .get(reqwest::header::CONTENT_TYPE)
@@ -1088,7 +1215,7 @@ async fn read_response(
             .await
             .map_err(|error| AgentError::MalformedReply(format!("the reply is not JSON: {error}")))?;
         record_reply(&body);
-        return parse_completion(&body, mode, tools, streams.text);
+        return parse_completion(&body, mode, tools, streams.text).map(Read::Reply);
     }
     let mut gate = DeltaGate::new(streams.text, mode, stream_answer);
     gate.calls = Some((streams.tool_call, tools));
@@ -1117,6 +1244,10 @@ async fn read_response(
             });
         }
         record_reply(&event);
+        // Before the step's token reaches the gate: nothing of an answer asked again is shown.
+        if let Some(odds) = watch.as_mut().and_then(|watch| watch.read(&event)) {
+            return Ok(Read::CallLikelier(odds));
+        }
         let Some(delta) = event.pointer("/choices/0/delta") else { continue };
         if let Some(text) = delta.get("content").and_then(Value::as_str) {
             gate.push(text);
@@ -1146,7 +1277,7 @@ async fn read_response(
             }
         }
     }
-    Ok(finish_reply(tools, partial, gate))
+    Ok(Read::Reply(finish_reply(tools, partial, gate)))
 }
 
 /// The share of "yes" among the first token's likeliest choices that are "yes" or "no" (any
@@ -1198,7 +1329,7 @@ impl ChatModel for OpenAiProvider {
         request: &'a ChatRequest,
         on_delta: DeltaSink<'a>,
     ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
-        Box::pin(self.complete_inner(request, None, Streams::text(on_delta)))
+        Box::pin(self.complete_inner(request, None, StepRule::AsWritten, Streams::text(on_delta)))
     }
 
     fn complete_streaming<'a>(
@@ -1206,7 +1337,16 @@ impl ChatModel for OpenAiProvider {
         request: &'a ChatRequest,
         streams: Streams<'a>,
     ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
-        Box::pin(self.complete_inner(request, None, streams))
+        Box::pin(self.complete_inner(request, None, StepRule::AsWritten, streams))
+    }
+
+    fn complete_step<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        rule: StepRule,
+        streams: Streams<'a>,
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
+        Box::pin(self.complete_inner(request, None, rule, streams))
     }
 
     fn complete_json<'a>(
@@ -1215,7 +1355,7 @@ impl ChatModel for OpenAiProvider {
         answer_schema: &'a Value,
         on_delta: DeltaSink<'a>,
     ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
-        Box::pin(self.complete_inner(request, Some(answer_schema), Streams::text(on_delta)))
+        Box::pin(self.complete_inner(request, Some(answer_schema), StepRule::AsWritten, Streams::text(on_delta)))
     }
 
     fn yes_probability<'a>(&'a self, prompt: &'a str) -> BoxFuture<'a, Result<Option<f64>, AgentError>> {
@@ -1430,7 +1570,8 @@ mod tests {
             listed_tools: Some(first),
         };
         let tools: Vec<&ToolSpec> = request.tools.iter().collect();
-        let turn = Turn { mode: ToolMode::Constrained, tools, answer: None, late: true };
+        let turn =
+            Turn { mode: ToolMode::Constrained, tools, answer: None, late: true, must_call: false, step_odds: false };
         let messages = prompted_messages(&request, &turn);
         let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
         assert_eq!(roles, ["system", "system", "user", "assistant", "user"]);
@@ -1467,7 +1608,14 @@ mod tests {
             tools: Vec::new(),
             listed_tools: None,
         };
-        let turn = Turn { mode: ToolMode::Constrained, tools: vec![&tool], answer: None, late: true };
+        let turn = Turn {
+            mode: ToolMode::Constrained,
+            tools: vec![&tool],
+            answer: None,
+            late: true,
+            must_call: false,
+            step_odds: false,
+        };
         let messages = prompted_messages(&request, &turn);
         assert_eq!(roles(&messages), ["system", "user", "assistant", "system", "user", "assistant", "user"]);
         assert_eq!(messages[0]["content"], "sys", "the first system message is the instructions alone");
@@ -1479,7 +1627,14 @@ mod tests {
         );
         assert!(messages[4]["content"].as_str().unwrap().starts_with("[app state] cart: empty\n\nadd a mug"));
         // Without tools (a judge's turn), the instructions stay in the first system message.
-        let turn = Turn { mode: ToolMode::Constrained, tools: vec![], answer: None, late: true };
+        let turn = Turn {
+            mode: ToolMode::Constrained,
+            tools: vec![],
+            answer: None,
+            late: true,
+            must_call: false,
+            step_odds: false,
+        };
         assert_eq!(prompted_messages(&request, &turn)[3]["role"], "user");
     }
 
@@ -1509,7 +1664,14 @@ mod tests {
                 vec![ChatMessage::System { content: "sys".into() }, ChatMessage::User { content: asked.into() }];
             messages.extend(added_a_mug());
             let request = ChatRequest { messages, tools: Vec::new(), listed_tools: None };
-            let turn = Turn { mode: ToolMode::Constrained, tools: vec![&tool], answer: None, late: true };
+            let turn = Turn {
+                mode: ToolMode::Constrained,
+                tools: vec![&tool],
+                answer: None,
+                late: true,
+                must_call: false,
+                step_odds: false,
+            };
             let messages = prompted_messages(&request, &turn);
             assert_eq!(roles(&messages), ["system", "system", "user", "assistant", "user"], "{asked}");
             assert_eq!(messages[2]["content"], asked, "the tools go right before the request");
@@ -1577,7 +1739,14 @@ mod tests {
             listed_tools: None,
         };
         let tool = cart_add();
-        let turn = Turn { mode: ToolMode::Constrained, tools: vec![&tool], answer: None, late: false };
+        let turn = Turn {
+            mode: ToolMode::Constrained,
+            tools: vec![&tool],
+            answer: None,
+            late: false,
+            must_call: false,
+            step_odds: false,
+        };
         let messages = prompted_messages(&request, &turn);
         assert_eq!(messages.len(), 4);
         assert_eq!(

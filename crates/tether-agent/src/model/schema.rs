@@ -214,6 +214,21 @@ fn common_type(values: &[Value]) -> Option<&'static str> {
 /// such calls when `max_calls > 1`, and the final answer (`answer`, or
 /// `{"next": "answer", "answer": "…"}` when `None`).
 pub fn reply_schema(tools: &[ToolSpec], answer: Option<&Value>, max_calls: usize) -> Value {
+    let answer = answer.cloned().unwrap_or_else(|| answer_schema(answer_step(tools.iter().map(|t| t.name.as_str()))));
+    let Some(Value::Array(mut alternatives)) = call_alternatives(tools, max_calls) else { return answer };
+    alternatives.push(answer);
+    json!({"anyOf": alternatives})
+}
+
+/// [`reply_schema`] without the final answer: a reply that must call a tool
+/// ([`StepRule::MustCall`](super::StepRule::MustCall)). `None` when there are no tools.
+pub fn call_schema(tools: &[ToolSpec], max_calls: usize) -> Option<Value> {
+    call_alternatives(tools, max_calls).map(|alternatives| json!({"anyOf": alternatives}))
+}
+
+/// One alternative per tool, and the array of calls when `max_calls > 1`, as a JSON array;
+/// `None` when there are no tools.
+fn call_alternatives(tools: &[ToolSpec], max_calls: usize) -> Option<Value> {
     let calls: Vec<Value> = tools
         .iter()
         .map(|tool| {
@@ -228,16 +243,14 @@ pub fn reply_schema(tools: &[ToolSpec], answer: Option<&Value>, max_calls: usize
             })
         })
         .collect();
-    let answer = answer.cloned().unwrap_or_else(|| answer_schema(answer_step(tools.iter().map(|t| t.name.as_str()))));
     if calls.is_empty() {
-        return answer;
+        return None;
     }
     let mut alternatives = calls.clone();
     if max_calls > 1 {
         alternatives.push(json!({"type": "array", "items": {"anyOf": calls}, "minItems": 2, "maxItems": max_calls}));
     }
-    alternatives.push(answer);
-    json!({"anyOf": alternatives})
+    Some(Value::Array(alternatives))
 }
 
 /// A tool as one line of a prompt: `name(arg: type, opt?: type = default): description`.
