@@ -134,6 +134,19 @@ pub fn grounded_values(message: &str, allowed: &[&str], sources: &[Value], ignor
     }
 }
 
+/// Whether a piece of `sources` that mentions one of `with` (a call's other values: the event
+/// `c3`) also mentions `value` ([`pieces`]): "Friday" in "Move the Friday lunch to 2pm" is what
+/// the app shows of `c3` (on Friday), not a change asked for.
+pub(crate) fn shown_with(sources: &[Value], with: &[&str], value: &str) -> bool {
+    let mut found = Vec::new();
+    for source in sources {
+        for other in with {
+            pieces(source, other, &mut found);
+        }
+    }
+    found.iter().any(|piece| mentions(piece, value))
+}
+
 /// The names `message` uses that `shown` (the lowercase text of everything the app showed:
 /// [`shown_text`](crate::made_up::shown_text)) does not have, as the message writes them: words
 /// of three letters or more that begin with a capital and go on in lowercase ("Dave", not "ASAP"

@@ -1429,8 +1429,9 @@ struct Calendar {
 impl ToolHost for Calendar {
     fn tools(&self) -> Vec<ToolSpec> {
         let id = json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]});
+        let day = json!({"type": "string", "enum": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]});
         let when = json!({"type": "object", "properties": {"id": {"type": "string"}, "title": {"type": "string"},
-                                                            "day": {"type": "string"}, "time": {"type": "string"}}});
+                                                            "day": day, "time": {"type": "string"}}});
         vec![
             spec("open_event", "Show an event with its place.").with_parameters(id.clone()),
             spec("add_event", "Put a new event on the calendar.").with_parameters(when.clone()),
@@ -1443,7 +1444,8 @@ impl ToolHost for Calendar {
         vec![ContextEntry {
             key: "events".into(),
             description: "This week's events".into(),
-            value: json!([{"id": "c3", "title": "Lunch with Ana", "day": "Friday", "time": "13:00"},
+            value: json!([{"id": "c1", "title": "Team standup", "day": "Monday", "time": "09:00"},
+                          {"id": "c3", "title": "Lunch with Ana", "day": "Friday", "time": "13:00"},
                           {"id": "c4", "title": "Project review with Bob", "day": "Thursday", "time": "11:00"}]),
         }]
     }
@@ -1517,8 +1519,11 @@ async fn a_call_of_a_tool_the_message_does_not_name_when_it_names_another_is_com
     assert_eq!(model.choice_asked().len(), 1);
 
     // A message that names the tool called, or no tool at all, asks nothing.
-    for message in ["Move the standup to Wednesday and cancel lunch.", "Push the review back an hour."] {
-        let model = Asker::with_choices(vec![call("move_event", json!({"id": "c4"})), text("Moved.")], vec![]);
+    for (message, arguments) in [
+        ("Move the standup to Wednesday and cancel lunch.", json!({"id": "c1", "day": "Wednesday"})),
+        ("Push the review back an hour.", json!({"id": "c4", "time": "12:00"})),
+    ] {
+        let model = Asker::with_choices(vec![call("move_event", arguments), text("Moved.")], vec![]);
         let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
         let calendar = Calendar::default();
         run(&agent, &calendar, message).await;
@@ -1638,4 +1643,41 @@ fn a_list_in_the_app_state_says_how_long_it_is() {
          list of 3): [{\"id\":\"c1\"},{\"id\":\"c2\"},{\"id\":\"c3\"}]\n- The to-do list (an empty list): []\n- The \
          shopping cart: {\"items\":[1,2]}\n- The page: home\n"
     );
+}
+
+#[tokio::test]
+async fn a_call_that_leaves_out_a_value_the_message_names_is_refused_and_the_model_reads_it() {
+    // "Move the standup to Wednesday." was `move_event {"id": "c1", "time": "14:00"}` from the
+    // 1.5B model, in the calendar app's conversation (2026-12-05): the day asked for left out.
+    let model = Asker::with_logprobs(vec![
+        call("move_event", json!({"id": "c1", "time": "14:00"})),
+        call("move_event", json!({"id": "c1", "day": "Wednesday"})),
+        text("The standup is on Wednesday now."),
+    ]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let calendar = Calendar::default();
+    let done = run(&agent, &calendar, "Move the standup to Wednesday.").await;
+    assert_eq!(*calendar.ran.lock().unwrap(), [("move_event".to_string(), json!({"id": "c1", "day": "Wednesday"}))]);
+    let results = tool_results(&done.outcome.messages);
+    assert_eq!(
+        results[0],
+        "[denied] Not run: the user's message says \"Wednesday\", one of move_event's \"day\" values, and the call \
+         leaves \"day\" out. If the user asked for it, call move_event again with \"day\": \"Wednesday\". Never say it \
+         was done."
+    );
+
+    // A value the app already shows with the call's others describes what is moved: "the Friday
+    // lunch" is on Friday.
+    let model = Asker::with_logprobs(vec![call("move_event", json!({"id": "c3", "time": "14:00"})), text("Moved.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let calendar = Calendar::default();
+    run(&agent, &calendar, "Move the Friday lunch to 2pm.").await;
+    assert_eq!(*calendar.ran.lock().unwrap(), [("move_event".to_string(), json!({"id": "c3", "time": "14:00"}))]);
+
+    // Two values named: which one is meant is not for this check to say.
+    let model = Asker::with_logprobs(vec![call("move_event", json!({"id": "c1", "time": "10:00"})), text("Moved.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let calendar = Calendar::default();
+    run(&agent, &calendar, "Move the standup from Tuesday to Wednesday.").await;
+    assert_eq!(calendar.ran.lock().unwrap().len(), 1);
 }
