@@ -2460,18 +2460,13 @@ pub fn context_message(entries: &[ContextEntry]) -> Option<String> {
 }
 
 /// One entry of the app state for the model: `\n- <description>: <value>` (a string value as it
-/// is, any other as compact JSON). A list says how long it is (`- This week's events (a list of
-/// 6): […]`): asked "How many events do I have this week?" over a list of six, the 1.5B model
-/// answered 7 (the task benchmark's calendar app, 2026-12-05); a count it can read, it need not
-/// make.
+/// is, any other as compact JSON).
 fn entry_line(entry: &ContextEntry) -> String {
-    let (value, length) = match &entry.value {
-        Value::String(text) => (text.clone(), String::new()),
-        Value::Array(items) if items.is_empty() => (entry.value.to_string(), " (an empty list)".to_string()),
-        Value::Array(items) => (entry.value.to_string(), format!(" (a list of {})", items.len())),
-        other => (other.to_string(), String::new()),
+    let value = match &entry.value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
     };
-    format!("\n- {}{length}: {value}", entry.description.trim())
+    format!("\n- {}: {value}", entry.description.trim())
 }
 
 /// The label of the message that tells what changed in the app state during a run
