@@ -1527,13 +1527,7 @@ impl AgentLoop {
         let properties = tool.parameters.get("properties")?.as_object()?;
         let given = tool_call.arguments.as_object()?;
         let with: Vec<&str> = given.values().filter_map(Value::as_str).collect();
-        let mut sources = context.to_vec();
-        sources.extend(state.messages[state.run_start..].iter().filter_map(|message| match message {
-            ChatMessage::Tool { content, .. } if status_for_model(content).is_ok() => {
-                Some(Value::from(content.as_str()))
-            }
-            _ => None,
-        }));
+        let sources = state.app_data(context);
         for (argument, schema) in properties.iter().filter(|(argument, _)| !given.contains_key(*argument)) {
             let Some(allowed) = schema.get("enum").and_then(Value::as_array) else { continue };
             let named: Vec<&str> = allowed
@@ -1665,14 +1659,7 @@ impl AgentLoop {
     ) -> Option<Refusal> {
         use crate::questions::ValueVerdict;
         let properties = tool.parameters.get("properties")?.as_object()?;
-        // What the app says about the values: its state, and this run's results.
-        let mut sources = context.to_vec();
-        sources.extend(state.messages[state.run_start..].iter().filter_map(|message| match message {
-            ChatMessage::Tool { content, .. } if status_for_model(content).is_ok() => {
-                Some(Value::from(content.as_str()))
-            }
-            _ => None,
-        }));
+        let sources = state.app_data(context);
         let about_tool = format!("{} {}", tool.name, tool.description);
         // The names the message uses that the app showed nowhere ("Dave"), found once.
         let mut unknown: Option<Vec<String>> = None;
@@ -2345,6 +2332,19 @@ impl RunState {
             actions_asked: None,
             called: false,
         }
+    }
+
+    /// What the app says about the values a call may give: its state (`context`), and the
+    /// results of this run's calls that succeeded.
+    fn app_data(&self, context: &[Value]) -> Vec<Value> {
+        let mut sources = context.to_vec();
+        sources.extend(self.messages[self.run_start..].iter().filter_map(|message| match message {
+            ChatMessage::Tool { content, .. } if status_for_model(content).is_ok() => {
+                Some(Value::from(content.as_str()))
+            }
+            _ => None,
+        }));
+        sources
     }
 
     /// Whether a result of `tool` in this run gave `argument` this value in its JSON (the
