@@ -1036,7 +1036,7 @@ impl AgentLoop {
             // model, "Cancel lunch with Ana." was answered "… has been canceled." with the tools
             // at 0.52 against 0.44 for the answer. A question's run, or one that called, answers
             // as the model writes.
-            let rule = if state.question || state.called { StepRule::AsWritten } else { StepRule::CallIfLikelier };
+            let rule = if state.question || state.called() { StepRule::AsWritten } else { StepRule::CallIfLikelier };
             let result = self.model.complete_step(&request, rule, timed).instrument(span.clone()).await;
             if let Err(error) = &result {
                 span.record("error.type", &*error.kind());
@@ -1067,7 +1067,6 @@ impl AgentLoop {
                     host.provider_refused(&refused.name, &refused.reason);
                 }
             }
-            state.called |= !reply.tool_calls.is_empty();
             let visible: Vec<&ToolSpec> =
                 request.tools.iter().filter(|t| !state.refusals_reported.contains(&t.name)).collect();
             // Ids unique within the run, whatever the model used (text-parsed calls repeat theirs).
@@ -2218,8 +2217,6 @@ struct RunState {
     changes_done: u32,
     /// How many actions the message asks for, once asked (`Some(None)`: the model could not say).
     actions_asked: Option<Option<usize>>,
-    /// A reply of this run called a tool (then the step is the model's own: [`StepRule`]).
-    called: bool,
 }
 
 /// Where a run is, as [`ToolHost::checkpoint`] receives it and [`AgentLoop::resume`] goes on
@@ -2330,8 +2327,15 @@ impl RunState {
             values: HashMap::new(),
             changes_done: checkpoint.changes_done,
             actions_asked: None,
-            called: false,
         }
+    }
+
+    /// Whether a reply of this run called a tool (then the step is the model's own:
+    /// [`StepRule`]); read from the run's messages, so a resumed run knows it too.
+    fn called(&self) -> bool {
+        self.messages[self.run_start.min(self.messages.len())..]
+            .iter()
+            .any(|m| matches!(m, ChatMessage::Assistant { tool_calls, .. } if !tool_calls.is_empty()))
     }
 
     /// What the app says about the values a call may give: its state (`context`), and the
