@@ -1145,32 +1145,64 @@ struct StepOdds {
 struct StepWatch<'a> {
     tools: &'a [&'a str],
     answer: &'static str,
-    /// The reply's text so far, from the tokens' own text.
-    written: String,
+    /// What comes before the step, without whitespace: `{"next":"`.
+    before_step: String,
+    /// The reply's text so far without whitespace, from the tokens' own text; `None` once past
+    /// the step (nothing more to watch).
+    written: Option<String>,
+}
+
+/// Which steps a token of a constrained reply's step may begin.
+#[derive(PartialEq)]
+enum Begins {
+    /// The answer's, and no tool's name.
+    Answer,
+    /// One tool's name or more, and not the answer's.
+    Tool,
+    /// Both, or neither: it says nothing of which.
+    Either,
 }
 
 impl<'a> StepWatch<'a> {
     fn new(tools: &'a [&'a str]) -> Self {
-        StepWatch { tools, answer: answer_step(tools.iter().copied()), written: String::new() }
+        StepWatch {
+            tools,
+            answer: answer_step(tools.iter().copied()),
+            before_step: format!("{{\"{STEP_KEY}\":\""),
+            written: Some(String::new()),
+        }
+    }
+
+    fn begins(&self, token: &str) -> Begins {
+        let begins = |name: &str| !token.is_empty() && name.starts_with(token);
+        match (begins(self.answer), self.tools.iter().any(|tool| begins(tool))) {
+            (true, false) => Begins::Answer,
+            (false, true) => Begins::Tool,
+            _ => Begins::Either,
+        }
     }
 
     /// Reads one streamed event's tokens (`choices[0].logprobs.content`): the odds at the step
     /// when the model wrote the answer's step there although its tools were likelier.
     fn read(&mut self, event: &Value) -> Option<StepOdds> {
         for token in event.pointer("/choices/0/logprobs/content").and_then(Value::as_array).into_iter().flatten() {
+            let written = self.written.as_mut()?;
             let text = token.get("token").and_then(Value::as_str).unwrap_or_default();
-            let at_step = {
-                let so_far: String = self.written.chars().filter(|c| !c.is_whitespace()).collect();
-                so_far == format!("{{\"{STEP_KEY}\":\"")
-            };
-            self.written.push_str(text);
-            if !at_step {
+            if *written != self.before_step {
+                written.extend(text.chars().filter(|c| !c.is_whitespace()));
+                // Past where the step could begin: nothing more to watch.
+                if !self.before_step.starts_with(written.as_str()) {
+                    self.written = None;
+                }
                 continue;
             }
+            if text.trim().is_empty() {
+                // Still before the step.
+                continue;
+            }
+            self.written = None;
             let odds = self.odds(token);
-            let begins = |name: &str| !text.is_empty() && name.starts_with(text);
-            let answering = begins(self.answer) && !self.tools.iter().any(|tool| begins(tool));
-            return (answering && odds.tools > odds.answer).then_some(odds);
+            return (self.begins(text) == Begins::Answer && odds.tools > odds.answer).then_some(odds);
         }
         None
     }
@@ -1183,12 +1215,10 @@ impl<'a> StepWatch<'a> {
             else {
                 continue;
             };
-            let begins = |name: &str| !text.is_empty() && name.starts_with(text);
-            // A token that begins both says nothing of which.
-            match (begins(self.answer), self.tools.iter().any(|tool| begins(tool))) {
-                (true, false) => odds.answer += logprob.exp(),
-                (false, true) => odds.tools += logprob.exp(),
-                _ => {}
+            match self.begins(text) {
+                Begins::Answer => odds.answer += logprob.exp(),
+                Begins::Tool => odds.tools += logprob.exp(),
+                Begins::Either => {}
             }
         }
         odds
