@@ -1526,7 +1526,8 @@ impl AgentLoop {
         let properties = tool.parameters.get("properties")?.as_object()?;
         let given = tool_call.arguments.as_object()?;
         let with: Vec<&str> = given.values().filter_map(Value::as_str).collect();
-        let sources = state.app_data(context);
+        // Read only for a value the message names (most calls have none).
+        let mut sources: Option<Vec<Value>> = None;
         for (argument, schema) in properties.iter().filter(|(argument, _)| !given.contains_key(*argument)) {
             let Some(allowed) = schema.get("enum").and_then(Value::as_array) else { continue };
             let named: Vec<&str> = allowed
@@ -1536,7 +1537,7 @@ impl AgentLoop {
                 .collect();
             let [value] = named.as_slice() else { continue };
             if schema.get("default").and_then(Value::as_str) == Some(*value)
-                || crate::grounding::shown_with(&sources, &with, value)
+                || crate::grounding::shown_with(sources.get_or_insert_with(|| state.app_data(context)), &with, value)
             {
                 continue;
             }
