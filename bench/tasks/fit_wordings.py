@@ -47,12 +47,13 @@ VARIANTS = {
  "F": (lambda m,a: f'Action: {a}\nMessage: "{m}"\n\nIf the app did this action, would the user get what the message asks for? Answer yes or no.', False),
 }
 sel = [a for a in sys.argv[1:] if not a.isdigit()] or list(VARIANTS)
-res = {}
+unknown = [k for k in sel if k not in VARIANTS]
+if unknown:
+    sys.exit(f"unknown wording {', '.join(unknown)}: choose among {' '.join(VARIANTS)}")
 for k in sel:
     f, inv = VARIANTS[k]
     p = [(1-yes(f(m,a))) if inv else yes(f(m,a)) for m,a in POS]
     n = [(1-yes(f(m,a))) if inv else yes(f(m,a)) for m,a in NEG]
-    res[k]=(p,n)
     print(k, "POS min %.2f med %.2f" % (min(p), sorted(p)[len(p)//2]), "NEG max %.2f med %.2f" % (max(n), sorted(n)[len(n)//2]), flush=True)
     print("  pos:", " ".join("%.2f"%x for x in p)); print("  neg:", " ".join("%.2f"%x for x in n), flush=True)
 
