@@ -13,12 +13,14 @@ mod codec;
 mod decode;
 mod encode;
 mod frames;
+mod ids;
 mod quoted;
 
 pub use codec::{ProtocolError, decode_client_frame, decode_server_frame, encode_frame, protocol_schema};
 pub use decode::EventPayload;
 pub use encode::JsonObject;
 pub use frames::*;
+pub use ids::{CallId, RunId};
 pub use quoted::Quoted;
 
 /// The version of the wire format. Bump it whenever a frame changes shape.
