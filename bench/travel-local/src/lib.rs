@@ -76,7 +76,7 @@ pub async fn run_one(
     let started = Instant::now();
     let started_ms = now_ms();
     let sink = RunSink { on_delta: &on_delta, on_event: &on_event };
-    let outcome = agent.run(host, &sink, &format!("run-{n}"), request, history).await;
+    let outcome = agent.run(host, &sink, &format!("run-{n}").into(), request, history).await;
     let line = json!({
         "request": request,
         "status": outcome.status.as_str(),

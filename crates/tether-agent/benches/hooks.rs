@@ -8,7 +8,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 use tether_agent::BoxFuture;
 use tether_agent::*;
-use tether_protocol::{ResultStatus, ToolSpec};
+use tether_protocol::{ResultStatus, RunId, ToolSpec};
 
 /// Calls `ping` once, then answers.
 struct PingModel;
@@ -67,12 +67,13 @@ fn hooks(c: &mut Criterion) {
     let on_delta = |_: &str| {};
     let on_event = |_| {};
     let sink = RunSink { on_delta: &on_delta, on_event: &on_event };
+    let run_id = RunId::from("r");
     let mut group = c.benchmark_group("agent run (2 turns, 1 tool call)");
     group.bench_function("no hooks", |b| {
-        b.iter(|| black_box(runtime.block_on(bare.run(&PingHost, &sink, "r", "ping", Vec::new()))));
+        b.iter(|| black_box(runtime.block_on(bare.run(&PingHost, &sink, &run_id, "ping", Vec::new()))));
     });
     group.bench_function("5 no-op hooks (8 hook calls)", |b| {
-        b.iter(|| black_box(runtime.block_on(hooked.run(&PingHost, &sink, "r", "ping", Vec::new()))));
+        b.iter(|| black_box(runtime.block_on(hooked.run(&PingHost, &sink, &run_id, "ping", Vec::new()))));
     });
     group.finish();
 }

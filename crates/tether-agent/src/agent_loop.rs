@@ -24,8 +24,8 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use serde_json::Value;
 use tether_protocol::{
-    ContextEntry, ResultStatus, Risk, RunEndEvent, RunEvent, RunStartEvent, RunStatus, ToolCallDeltaEvent,
-    ToolEndEvent, ToolSpec, ToolStartEvent, TurnEndEvent, TurnStartEvent,
+    CallId, ContextEntry, ResultStatus, Risk, RunEndEvent, RunEvent, RunId, RunStartEvent, RunStatus,
+    ToolCallDeltaEvent, ToolEndEvent, ToolSpec, ToolStartEvent, TurnEndEvent, TurnStartEvent,
 };
 use tracing::Instrument;
 
@@ -66,9 +66,9 @@ pub const MAX_TOOL_RESULT_BYTES: usize = 16 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallRef<'a> {
     /// The run that made the call.
-    pub run_id: &'a str,
+    pub run_id: &'a RunId,
     /// The call's id, unique in its conversation.
-    pub call_id: &'a str,
+    pub call_id: &'a CallId,
     /// The tool's name.
     pub name: &'a str,
 }
@@ -131,7 +131,7 @@ pub trait ToolHost: Send + Sync {
     /// A call of a resumed run that was asked for before the restart: `Some` when the host had
     /// sent it and can still give its result (it is in flight, or its result arrived and was
     /// kept), `None` when it never left, so the loop runs it now. The default: `None`.
-    fn resume_call<'a>(&'a self, run_id: &'a str, call_id: &'a str) -> Option<BoxFuture<'a, ToolOutput>> {
+    fn resume_call<'a>(&'a self, run_id: &'a RunId, call_id: &'a CallId) -> Option<BoxFuture<'a, ToolOutput>> {
         let _ = (run_id, call_id);
         None
     }
@@ -656,7 +656,7 @@ impl AgentLoop {
         &self,
         host: &dyn ToolHost,
         sink: &RunSink<'_>,
-        run_id: &str,
+        run_id: &RunId,
         text: &str,
         history: Vec<ChatMessage>,
     ) -> RunOutcome {
@@ -671,7 +671,7 @@ impl AgentLoop {
         &self,
         host: &dyn ToolHost,
         sink: &RunSink<'_>,
-        run_id: &str,
+        run_id: &RunId,
         text: &str,
         history: Vec<ChatMessage>,
         stop: impl Future<Output = ()> + Send,
@@ -741,7 +741,7 @@ impl AgentLoop {
         &self,
         host: &dyn ToolHost,
         sink: &RunSink<'_>,
-        run_id: &str,
+        run_id: &RunId,
         mut state: RunState,
         resumed: bool,
         stop: impl Future<Output = ()> + Send,
@@ -792,7 +792,7 @@ impl AgentLoop {
         &self,
         host: &dyn ToolHost,
         sink: &RunSink<'_>,
-        run_id: &str,
+        run_id: &RunId,
         state: &mut RunState,
     ) -> Result<(), AgentError> {
         let info = self.info(run_id, state.turns, &state.events);
@@ -829,7 +829,7 @@ impl AgentLoop {
     async fn begin(
         &self,
         sink: &RunSink<'_>,
-        run_id: &str,
+        run_id: &RunId,
         text: &str,
         first: bool,
         events: &EventEmitter,
@@ -846,9 +846,9 @@ impl AgentLoop {
         Ok(RunBeginDecision::Continue { context })
     }
 
-    fn info(&self, run_id: &str, turn: u32, events: &EventEmitter) -> RunInfo {
+    fn info(&self, run_id: &RunId, turn: u32, events: &EventEmitter) -> RunInfo {
         RunInfo {
-            run_id: run_id.to_string(),
+            run_id: run_id.clone(),
             agent_name: self.agent_name.clone(),
             turn,
             max_turns: self.max_turns,
@@ -865,7 +865,7 @@ impl AgentLoop {
     fn fit_window(
         &self,
         host: &dyn ToolHost,
-        run_id: &str,
+        run_id: &RunId,
         state: &mut RunState,
         first_view: Option<&(Vec<ToolSpec>, Vec<ContextEntry>)>,
         budget: u32,
@@ -884,7 +884,7 @@ impl AgentLoop {
             crate::window::Fit::Fits => Ok(()),
             crate::window::Fit::Shortened { dropped } => {
                 tracing::info!(
-                    run = run_id,
+                    run = run_id.as_str(),
                     dropped,
                     budget,
                     "older messages left out to fit the model's context window"
@@ -903,7 +903,7 @@ impl AgentLoop {
         &self,
         host: &dyn ToolHost,
         sink: &RunSink<'_>,
-        run_id: &str,
+        run_id: &RunId,
         state: &mut RunState,
     ) -> Result<(RunStatus, String), AgentError> {
         // With a stop gate, the answer is held until the gate accepts it.
@@ -921,7 +921,7 @@ impl AgentLoop {
                 .instrument(chat_span(self.model.as_ref(), "question_check"))
                 .await
                 == MessageKind::Question;
-            tracing::info!(run = run_id, question = state.question, "what the message asks for");
+            tracing::info!(run = run_id.as_str(), question = state.question, "what the message asks for");
         }
         while state.turns < self.max_turns {
             if let Some(budget) = budget {
@@ -973,7 +973,7 @@ impl AgentLoop {
                 call.tools.retain(|tool| read_only.contains(&tool.name));
                 if call.tools.len() < before {
                     tracing::info!(
-                        run = run_id,
+                        run = run_id.as_str(),
                         offered = call.tools.len(),
                         withheld = before - call.tools.len(),
                         "a question: tools that change something are not offered"
@@ -1009,7 +1009,7 @@ impl AgentLoop {
                 written[delta.index] = delta.partial_args.clone();
                 drop(written);
                 (sink.on_event)(RunEvent::ToolCallDelta(ToolCallDeltaEvent {
-                    call_id: format!("{run_id}.{turn}.{}", delta.index),
+                    call_id: format!("{run_id}.{turn}.{}", delta.index).into(),
                     tool: delta.name.to_string(),
                     partial_args: delta.partial_args,
                 }));
@@ -1049,7 +1049,7 @@ impl AgentLoop {
                 Err(AgentError::ContextOverflow(message)) if !state.overflow_cut && state.run_start > 0 => {
                     state.overflow_cut = true;
                     let dropped = crate::window::halve(&mut state.messages, &mut state.run_start);
-                    tracing::warn!(run = run_id, %message, dropped, "the request was over the model's context window; older messages left out");
+                    tracing::warn!(run = run_id.as_str(), %message, dropped, "the request was over the model's context window; older messages left out");
                     state.turns -= 1;
                     continue;
                 }
@@ -1071,7 +1071,7 @@ impl AgentLoop {
                 request.tools.iter().filter(|t| !state.refusals_reported.contains(&t.name)).collect();
             // Ids unique within the run, whatever the model used (text-parsed calls repeat theirs).
             for (n, tool_call) in reply.tool_calls.iter_mut().enumerate() {
-                tool_call.id = format!("{run_id}.{}.{n}", state.turns);
+                tool_call.id = format!("{run_id}.{}.{n}", state.turns).into();
             }
             // A value written in another spelling of the one allowed value with its words is read
             // as that value (`respell.rs`); the model reads so after the call's result.
@@ -1081,7 +1081,7 @@ impl AgentLoop {
                 let read = crate::respell::respell(&spec.parameters, &mut tool_call.arguments);
                 for value in &read {
                     tracing::info!(
-                        run = run_id,
+                        run = run_id.as_str(),
                         tool = tool_call.name,
                         argument = value.argument,
                         written = value.written,
@@ -1156,7 +1156,7 @@ impl AgentLoop {
                 if !summarised && state.refusals.iter().any(|refusal| claims::repeats(&reply.text, refusal)) {
                     // The model handed the loop guard's own refusal back as its answer: the user
                     // reads what was done instead.
-                    tracing::info!(run = run_id, "the answer repeats a refusal of the loop guard; summarised");
+                    tracing::info!(run = run_id.as_str(), "the answer repeats a refusal of the loop guard; summarised");
                     reply.text = state.not_answered(self.max_turns);
                     // Held back by the gate while it could be that refusal; the summary is shown instead.
                     unshown.clone_from(&reply.text);
@@ -1176,7 +1176,7 @@ impl AgentLoop {
                 ];
                 for (what, strip) in tethers {
                     let Some(kept) = strip(&reply.text).filter(|_| !summarised) else { continue };
-                    tracing::info!(run = run_id, "{what}");
+                    tracing::info!(run = run_id.as_str(), "{what}");
                     cleaned = true;
                     if kept.is_empty() {
                         reply.text = state.not_answered(self.max_turns);
@@ -1193,7 +1193,7 @@ impl AgentLoop {
                     // so once and answers again (nothing of this reply was shown); a second such
                     // answer ends the run with why nothing was done.
                     state.nudged_empty = true;
-                    tracing::info!(run = run_id, "the answer was only Tether's words; asked again");
+                    tracing::info!(run = run_id.as_str(), "the answer was only Tether's words; asked again");
                     state.messages.push(ChatMessage::Assistant { content, tool_calls: Vec::new() });
                     state
                         .messages
@@ -1209,7 +1209,7 @@ impl AgentLoop {
                     // The message repeated again (measured: the 1.5B model answered "Mark all my
                     // emails as read." twice to that message, in the mail conversation): the user
                     // reads what was done, or that nothing was, never their own words back.
-                    tracing::info!(run = run_id, "the answer repeats the request again; summarised");
+                    tracing::info!(run = run_id.as_str(), "the answer repeats the request again; summarised");
                     reply.text = state.not_answered(self.max_turns);
                     unshown.clone_from(&reply.text);
                     summarised = true;
@@ -1222,7 +1222,7 @@ impl AgentLoop {
                 {
                     // Not an answer: the model repeated the message. Told once.
                     state.echo_nudged = true;
-                    tracing::info!(run = run_id, "the answer repeats the request; asked again");
+                    tracing::info!(run = run_id.as_str(), "the answer repeats the request; asked again");
                     state.messages.push(ChatMessage::Assistant { content, tool_calls: Vec::new() });
                     state.messages.push(ChatMessage::note(NoteKind::Hook, claims::echo_nudge()));
                     self.end_turn(sink, &info, reply.text, 0).await?;
@@ -1234,7 +1234,7 @@ impl AgentLoop {
                             // Not delivered: the model is told that nothing did it, once.
                             state.claim_nudged = true;
                             tracing::info!(
-                                run = run_id,
+                                run = run_id.as_str(),
                                 claim,
                                 "the answer claims an action no tool took; asked again"
                             );
@@ -1251,7 +1251,7 @@ impl AgentLoop {
                             continue;
                         }
                         tracing::warn!(
-                            run = run_id,
+                            run = run_id.as_str(),
                             claim,
                             "the answer claims an action no tool took, again; withheld"
                         );
@@ -1339,7 +1339,7 @@ impl AgentLoop {
                     ))
                 } else if let Some(earlier) = state.seen.get(&key).filter(|_| guard.refuse_repeats) {
                     state.repeats += 1;
-                    tracing::info!(run = run_id, tool = tool_call.name, "repeated call not run again");
+                    tracing::info!(run = run_id.as_str(), tool = tool_call.name, "repeated call not run again");
                     Some(ToolOutput::new(
                         ResultStatus::Denied,
                         format!(
@@ -1407,12 +1407,16 @@ impl AgentLoop {
             self.end_turn(sink, &info, reply.text.clone(), reply.tool_calls.len()).await?;
             if let Some(tool) = no_follow_up {
                 // The tool's result is the answer: recorded, and no model turn after it.
-                tracing::debug!(run = run_id, tool, "a followUp: false tool succeeded; run ended");
+                tracing::debug!(run = run_id.as_str(), tool, "a followUp: false tool succeeded; run ended");
                 state.answered_by_tool = true;
                 return Ok((RunStatus::Completed, reply.text));
             }
             if guard.refuse_repeats && guard.max_repeats > 0 && state.repeats >= guard.max_repeats {
-                tracing::warn!(run = run_id, repeats = state.repeats, "the model keeps repeating calls; run ended");
+                tracing::warn!(
+                    run = run_id.as_str(),
+                    repeats = state.repeats,
+                    "the model keeps repeating calls; run ended"
+                );
                 return Ok((RunStatus::LoopDetected, String::new()));
             }
         }
@@ -1431,7 +1435,7 @@ impl AgentLoop {
         tool_call: &ModelToolCall,
         threshold: f64,
         host: &dyn ToolHost,
-        run_id: &str,
+        run_id: &RunId,
     ) -> Option<Refusal> {
         let tool = visible.iter().find(|tool| tool.name == tool_call.name)?;
         // The app state's values, read once for the made-up check and the value check.
@@ -1451,7 +1455,7 @@ impl AgentLoop {
                         None
                     } else if crate::questions::names_tool(&state.request, &tool.name, &others) {
                         // The message names the tool itself: nothing to ask.
-                        tracing::info!(run = run_id, tool = tool.name, "the message names the tool");
+                        tracing::info!(run = run_id.as_str(), tool = tool.name, "the message names the tool");
                         Some(1.0)
                     } else {
                         questions
@@ -1462,7 +1466,12 @@ impl AgentLoop {
                 let probability = ask.instrument(chat_span(self.model.as_ref(), "fit_check")).await;
                 state.fits.insert(tool.name.clone(), probability);
                 if let Some(probability) = probability {
-                    tracing::info!(run = run_id, tool = tool.name, probability, "does the message ask for the call");
+                    tracing::info!(
+                        run = run_id.as_str(),
+                        tool = tool.name,
+                        probability,
+                        "does the message ask for the call"
+                    );
                 }
                 probability
             }
@@ -1489,7 +1498,7 @@ impl AgentLoop {
             return self.unasked_value(questions, state, visible, tool, tool_call, &context, run_id).await;
         }
         tracing::info!(
-            run = run_id,
+            run = run_id.as_str(),
             tool = tool.name,
             probability,
             threshold,
@@ -1521,7 +1530,7 @@ impl AgentLoop {
         tool: &ToolSpec,
         tool_call: &ModelToolCall,
         context: &[Value],
-        run_id: &str,
+        run_id: &RunId,
     ) -> Option<Refusal> {
         let properties = tool.parameters.get("properties")?.as_object()?;
         let given = tool_call.arguments.as_object()?;
@@ -1542,7 +1551,7 @@ impl AgentLoop {
                 continue;
             }
             tracing::info!(
-                run = run_id,
+                run = run_id.as_str(),
                 tool = tool.name,
                 argument,
                 value,
@@ -1572,14 +1581,14 @@ impl AgentLoop {
         tool: &ToolSpec,
         tool_call: &ModelToolCall,
         context: &[Value],
-        run_id: &str,
+        run_id: &RunId,
     ) -> Option<Refusal> {
         if !self.made_up_check || questions.is_read_only(self.model.as_ref(), tool).await {
             return None;
         }
         let seen = crate::made_up::seen_text(&self.system_prompt, &state.messages, state.run_start, context, visible);
         let (path, value) = crate::made_up::made_up_value(&tool_call.arguments, &tool.parameters, &seen)?;
-        tracing::info!(run = run_id, tool = tool.name, path, value, "a value the model read nowhere; refused");
+        tracing::info!(run = run_id.as_str(), tool = tool.name, path, value, "a value the model read nowhere; refused");
         let argument = path.trim_start_matches('/').split('/').next().unwrap_or_default();
         Some(Refusal::new(
             format!(
@@ -1605,7 +1614,7 @@ impl AgentLoop {
         questions: &QuestionCheck,
         state: &mut RunState,
         tool: &ToolSpec,
-        run_id: &str,
+        run_id: &RunId,
     ) -> Option<Refusal> {
         if self.action_counter().is_none()
             || !matches!(tool.risk, Risk::High | Risk::Critical)
@@ -1620,7 +1629,7 @@ impl AgentLoop {
                 let ask = questions.actions(self.model.as_ref(), &state.request, last_answer.as_deref());
                 let asked = ask.instrument(chat_span(self.model.as_ref(), "action_count")).await;
                 state.actions_asked = Some(asked);
-                tracing::info!(run = run_id, asked, "the actions the message asks for");
+                tracing::info!(run = run_id.as_str(), asked, "the actions the message asks for");
                 asked
             }
         }?;
@@ -1628,7 +1637,7 @@ impl AgentLoop {
         if done < asked {
             return None;
         }
-        tracing::info!(run = run_id, tool = tool.name, asked, done, "every action asked for is done; refused");
+        tracing::info!(run = run_id.as_str(), tool = tool.name, asked, done, "every action asked for is done; refused");
         let plural = |n: usize, word: &str| if n == 1 { format!("{n} {word}") } else { format!("{n} {word}s") };
         Some(Refusal::new(
             format!(
@@ -1655,7 +1664,7 @@ impl AgentLoop {
         tool: &ToolSpec,
         tool_call: &ModelToolCall,
         context: &[Value],
-        run_id: &str,
+        run_id: &RunId,
     ) -> Option<Refusal> {
         use crate::questions::ValueVerdict;
         let properties = tool.parameters.get("properties")?.as_object()?;
@@ -1689,7 +1698,7 @@ impl AgentLoop {
                 Some(_) if grounded[called] > 0 => continue,
                 Some(at) => {
                     tracing::info!(
-                        run = run_id,
+                        run = run_id.as_str(),
                         tool = tool.name,
                         argument,
                         value,
@@ -1710,7 +1719,7 @@ impl AgentLoop {
                 });
                 if let Some(name) = unknown.first() {
                     tracing::info!(
-                        run = run_id,
+                        run = run_id.as_str(),
                         tool = tool.name,
                         argument,
                         value,
@@ -1759,7 +1768,7 @@ impl AgentLoop {
                 ),
             };
             tracing::info!(
-                run = run_id,
+                run = run_id.as_str(),
                 tool = tool.name,
                 argument,
                 value,
@@ -1843,7 +1852,7 @@ impl AgentLoop {
         state: &mut RunState,
         visible: &[&ToolSpec],
         tool: &ToolSpec,
-        run_id: &str,
+        run_id: &RunId,
     ) -> Option<Refusal> {
         let names: Vec<&str> = visible.iter().map(|t| t.name.as_str()).collect();
         if crate::questions::names_tool(&state.request, &tool.name, &names) {
@@ -1873,7 +1882,7 @@ impl AgentLoop {
         tool: &ToolSpec,
         ratio: f64,
         only: Option<&[&str]>,
-        run_id: &str,
+        run_id: &RunId,
     ) -> Option<Refusal> {
         let offered: Vec<ToolSpec> = visible.iter().map(|t| (*t).clone()).collect();
         // Each tool's effect is asked once per server (remembered by name and description).
@@ -1903,14 +1912,14 @@ impl AgentLoop {
                     .instrument(chat_span(self.model.as_ref(), "rival_check"))
                     .await;
                 if let Some(rival) = &rival {
-                    tracing::info!(run = run_id, tool = tool.name, rival = ?rival.tool, ratio = rival.ratio, "which action does the message ask for");
+                    tracing::info!(run = run_id.as_str(), tool = tool.name, rival = ?rival.tool, ratio = rival.ratio, "which action does the message ask for");
                 }
                 state.rivals.insert(key, rival.clone());
                 rival
             }
         };
         let rival = rival.filter(|rival| rival.ratio >= ratio && (only.is_none() || rival.tool.is_some()))?;
-        tracing::info!(run = run_id, tool = tool.name, rival = ?rival.tool, ratio = rival.ratio, "the message asks for another action; refused");
+        tracing::info!(run = run_id.as_str(), tool = tool.name, rival = ?rival.tool, ratio = rival.ratio, "the message asks for another action; refused");
         let instead = match rival.tool.as_deref().and_then(|name| visible.iter().find(|t| t.name == name)) {
             Some(other) => format!(
                 "It asks rather for what {} does ({}): call that one if so.",
@@ -2227,7 +2236,7 @@ struct RunState {
 #[serde(rename_all = "camelCase")]
 pub struct RunCheckpoint {
     /// The run.
-    pub run_id: String,
+    pub run_id: RunId,
     /// The user's message that started it.
     pub request: String,
     /// The conversation: the history before the run, then the run's messages.
@@ -2275,9 +2284,9 @@ pub struct RunCheckpoint {
 }
 
 impl RunState {
-    fn checkpoint(&self, run_id: &str) -> RunCheckpoint {
+    fn checkpoint(&self, run_id: &RunId) -> RunCheckpoint {
         RunCheckpoint {
-            run_id: run_id.to_string(),
+            run_id: run_id.clone(),
             request: self.request.clone(),
             messages: self.messages.clone(),
             run_start: self.run_start,

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use serde_json::Value;
-use tether_protocol::{ResultStatus, RunEvent, ToolSpec};
+use tether_protocol::{CallId, ResultStatus, RunEvent, RunId, ToolSpec};
 
 use crate::model::{BoxFuture, ChatMessage};
 
@@ -57,7 +57,7 @@ impl std::fmt::Debug for EventEmitter {
 #[derive(Debug, Clone)]
 pub struct RunInfo {
     /// The run's id.
-    pub run_id: String,
+    pub run_id: RunId,
     /// The agent's name (for declarative hooks' context).
     pub agent_name: String,
     /// The current turn, from 1.
@@ -94,7 +94,7 @@ pub struct ToolUse {
     /// Where the run is.
     pub run: RunInfo,
     /// The call's id.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The tool's name.
     pub name: String,
     /// The arguments.

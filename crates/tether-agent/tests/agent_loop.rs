@@ -79,7 +79,7 @@ async fn run(agent: &AgentLoop, host: &FakeHost) -> (RunOutcome, Vec<RunEvent>, 
     let on_delta = |delta: &str| recorded.text.lock().unwrap().push_str(delta);
     let on_event = |event: RunEvent| recorded.events.lock().unwrap().push(event);
     let sink = RunSink { on_delta: &on_delta, on_event: &on_event };
-    let outcome = agent.run(host, &sink, "run-1", "book me a seat", Vec::new()).await;
+    let outcome = agent.run(host, &sink, &"run-1".into(), "book me a seat", Vec::new()).await;
     let events = recorded.events.into_inner().unwrap();
     let text = recorded.text.into_inner().unwrap();
     (outcome, events, text)
@@ -215,7 +215,7 @@ async fn hooks_run_before_their_events_and_turns_are_observed_in_order() {
         events_log.lock().unwrap().push(format!("event {kind}"));
     };
     let sink = RunSink { on_delta: &on_delta, on_event: &on_event };
-    agent.run(&host, &sink, "r", "go", Vec::new()).await;
+    agent.run(&host, &sink, &"r".into(), "go", Vec::new()).await;
     let log = log.lock().unwrap().clone();
     assert_eq!(
         log,

@@ -91,7 +91,7 @@ async fn converse(agent: &AgentLoop) -> Vec<RunOutcome> {
     for n in 0..75 {
         let text = format!("Message {n}: {}", "please remember this sentence about the weather. ".repeat(4));
         let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
-        let outcome = agent.run(&Notes, &sink, &format!("r{n}"), &text, history).await;
+        let outcome = agent.run(&Notes, &sink, &format!("r{n}").into(), &text, history).await;
         history = outcome.messages.clone();
         outcomes.push(outcome);
     }
@@ -152,7 +152,7 @@ async fn a_message_too_long_for_the_window_is_refused_before_it_is_sent() {
     let (base, seen) = llama(true).await;
     let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
     let text = "word ".repeat(WINDOW * 4);
-    let outcome = agent(&base).run(&Notes, &sink, "r1", &text, Vec::new()).await;
+    let outcome = agent(&base).run(&Notes, &sink, &"r1".into(), &text, Vec::new()).await;
     assert_eq!(outcome.status, RunStatus::Failed);
     let error = outcome.error.unwrap();
     assert!(

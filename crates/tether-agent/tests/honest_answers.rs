@@ -325,7 +325,7 @@ async fn shared_app_state_is_read_before_the_message_and_never_stored() {
         .run(
             &shop,
             &RunSink { on_delta: &|_| {}, on_event: &|_| {} },
-            "r2",
+            &"r2".into(),
             "Anything else?",
             first.outcome.messages.clone(),
         )
@@ -621,7 +621,7 @@ async fn a_question_is_offered_only_the_tools_that_change_nothing() {
     // goes with it (a short reply may pick from it).
     let history = first.outcome.messages;
     let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
-    let second = agent.run(&shop, &sink, "r2", "Add a mug to my cart.", history).await;
+    let second = agent.run(&shop, &sink, &"r2".into(), "Add a mug to my cart.", history).await;
     assert_eq!(second.answer, "Added.");
     assert_eq!(*shop.ran.lock().unwrap(), ["cart_add"]);
     assert_eq!(names(&model.turns.requests()[1].tools), ["open_cart", "cart_add"]);
@@ -806,7 +806,7 @@ async fn the_answer_before_a_short_reply_goes_along_as_words_not_as_the_json_aro
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
     let shop = Shop::new();
     let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
-    agent.run(&shop, &sink, "r2", "the blue one", history).await;
+    agent.run(&shop, &sink, &"r2".into(), "the blue one", history).await;
     let before = "Your last message: \"Which mug would you like, red or blue?\"\n";
     assert!(model.asked()[0].starts_with(before), "{}", model.asked()[0]);
     // The fit check asks about the message alone first, then, below the threshold, as a reply.
@@ -822,7 +822,7 @@ async fn the_answer_before_a_short_reply_goes_along_as_words_not_as_the_json_aro
         ChatMessage::User { content: "Hi.".into() },
         ChatMessage::Assistant { content: "Hello! What can I do for you?".into(), tool_calls: Vec::new() },
     ];
-    agent.run(&shop, &sink, "r3", "Add a red mug.", history).await;
+    agent.run(&shop, &sink, &"r3".into(), "Add a red mug.", history).await;
     assert_eq!(*shop.ran.lock().unwrap(), ["cart_add"]);
     assert!(model.fit_asked().is_empty(), "{:?}", model.fit_asked());
 }

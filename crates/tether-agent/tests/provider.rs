@@ -480,7 +480,7 @@ async fn a_provider_failure_ends_the_run_with_a_clear_error() {
     let on_delta = |_: &str| {};
     let on_event = |_| {};
     let outcome =
-        agent.run(&NoTools, &RunSink { on_delta: &on_delta, on_event: &on_event }, "r", "hi", Vec::new()).await;
+        agent.run(&NoTools, &RunSink { on_delta: &on_delta, on_event: &on_event }, &"r".into(), "hi", Vec::new()).await;
     assert_eq!(outcome.status, tether_protocol::RunStatus::Failed);
     assert_eq!(outcome.error.as_deref(), Some("model provider returned HTTP 401: invalid api key"));
 }
@@ -741,7 +741,13 @@ async fn the_issue_trace_runs_the_call_once_and_answers() {
     let on_delta = |d: &str| streamed.lock().unwrap().push_str(d);
     let on_event = |_| {};
     let outcome = agent
-        .run(&cart, &RunSink { on_delta: &on_delta, on_event: &on_event }, "r", "Add two black T-shirts", Vec::new())
+        .run(
+            &cart,
+            &RunSink { on_delta: &on_delta, on_event: &on_event },
+            &"r".into(),
+            "Add two black T-shirts",
+            Vec::new(),
+        )
         .await;
     assert_eq!(*cart.0.lock().unwrap(), 2, "added once");
     assert_eq!(outcome.answer, "The black T-shirts have been added to your cart.");

@@ -9,7 +9,7 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 use tether_core::validate::{CompactValidator, CompiledSchema, FullValidator, NativeRegex, Validator};
-use tether_core::{CallRequest, Executor, OwnerId, RecentIds, Risk, Step, ToolDef, ToolRegistry};
+use tether_core::{CallId, CallRequest, Executor, OwnerId, RecentIds, Risk, Step, ToolDef, ToolRegistry};
 
 fn typical_schema() -> Value {
     json!({
@@ -73,14 +73,14 @@ fn call_path<V: Validator>(c: &mut Criterion, label: &str, validator: V) {
         b.iter(|| {
             n += 1;
             let request = CallRequest {
-                call_id: n.to_string(),
+                call_id: n.to_string().into(),
                 tool: "tool_29".into(),
                 args: args.clone(),
                 server_risk: Risk::None,
             };
             let step = executor.start(request, &registry, 0);
             assert!(matches!(step, Some(Step::Run { .. })));
-            black_box(executor.handler_done(&n.to_string(), Ok(Value::Null)));
+            black_box(executor.handler_done(&n.to_string().into(), Ok(Value::Null)));
         });
     });
 }
@@ -96,14 +96,14 @@ fn call_paths(c: &mut Criterion) {
 /// hashed ring next to the linear scan of a queue that the executor used before.
 fn finished_ids(c: &mut Criterion) {
     const KEPT: usize = 1024;
-    let ids: Vec<String> = (0..KEPT).map(|n| format!("call_{n:08}")).collect();
+    let ids: Vec<CallId> = (0..KEPT).map(|n| CallId::from(format!("call_{n:08}"))).collect();
     let mut ring = RecentIds::new(KEPT);
     let mut queue = VecDeque::new();
     for id in &ids {
         ring.insert(id.clone());
         queue.push_back(id.clone());
     }
-    let fresh = "call_99999999".to_string();
+    let fresh = CallId::from("call_99999999");
     c.bench_function("finished ids: a new id against 1,024 kept (hashed ring)", |b| {
         b.iter(|| assert!(!ring.contains(black_box(&fresh))));
     });

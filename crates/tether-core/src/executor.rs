@@ -9,7 +9,7 @@
 //! [`Executor::poll_timeouts`].
 
 use serde_json::Value;
-use tether_protocol::{ResultStatus, Risk};
+use tether_protocol::{CallId, ResultStatus, Risk};
 
 use crate::policy::{PolicyDecision, decide, effective_risk};
 use crate::recent::RecentIds;
@@ -28,7 +28,7 @@ const FINISHED_IDS_KEPT: usize = 1024;
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallRequest {
     /// Unique id of the call.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The tool's name.
     pub tool: String,
     /// The arguments the model chose.
@@ -41,7 +41,7 @@ pub struct CallRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalRequest {
     /// The call waiting for the user.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The tool's name.
     pub tool: String,
     /// The tool's description.
@@ -79,7 +79,7 @@ pub enum HookOutcome {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     /// The call.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The tool's name.
     pub tool: String,
     /// How it ended.
@@ -96,7 +96,7 @@ pub enum Step {
     /// Run the resolver's before-hook; answer with [`Executor::before_hook_done`].
     BeforeHook {
         /// The call.
-        call_id: String,
+        call_id: CallId,
         /// The tool.
         tool: String,
         /// The resolver prefix.
@@ -108,7 +108,7 @@ pub enum Step {
     /// [`Executor::handler_done`]. Abort it if the call later finishes as cancelled or timed out.
     Run {
         /// The call.
-        call_id: String,
+        call_id: CallId,
         /// The tool; look its handler up now, so it is the current one.
         tool: String,
         /// The arguments, validated and with defaults applied.
@@ -121,7 +121,7 @@ pub enum Step {
     /// Run the resolver's after-hook; answer with [`Executor::after_hook_done`].
     AfterHook {
         /// The call.
-        call_id: String,
+        call_id: CallId,
         /// The tool.
         tool: String,
         /// The resolver prefix.
@@ -132,7 +132,7 @@ pub enum Step {
     /// Run the resolver's error-hook; answer with [`Executor::after_hook_done`].
     ErrorHook {
         /// The call.
-        call_id: String,
+        call_id: CallId,
         /// The tool.
         tool: String,
         /// The resolver prefix.
@@ -192,7 +192,7 @@ impl Default for ExecutorConfig {
 #[derive(Debug)]
 pub struct Executor {
     config: ExecutorConfig,
-    calls: SmallMap<Call>,
+    calls: SmallMap<CallId, Call>,
     /// The ids of the last calls finished, to refuse a repeated `TOOL_CALL` (hashed, not scanned).
     finished: RecentIds,
 }
@@ -275,14 +275,14 @@ impl Executor {
     }
 
     /// Moves an approved (or approval-free) call to its before-hook or its handler.
-    fn begin(&mut self, call_id: &str, now_ms: u64) -> Step {
+    fn begin(&mut self, call_id: &CallId, now_ms: u64) -> Step {
         let call = self.calls.get_mut(call_id).expect("begin is called for a known call");
         call.deadline_ms = now_ms.saturating_add(call.timeout_ms);
         match &call.resolver {
             Some(resolver) => {
                 call.phase = Phase::BeforeHook;
                 Step::BeforeHook {
-                    call_id: call_id.to_string(),
+                    call_id: call_id.clone(),
                     tool: call.tool.clone(),
                     resolver: resolver.clone(),
                     args: call.args.clone(),
@@ -292,10 +292,10 @@ impl Executor {
         }
     }
 
-    fn run(call_id: &str, call: &mut Call) -> Step {
+    fn run(call_id: &CallId, call: &mut Call) -> Step {
         call.phase = Phase::Running;
         Step::Run {
-            call_id: call_id.to_string(),
+            call_id: call_id.clone(),
             tool: call.tool.clone(),
             args: call.args.clone(),
             notify: call.notify,
@@ -303,13 +303,13 @@ impl Executor {
         }
     }
 
-    fn in_phase(&mut self, call_id: &str, phase: Phase) -> Option<&mut Call> {
+    fn in_phase(&mut self, call_id: &CallId, phase: Phase) -> Option<&mut Call> {
         self.calls.get_mut(call_id).filter(|call| call.phase == phase)
     }
 
     /// The user answered. Only `Approved` lets the call go on; anything else finishes it as
     /// `denied` with a reason the model can read. `None` if the call is not awaiting approval.
-    pub fn approval_decided(&mut self, call_id: &str, decision: ApprovalDecision, now_ms: u64) -> Option<Step> {
+    pub fn approval_decided(&mut self, call_id: &CallId, decision: ApprovalDecision, now_ms: u64) -> Option<Step> {
         let call = self.in_phase(call_id, Phase::AwaitingApproval)?;
         let tool = call.tool.clone();
         let content = match decision {
@@ -322,23 +322,23 @@ impl Executor {
                 format!("The user dismissed the approval request for \"{tool}\"; the call was not run.")
             }
         };
-        Some(self.finish(call_id.to_string(), tool, ResultStatus::Denied, message(content)))
+        Some(self.finish(call_id.clone(), tool, ResultStatus::Denied, message(content)))
     }
 
     /// The resolver's before-hook finished. `None` if the call is not in that phase.
-    pub fn before_hook_done(&mut self, call_id: &str, outcome: HookOutcome) -> Option<Step> {
+    pub fn before_hook_done(&mut self, call_id: &CallId, outcome: HookOutcome) -> Option<Step> {
         let call = self.in_phase(call_id, Phase::BeforeHook)?;
         match outcome {
             HookOutcome::Continue => Some(Self::run(call_id, call)),
             HookOutcome::Refuse(reason) => {
                 let tool = call.tool.clone();
-                Some(self.finish(call_id.to_string(), tool, ResultStatus::Denied, message(reason)))
+                Some(self.finish(call_id.clone(), tool, ResultStatus::Denied, message(reason)))
             }
         }
     }
 
     /// The handler finished. `None` if the call is no longer running (cancelled, timed out).
-    pub fn handler_done(&mut self, call_id: &str, result: Result<Value, String>) -> Option<Step> {
+    pub fn handler_done(&mut self, call_id: &CallId, result: Result<Value, String>) -> Option<Step> {
         let call = self.in_phase(call_id, Phase::Running)?;
         let (status, content) = match &result {
             Ok(output) => (ResultStatus::Ok, output.clone()),
@@ -346,11 +346,11 @@ impl Executor {
         };
         let Some(resolver) = call.resolver.clone() else {
             let tool = call.tool.clone();
-            return Some(self.finish(call_id.to_string(), tool, status, content));
+            return Some(self.finish(call_id.clone(), tool, status, content));
         };
         call.phase = Phase::AfterHook;
         call.pending = Some((status, content));
-        let (call_id, tool) = (call_id.to_string(), call.tool.clone());
+        let (call_id, tool) = (call_id.clone(), call.tool.clone());
         Some(match result {
             Ok(output) => Step::AfterHook { call_id, tool, resolver, output },
             Err(error) => Step::ErrorHook { call_id, tool, resolver, error },
@@ -358,25 +358,25 @@ impl Executor {
     }
 
     /// The resolver's after- or error-hook finished: the call's result is final.
-    pub fn after_hook_done(&mut self, call_id: &str) -> Option<Step> {
+    pub fn after_hook_done(&mut self, call_id: &CallId) -> Option<Step> {
         let call = self.in_phase(call_id, Phase::AfterHook)?;
         let (status, content) = call.pending.take().unwrap_or((ResultStatus::Ok, Value::Null));
         let tool = call.tool.clone();
-        Some(self.finish(call_id.to_string(), tool, status, content))
+        Some(self.finish(call_id.clone(), tool, status, content))
     }
 
     /// Cancels a call in any phase (`TOOL_CANCEL`, or its component went away). `None` if the
     /// call is not in flight.
-    pub fn cancel(&mut self, call_id: &str, reason: &str) -> Option<Step> {
+    pub fn cancel(&mut self, call_id: &CallId, reason: &str) -> Option<Step> {
         let call = self.calls.get(call_id)?;
         let tool = call.tool.clone();
         let content = format!("The call to \"{tool}\" was cancelled: {reason}");
-        Some(self.finish(call_id.to_string(), tool, ResultStatus::Cancelled, message(content)))
+        Some(self.finish(call_id.clone(), tool, ResultStatus::Cancelled, message(content)))
     }
 
     /// Cancels every in-flight call of the given tools (they were unregistered).
     pub fn cancel_tools(&mut self, tools: &[String], reason: &str) -> Vec<Step> {
-        let doomed: Vec<String> =
+        let doomed: Vec<CallId> =
             self.calls.iter().filter(|(_, call)| tools.contains(&call.tool)).map(|(id, _)| id.clone()).collect();
         doomed.iter().filter_map(|call_id| self.cancel(call_id, reason)).collect()
     }
@@ -417,7 +417,7 @@ impl Executor {
     }
 
     /// The phase of a call in flight.
-    pub fn phase(&self, call_id: &str) -> Option<Phase> {
+    pub fn phase(&self, call_id: &CallId) -> Option<Phase> {
         self.calls.get(call_id).map(|call| call.phase)
     }
 
@@ -426,7 +426,7 @@ impl Executor {
         self.calls.len()
     }
 
-    fn finish(&mut self, call_id: String, tool: String, status: ResultStatus, content: Value) -> Step {
+    fn finish(&mut self, call_id: CallId, tool: String, status: ResultStatus, content: Value) -> Step {
         self.calls.remove(&call_id);
         self.finished.insert(call_id.clone());
         Step::Finish(Outcome { call_id, tool, status, content })

@@ -37,4 +37,4 @@ pub use registry::{
     RegisteredTool, RegistryEvent, ToolDef, ToolRegistry, check_tool_name, resolver_tool_name,
 };
 pub use small_map::SmallMap;
-pub use tether_protocol::{ResultStatus, Risk, ToolSpec};
+pub use tether_protocol::{CallId, ResultStatus, Risk, RunId, ToolSpec};

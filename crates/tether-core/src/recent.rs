@@ -7,12 +7,14 @@
 //! `std` hash table and its hasher cost several kB more (ARCHITECTURE.md, "Size"). The ids are
 //! call ids the server made, so the table needs no protection from chosen collisions.
 
-/// The most recent ids, at most `capacity` of them; the oldest is forgotten first.
+use tether_protocol::CallId;
+
+/// The most recent call ids, at most `capacity` of them; the oldest is forgotten first.
 #[derive(Debug, Clone)]
 pub struct RecentIds {
     capacity: usize,
     /// The ids, in a ring: while not full, in insertion order; then `next` is the oldest.
-    ring: Vec<String>,
+    ring: Vec<CallId>,
     /// The ring position the next id replaces once the ring is full.
     next: usize,
     /// Open addressing: 0 is an empty slot, `n` is ring position `n - 1`. Twice the capacity
@@ -67,16 +69,16 @@ impl RecentIds {
     }
 
     /// Whether `id` is among the most recent ids.
-    pub fn contains(&self, id: &str) -> bool {
-        !self.slots.is_empty() && self.find(id).1
+    pub fn contains(&self, id: &CallId) -> bool {
+        !self.slots.is_empty() && self.find(id.as_str()).1
     }
 
     /// Adds `id` (forgetting the oldest when full). `false` if it was already there.
-    pub fn insert(&mut self, id: String) -> bool {
+    pub fn insert(&mut self, id: CallId) -> bool {
         if self.slots.is_empty() {
             self.slots = vec![0; (self.capacity * 2).next_power_of_two()];
         }
-        if self.find(&id).1 {
+        if self.find(id.as_str()).1 {
             return false;
         }
         let position = if self.ring.len() < self.capacity {
@@ -85,12 +87,12 @@ impl RecentIds {
         } else {
             let position = self.next;
             self.next = (position + 1) % self.capacity;
-            let (slot, _) = self.find(&self.ring[position]);
+            let (slot, _) = self.find(self.ring[position].as_str());
             self.vacate(slot);
             self.ring[position] = id;
             position
         };
-        let (slot, _) = self.find(&self.ring[position]);
+        let (slot, _) = self.find(self.ring[position].as_str());
         self.slots[slot] = position as u32 + 1;
         true
     }
@@ -107,7 +109,7 @@ impl RecentIds {
             if entry == 0 {
                 return;
             }
-            let home = hash(&self.ring[entry as usize - 1]) & mask;
+            let home = hash(self.ring[entry as usize - 1].as_str()) & mask;
             // The entry may move to `slot` unless its home lies cyclically in (slot, next].
             let stays = if slot <= next { slot < home && home <= next } else { slot < home || home <= next };
             if !stays {
@@ -119,7 +121,7 @@ impl RecentIds {
     }
 
     /// The ids, oldest first (to save and restore the set).
-    pub fn iter(&self) -> impl Iterator<Item = &String> {
+    pub fn iter(&self) -> impl Iterator<Item = &CallId> {
         let (newer, older) = self.ring.split_at(if self.ring.len() < self.capacity { 0 } else { self.next });
         older.iter().chain(newer)
     }
@@ -131,19 +133,20 @@ mod tests {
 
     use proptest::prelude::*;
 
-    use super::RecentIds;
+    use super::{CallId, RecentIds};
 
     #[test]
     fn keeps_the_most_recent_ids_and_forgets_the_oldest() {
         let mut ids = RecentIds::new(3);
-        assert!(ids.is_empty() && !ids.contains("a"));
+        assert!(ids.is_empty());
+        assert!(!ids.contains(&"a".into()));
         for id in ["a", "b", "c"] {
             assert!(ids.insert(id.into()));
         }
         assert!(!ids.insert("b".into()), "already there");
         assert!(ids.insert("d".into()));
-        assert_eq!(ids.iter().map(String::as_str).collect::<Vec<_>>(), ["b", "c", "d"]);
-        assert!(!ids.contains("a") && ids.contains("b") && ids.contains("d"));
+        assert_eq!(ids.iter().map(CallId::as_str).collect::<Vec<_>>(), ["b", "c", "d"]);
+        assert!(!ids.contains(&"a".into()) && ids.contains(&"b".into()) && ids.contains(&"d".into()));
         assert_eq!((ids.len(), ids.capacity()), (3, 3));
     }
 
@@ -159,7 +162,7 @@ mod tests {
             let mut queue = VecDeque::new();
             let mut set = HashSet::new();
             for (insert, n) in ops {
-                let id = format!("call-{n}");
+                let id = CallId::from(format!("call-{n}"));
                 if insert {
                     let fresh = !set.contains(&id);
                     prop_assert_eq!(ids.insert(id.clone()), fresh);
@@ -176,7 +179,7 @@ mod tests {
                 prop_assert_eq!(ids.iter().cloned().collect::<Vec<_>>(), queue.iter().cloned().collect::<Vec<_>>());
             }
             for n in 0..40u8 {
-                let id = format!("call-{n}");
+                let id = CallId::from(format!("call-{n}"));
                 prop_assert_eq!(ids.contains(&id), set.contains(&id));
             }
         }

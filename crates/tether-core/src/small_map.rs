@@ -1,41 +1,60 @@
-//! A map from names to values for the handful of entries a session has at once (calls in
-//! flight, resolvers): a vector searched in order.
+//! A map from names or ids to values for the handful of entries a session has at once (calls
+//! in flight, resolvers): a vector searched in order.
 //!
 //! With a few entries a scan is as fast as hashing, and in the browser module it costs far
 //! less code than a hash map (a hash table and its hasher per value type).
 
-/// A name-keyed map for few entries; insertion order is kept until a removal.
-#[derive(Debug, Clone)]
-pub struct SmallMap<V>(Vec<(String, V)>);
+use std::borrow::Borrow;
 
-impl<V> Default for SmallMap<V> {
+/// A map for few entries, keyed by `K` (a name: `String`; a call: `CallId`) and looked up by
+/// anything the key borrows as (`&str` for both), as `HashMap` is; insertion order is kept until
+/// a removal.
+#[derive(Debug, Clone)]
+pub struct SmallMap<K, V>(Vec<(K, V)>);
+
+impl<K, V> Default for SmallMap<K, V> {
     fn default() -> Self {
         SmallMap(Vec::new())
     }
 }
 
-impl<V> SmallMap<V> {
-    fn position(&self, key: &str) -> Option<usize> {
-        self.0.iter().position(|(k, _)| k == key)
+impl<K, V> SmallMap<K, V> {
+    fn position<Q: PartialEq + ?Sized>(&self, key: &Q) -> Option<usize>
+    where
+        K: Borrow<Q>,
+    {
+        self.0.iter().position(|(k, _)| k.borrow() == key)
     }
 
     /// The value for `key`.
-    pub fn get(&self, key: &str) -> Option<&V> {
+    pub fn get<Q: PartialEq + ?Sized>(&self, key: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+    {
         self.position(key).map(|n| &self.0[n].1)
     }
 
     /// The value for `key`, to change it.
-    pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+    pub fn get_mut<Q: PartialEq + ?Sized>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: Borrow<Q>,
+    {
         self.position(key).map(|n| &mut self.0[n].1)
     }
 
     /// Whether `key` has a value.
-    pub fn contains_key(&self, key: &str) -> bool {
+    pub fn contains_key<Q: PartialEq + ?Sized>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+    {
         self.position(key).is_some()
     }
 
     /// Sets the value for `key`, replacing an earlier one.
-    pub fn insert(&mut self, key: String, value: V) {
+    pub fn insert(&mut self, key: K, value: V)
+    where
+        K: PartialEq,
+    {
         match self.position(&key) {
             Some(n) => self.0[n].1 = value,
             None => self.0.push((key, value)),
@@ -43,12 +62,15 @@ impl<V> SmallMap<V> {
     }
 
     /// Removes and returns the value for `key`.
-    pub fn remove(&mut self, key: &str) -> Option<V> {
+    pub fn remove<Q: PartialEq + ?Sized>(&mut self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+    {
         self.position(key).map(|n| self.0.swap_remove(n).1)
     }
 
     /// Every entry.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &V)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.0.iter().map(|(k, v)| (k, v))
     }
 
@@ -69,7 +91,7 @@ mod tests {
 
     #[test]
     fn behaves_as_a_map() {
-        let mut map = SmallMap::default();
+        let mut map: SmallMap<String, i32> = SmallMap::default();
         assert!(map.is_empty());
         map.insert("a".to_string(), 1);
         map.insert("b".to_string(), 2);

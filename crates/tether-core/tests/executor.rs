@@ -77,7 +77,7 @@ fn defaults_are_applied_before_the_handler_and_the_approval_see_the_arguments() 
         }
         other => panic!("{other:?}"),
     }
-    match executor.approval_decided("c1", ApprovalDecision::Approved, 5) {
+    match executor.approval_decided(&"c1".into(), ApprovalDecision::Approved, 5) {
         Some(Step::Run { args, notify, deadline_ms, .. }) => {
             assert_eq!(args, json!({"productId": "mug-red", "quantity": 1}));
             assert!(!notify);
@@ -131,8 +131,8 @@ fn a_refusal_dismissal_or_timeout_is_denied_with_a_reason_and_the_handler_never_
     .into_iter()
     .enumerate()
     {
-        let id = format!("c{n}");
-        executor.start(call(&id, "cart_clear", json!({})), &registry, 0).unwrap();
+        let id = CallId::from(format!("c{n}"));
+        executor.start(call(id.as_str(), "cart_clear", json!({})), &registry, 0).unwrap();
         let outcome = finished(executor.approval_decided(&id, decision, 1));
         assert_eq!(outcome.status, ResultStatus::Denied);
         assert!(outcome.content.as_str().unwrap().contains("cart_clear"));
@@ -145,7 +145,10 @@ fn a_refusal_dismissal_or_timeout_is_denied_with_a_reason_and_the_handler_never_
     let outcome = finished(steps.into_iter().next());
     assert_eq!(outcome.status, ResultStatus::Denied);
     assert!(outcome.content.as_str().unwrap().contains("Nobody approved"));
-    assert_eq!(executor.approval_decided("late", ApprovalDecision::Approved, DEFAULT_APPROVAL_TIMEOUT_MS + 1), None);
+    assert_eq!(
+        executor.approval_decided(&"late".into(), ApprovalDecision::Approved, DEFAULT_APPROVAL_TIMEOUT_MS + 1),
+        None
+    );
 }
 
 #[test]
@@ -159,7 +162,7 @@ fn a_slow_handler_times_out_with_the_tools_own_timeout() {
     assert_eq!(executor.next_deadline(), Some(1250));
     let outcome = finished(executor.poll_timeouts(1250).into_iter().next());
     assert_eq!(outcome.status, ResultStatus::Timeout);
-    assert_eq!(executor.handler_done("c1", Ok(json!(1))), None, "a late result is ignored");
+    assert_eq!(executor.handler_done(&"c1".into(), Ok(json!(1))), None, "a late result is ignored");
 }
 
 #[test]
@@ -168,10 +171,10 @@ fn cancellation_finishes_a_call_in_any_phase_once() {
     let mut executor = Executor::default();
     executor.start(call("run", "a", json!({})), &registry, 0).unwrap();
     executor.start(call("ask", "b", json!({})), &registry, 0).unwrap();
-    let outcome = finished(executor.cancel("run", "run aborted"));
+    let outcome = finished(executor.cancel(&"run".into(), "run aborted"));
     assert_eq!(outcome.status, ResultStatus::Cancelled);
     assert!(outcome.content.as_str().unwrap().contains("run aborted"));
-    assert_eq!(executor.cancel("run", "again"), None);
+    assert_eq!(executor.cancel(&"run".into(), "again"), None);
     let steps = executor.cancel_tools(&["b".to_string()], "its component unmounted");
     assert_eq!(steps.len(), 1);
     assert_eq!(executor.in_flight(), 0);
@@ -183,7 +186,7 @@ fn a_repeated_call_id_never_runs_twice() {
     let mut executor = Executor::default();
     assert!(executor.start(call("c1", "a", json!({})), &registry, 0).is_some());
     assert_eq!(executor.start(call("c1", "a", json!({})), &registry, 0), None, "in flight");
-    executor.handler_done("c1", Ok(json!("done"))).unwrap();
+    executor.handler_done(&"c1".into(), Ok(json!("done"))).unwrap();
     assert_eq!(executor.start(call("c1", "a", json!({})), &registry, 0), None, "already finished");
 }
 
@@ -192,7 +195,7 @@ fn handler_errors_become_error_results() {
     let registry = registry_with(vec![ToolDef::new("a", "")]);
     let mut executor = Executor::default();
     executor.start(call("c1", "a", json!({})), &registry, 0).unwrap();
-    let outcome = finished(executor.handler_done("c1", Err("out of stock".into())));
+    let outcome = finished(executor.handler_done(&"c1".into(), Err("out of stock".into())));
     assert_eq!((outcome.status, outcome.content), (ResultStatus::Error, json!("out of stock")));
 }
 
@@ -219,36 +222,40 @@ fn resolver_hooks_run_after_approval_around_the_handler() {
         executor.start(call("c1", "cart_remove", json!({"id": "x"})), &registry, 0),
         Some(Step::AskApproval(_))
     ));
-    match executor.approval_decided("c1", ApprovalDecision::Approved, 0) {
+    match executor.approval_decided(&"c1".into(), ApprovalDecision::Approved, 0) {
         Some(Step::BeforeHook { resolver, tool, .. }) => {
             assert_eq!((resolver.as_str(), tool.as_str()), ("cart", "cart_remove"));
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(executor.handler_done("c1", Ok(json!(1))), None, "the handler cannot finish before it was started");
-    assert!(matches!(executor.before_hook_done("c1", HookOutcome::Continue), Some(Step::Run { .. })));
-    assert!(matches!(executor.handler_done("c1", Ok(json!({"removed": "x"}))), Some(Step::AfterHook { .. })));
-    let outcome = finished(executor.after_hook_done("c1"));
+    assert_eq!(
+        executor.handler_done(&"c1".into(), Ok(json!(1))),
+        None,
+        "the handler cannot finish before it was started"
+    );
+    assert!(matches!(executor.before_hook_done(&"c1".into(), HookOutcome::Continue), Some(Step::Run { .. })));
+    assert!(matches!(executor.handler_done(&"c1".into(), Ok(json!({"removed": "x"}))), Some(Step::AfterHook { .. })));
+    let outcome = finished(executor.after_hook_done(&"c1".into()));
     assert_eq!((outcome.status, outcome.content), (ResultStatus::Ok, json!({"removed": "x"})));
 
     // The before-hook can refuse; the error-hook sees handler failures.
     assert!(matches!(executor.start(call("c2", "cart_view", json!({})), &registry, 0), Some(Step::BeforeHook { .. })));
-    let outcome = finished(executor.before_hook_done("c2", HookOutcome::Refuse("cart is locked".into())));
+    let outcome = finished(executor.before_hook_done(&"c2".into(), HookOutcome::Refuse("cart is locked".into())));
     assert_eq!((outcome.status, outcome.content), (ResultStatus::Denied, json!("cart is locked")));
     executor.start(call("c3", "cart_view", json!({})), &registry, 0).unwrap();
-    executor.before_hook_done("c3", HookOutcome::Continue).unwrap();
-    assert!(matches!(executor.handler_done("c3", Err("boom".into())), Some(Step::ErrorHook { .. })));
-    let outcome = finished(executor.after_hook_done("c3"));
+    executor.before_hook_done(&"c3".into(), HookOutcome::Continue).unwrap();
+    assert!(matches!(executor.handler_done(&"c3".into(), Err("boom".into())), Some(Step::ErrorHook { .. })));
+    let outcome = finished(executor.after_hook_done(&"c3".into()));
     assert_eq!((outcome.status, outcome.content), (ResultStatus::Error, json!("boom")));
 }
 
-type Ids = std::collections::HashSet<String>;
+type Ids = std::collections::HashSet<CallId>;
 
 /// Asserts the safety rules on one step.
 fn check(
     step: &Option<Step>,
     approved: &Ids,
-    effective: &std::collections::HashMap<String, Risk>,
+    effective: &std::collections::HashMap<CallId, Risk>,
     invalid: &Ids,
 ) -> Result<(), TestCaseError> {
     match step {
@@ -315,7 +322,7 @@ proptest! {
         for event in events {
             match event {
                 Event::Start { call, tool, server_risk, valid } => {
-                    let id = format!("c{call}");
+                    let id = CallId::from(format!("c{call}"));
                     let name = if tool == 4 && call % 2 == 0 { "r_x".to_string() } else { format!("t{tool}") };
                     let declared = registry.get(&name).unwrap().spec().risk;
                     if executor.phase(&id).is_none() {
@@ -327,7 +334,7 @@ proptest! {
                     check(&step, &approved, &effective, &invalid)?;
                 }
                 Event::Decide { call, decision } => {
-                    let id = format!("c{call}");
+                    let id = CallId::from(format!("c{call}"));
                     let decision = match decision {
                         0 => ApprovalDecision::Approved,
                         1 => ApprovalDecision::Rejected { reason: None },
@@ -341,20 +348,20 @@ proptest! {
                 }
                 Event::HookDone { call, refuse } => {
                     let outcome = if refuse { HookOutcome::Refuse("no".into()) } else { HookOutcome::Continue };
-                    let step = executor.before_hook_done(&format!("c{call}"), outcome);
+                    let step = executor.before_hook_done(&format!("c{call}").into(), outcome);
                     check(&step, &approved, &effective, &invalid)?;
                 }
                 Event::HandlerDone { call, ok } => {
                     let result = if ok { Ok(json!(1)) } else { Err("failed".into()) };
-                    let step = executor.handler_done(&format!("c{call}"), result);
+                    let step = executor.handler_done(&format!("c{call}").into(), result);
                     check(&step, &approved, &effective, &invalid)?;
                 }
                 Event::AfterHookDone { call } => {
-                    let step = executor.after_hook_done(&format!("c{call}"));
+                    let step = executor.after_hook_done(&format!("c{call}").into());
                     check(&step, &approved, &effective, &invalid)?;
                 }
                 Event::Cancel { call } => {
-                    let step = executor.cancel(&format!("c{call}"), "test");
+                    let step = executor.cancel(&format!("c{call}").into(), "test");
                     prop_assert!(matches!(step, None | Some(Step::Finish(_))));
                 }
                 Event::Tick { ms } => {

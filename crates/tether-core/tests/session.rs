@@ -21,7 +21,7 @@ use tether_core::session::{ClientSession, ClientSessionConfig, ResultOutcome, Se
 use tether_core::validate::{CompactValidator, NativeRegex};
 use tether_core::{CallRequest, Executor, OwnerId, Step, ToolDef, ToolRegistry};
 use tether_protocol::{
-    AgentMessage, ClientFrame, ContextUpdate, PROTOCOL_VERSION, Risk, ServerFrame, ToolCall, Welcome,
+    AgentMessage, CallId, ClientFrame, ContextUpdate, PROTOCOL_VERSION, Risk, ServerFrame, ToolCall, Welcome,
     decode_client_frame, decode_server_frame, encode_frame,
 };
 
@@ -85,14 +85,14 @@ struct Sim {
     client: ClientSession,
     executor: Executor,
     registry: ToolRegistry<(), CompactValidator<NativeRegex>>,
-    running: Vec<String>,
+    running: Vec<CallId>,
     server: ServerSession,
     // What happened, counted where it happened.
-    calls: Vec<String>,
-    handler_runs: HashMap<String, u32>,
-    made: HashMap<String, Value>,
-    applied: HashMap<String, Vec<Value>>,
-    abandoned: HashSet<String>,
+    calls: Vec<CallId>,
+    handler_runs: HashMap<CallId, u32>,
+    made: HashMap<CallId, Value>,
+    applied: HashMap<CallId, Vec<Value>>,
+    abandoned: HashSet<CallId>,
     processed: Vec<u64>,
     /// Whether the frames resent on the connection being opened are delivered twice.
     pending_twice: bool,
@@ -208,7 +208,7 @@ impl Sim {
         }
         match action {
             Action::Call => {
-                let call_id = format!("k{}", self.calls.len() + 1);
+                let call_id = CallId::from(format!("k{}", self.calls.len() + 1));
                 self.calls.push(call_id.clone());
                 let frame = ToolCall {
                     id: String::new(),

@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use serde_json::{Map, Value, json};
-use tether_protocol::{HookAudit, HookDecidedBy, ResultStatus, RunEvent};
+use tether_protocol::{HookAudit, HookDecidedBy, ResultStatus, RunEvent, RunId};
 
 use self::command::{Exit, Invocation};
 use self::transcript::Transcripts;
@@ -322,7 +322,7 @@ impl Runtime {
     }
 
     /// Writes a run's transcript file; `None` (and a warning) if it cannot be written.
-    fn write_transcript(&self, run_id: &str, text: &str) -> Option<PathBuf> {
+    fn write_transcript(&self, run_id: &RunId, text: &str) -> Option<PathBuf> {
         let path = self.lock_transcripts().path(run_id);
         match transcript::write(&path, text) {
             Ok(()) => Some(path),

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use tether_agent::ChatMessage;
+use tether_protocol::{CallId, RunId};
 
 /// Most runs whose transcripts are kept; the oldest file is deleted beyond that.
 pub(crate) const MAX_TRACKED_RUNS: usize = 256;
@@ -18,17 +19,17 @@ pub(crate) struct RunRecord {
     /// Tool results since that call, rendered.
     tail: Vec<String>,
     /// Calls a `PreToolUse` hook blocked (their `PostToolUse` hooks do not run).
-    pub(crate) blocked_calls: HashSet<String>,
+    pub(crate) blocked_calls: HashSet<CallId>,
     /// `additionalContext` from `PreToolUse` hooks, by call id, injected with the result.
-    pub(crate) pending_context: HashMap<String, Vec<String>>,
+    pub(crate) pending_context: HashMap<CallId, Vec<String>>,
 }
 
 /// Every tracked run, and where their transcripts go.
 #[derive(Debug)]
 pub(crate) struct Transcripts {
     dir: PathBuf,
-    runs: HashMap<String, RunRecord>,
-    order: VecDeque<String>,
+    runs: HashMap<RunId, RunRecord>,
+    order: VecDeque<RunId>,
 }
 
 /// Message text as transcript data: a line that starts with `[` (or `\`) gets a `\` in front,
@@ -69,9 +70,12 @@ pub(crate) fn render(messages: &[ChatMessage], out: &mut String) {
 }
 
 /// A file name from a run id: letters, digits, `-`, `_` and `.` kept, the rest replaced.
-fn file_name(run_id: &str) -> String {
-    let safe: String =
-        run_id.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') { c } else { '_' }).collect();
+fn file_name(run_id: &RunId) -> String {
+    let safe: String = run_id
+        .as_str()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') { c } else { '_' })
+        .collect();
     format!("{safe}.txt")
 }
 
@@ -82,14 +86,14 @@ impl Transcripts {
     }
 
     /// The path of a run's transcript.
-    pub(crate) fn path(&self, run_id: &str) -> PathBuf {
+    pub(crate) fn path(&self, run_id: &RunId) -> PathBuf {
         self.dir.join(file_name(run_id))
     }
 
     /// The record of a run, created (and the oldest one dropped) when it is new.
-    pub(crate) fn run(&mut self, run_id: &str) -> &mut RunRecord {
+    pub(crate) fn run(&mut self, run_id: &RunId) -> &mut RunRecord {
         if !self.runs.contains_key(run_id) {
-            self.order.push_back(run_id.to_string());
+            self.order.push_back(run_id.clone());
             while self.order.len() > MAX_TRACKED_RUNS {
                 if let Some(oldest) = self.order.pop_front() {
                     self.runs.remove(&oldest);
@@ -97,24 +101,24 @@ impl Transcripts {
                 }
             }
         }
-        self.runs.entry(run_id.to_string()).or_default()
+        self.runs.entry(run_id.clone()).or_default()
     }
 
     /// Records the conversation the model is about to read.
-    pub(crate) fn snapshot(&mut self, run_id: &str, messages: &[ChatMessage]) {
+    pub(crate) fn snapshot(&mut self, run_id: &RunId, messages: &[ChatMessage]) {
         let run = self.run(run_id);
         run.snapshot = messages.to_vec();
         run.tail.clear();
     }
 
     /// Records a tool result the model will read.
-    pub(crate) fn add_result(&mut self, run_id: &str, tool: &str, call_id: &str, content: &str) {
+    pub(crate) fn add_result(&mut self, run_id: &RunId, tool: &str, call_id: &CallId, content: &str) {
         self.run(run_id).tail.push(format!("[tool {tool} ({call_id}) returned]\n{}\n", data(content)));
     }
 
     /// The transcript text of a run so far, with `extra` at the end; `messages` replaces the
     /// snapshot when given (the Stop gate has the whole conversation).
-    pub(crate) fn text(&mut self, run_id: &str, messages: Option<&[ChatMessage]>, extra: &str) -> String {
+    pub(crate) fn text(&mut self, run_id: &RunId, messages: Option<&[ChatMessage]>, extra: &str) -> String {
         let run = self.run(run_id);
         let mut text = String::new();
         match messages {

@@ -251,7 +251,7 @@ async fn session_start_context_comes_only_when_the_conversation_starts() {
     let on_delta = |_: &str| {};
     let on_event = |event| events.lock().unwrap().push(event);
     let sink = tether_agent::RunSink { on_delta: &on_delta, on_event: &on_event };
-    let second = agent.run(&host, &sink, "run-2", "again", first.outcome.messages.clone()).await;
+    let second = agent.run(&host, &sink, &"run-2".into(), "again", first.outcome.messages.clone()).await;
     let count = second
         .messages
         .iter()

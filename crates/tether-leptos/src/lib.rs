@@ -81,7 +81,7 @@ pub use components::{
     ApprovalDialog, ChatPanel, MCP_PAIRING_KEY, McpPairing, McpPairingEntry, RuntimeErrors, ToolInspector,
     allowed_values,
 };
-pub use tether_web::{ConnectionState, Risk, ToolDef, ToolSpec};
+pub use tether_web::{CallId, ConnectionState, Risk, ToolDef, ToolSpec};
 pub use webmcp::use_webmcp;
 /// The versions of these crates that tether-leptos uses: `#[derive(JsonSchema)]` for
 /// [`use_agent_tool_typed`] needs schemars **1.x** (schemars 0.8's `JsonSchema` is another trait).
@@ -121,7 +121,7 @@ impl std::ops::Deref for ToolCallView {
 #[derive(Clone, Copy)]
 pub struct Responder {
     context: AgentContext,
-    call_id: StoredValue<String>,
+    call_id: StoredValue<CallId>,
 }
 
 impl Responder {
@@ -198,7 +198,7 @@ pub struct AgentState {
     /// Approval requests waiting for the user, oldest first.
     pub approvals: RwSignal<Vec<ApprovalView>>,
     /// The calls of [`use_human_in_the_loop`] tools waiting for the user's answer, oldest first.
-    pub questions: RwSignal<Vec<String>>,
+    pub questions: RwSignal<Vec<CallId>>,
     /// Errors reported by the runtime (refused tools, server errors, connection outages), newest
     /// last.
     pub errors: RwSignal<Vec<String>>,
@@ -235,7 +235,7 @@ pub struct AgentContext {
     shown: StoredValue<u64, LocalStorage>,
     /// The responder of each call whose question is open: made once per question, so a line
     /// drawn again keeps an equal one.
-    responders: StoredValue<HashMap<String, Responder>, LocalStorage>,
+    responders: StoredValue<HashMap<CallId, Responder>, LocalStorage>,
     refresh_scheduled: StoredValue<bool, LocalStorage>,
     /// How each tool's calls look in the chat (`"*"`: the rest).
     renderers: StoredValue<HashMap<String, Renderer>, LocalStorage>,
@@ -299,12 +299,12 @@ impl AgentContext {
     }
 
     /// The responder of call `call_id`'s open question.
-    fn responder(&self, call_id: &str) -> Responder {
+    fn responder(&self, call_id: &CallId) -> Responder {
         let kept = self.responders.with_value(|responders| responders.get(call_id).copied());
         kept.unwrap_or_else(|| {
-            let responder = Responder { context: *self, call_id: StoredValue::new(call_id.to_string()) };
+            let responder = Responder { context: *self, call_id: StoredValue::new(call_id.clone()) };
             self.responders.update_value(|responders| {
-                responders.insert(call_id.to_string(), responder);
+                responders.insert(call_id.clone(), responder);
             });
             responder
         })
@@ -374,7 +374,7 @@ impl AgentContext {
     }
 
     /// Answers the human-in-the-loop call `call_id`: `value` is its result.
-    pub fn respond(&self, call_id: &str, value: Value) {
+    pub fn respond(&self, call_id: &CallId, value: Value) {
         self.with_client(|client| client.respond(call_id, value));
         self.sync();
     }
@@ -389,13 +389,13 @@ impl AgentContext {
     /// ([`edited_args_reason`]), and the model's next call of the tool with exactly those runs
     /// without asking again (after the runtime validated it against the schema, as every call).
     /// The same as `@tether/react`'s `approveWithArgs`.
-    pub fn approve_with_args(&self, call_id: &str, args: Value) {
+    pub fn approve_with_args(&self, call_id: &CallId, args: Value) {
         self.with_client(|client| client.approve_with_args(call_id, args));
         self.sync();
     }
 
     /// Answers the approval request of `call_id`.
-    pub fn answer_approval(&self, call_id: &str, decision: ApprovalDecision) {
+    pub fn answer_approval(&self, call_id: &CallId, decision: ApprovalDecision) {
         self.with_client(|client| client.answer_approval(call_id, decision));
         self.sync();
     }
@@ -411,7 +411,7 @@ fn set_changed<T: PartialEq + Send + Sync + 'static>(signal: RwSignal<T>, value:
 /// Closes a question when its handler's future goes (answered or cancelled).
 struct QuestionGuard {
     context: AgentContext,
-    call_id: String,
+    call_id: CallId,
 }
 
 impl Drop for QuestionGuard {

@@ -11,8 +11,8 @@ use std::cell::Cell;
 use serde::de::{Deserialize, Deserializer, Error as _};
 use serde_json::{Map, Value};
 
-use crate::Quoted;
 use crate::frames::*;
+use crate::{Quoted, RunId};
 
 /// The fields of one JSON object, with typed getters that name the frame in their errors.
 ///
@@ -136,12 +136,12 @@ impl RunEvent {
             "run_start" => RunEvent::RunStart(RunStartEvent { text: f.string("text") }),
             "turn_start" => RunEvent::TurnStart(TurnStartEvent { turn: f.u32("turn") }),
             "tool_execution_start" => RunEvent::ToolExecutionStart(ToolStartEvent {
-                call_id: f.string("callId"),
+                call_id: f.string("callId").into(),
                 tool: f.string("tool"),
                 args: f.value("args"),
             }),
             "tool_execution_end" => RunEvent::ToolExecutionEnd(ToolEndEvent {
-                call_id: f.string("callId"),
+                call_id: f.string("callId").into(),
                 tool: f.string("tool"),
                 status: f.name("status", ResultStatus::parse, ResultStatus::Ok),
                 output: f.string("output"),
@@ -153,16 +153,17 @@ impl RunEvent {
                 error: f.opt_string("error"),
             }),
             "tool_collision" => RunEvent::ToolCollision(ToolCollisionEvent { tool: f.string("tool") }),
-            "tool_progress" => {
-                RunEvent::ToolProgress(ToolProgressEvent { call_id: f.string("callId"), message: f.string("message") })
-            }
+            "tool_progress" => RunEvent::ToolProgress(ToolProgressEvent {
+                call_id: f.string("callId").into(),
+                message: f.string("message"),
+            }),
             "tool_call_delta" => RunEvent::ToolCallDelta(ToolCallDeltaEvent {
-                call_id: f.string("callId"),
+                call_id: f.string("callId").into(),
                 tool: f.string("tool"),
                 partial_args: f.value("partialArgs"),
             }),
             "navigate" => RunEvent::Navigate(NavigateEvent {
-                call_id: f.string("callId"),
+                call_id: f.string("callId").into(),
                 tool: f.string("tool"),
                 url: f.string("url"),
             }),
@@ -248,7 +249,7 @@ impl HistoryLine {
         let built = HistoryLine {
             role: line.name("role", HistoryRole::parse, HistoryRole::Agent),
             text: line.string("text"),
-            run_id: line.opt_string("runId"),
+            run_id: line.opt_string("runId").map(RunId::from),
             status: line.opt_name("status", RunStatus::parse),
         };
         line.finish(built)
@@ -285,19 +286,21 @@ impl<E: EventPayload, L: LinePayload> ServerFrameOf<E, L> {
             }
             "TOOL_CALL" => ServerFrameOf::ToolCall(ToolCall {
                 id,
-                call_id: f.string("callId"),
-                run_id: f.string("runId"),
+                call_id: f.string("callId").into(),
+                run_id: f.string("runId").into(),
                 name: f.string("name"),
                 args: f.value("args"),
                 risk: f.opt_name("risk", Risk::parse).unwrap_or_default(),
             }),
-            "TOOL_CANCEL" => {
-                ServerFrameOf::ToolCancel(ToolCancel { id, call_id: f.string("callId"), reason: f.string("reason") })
-            }
-            "TOOL_RESULT_ACK" => ServerFrameOf::ToolResultAck(ToolResultAck { id, call_id: f.string("callId") }),
+            "TOOL_CANCEL" => ServerFrameOf::ToolCancel(ToolCancel {
+                id,
+                call_id: f.string("callId").into(),
+                reason: f.string("reason"),
+            }),
+            "TOOL_RESULT_ACK" => ServerFrameOf::ToolResultAck(ToolResultAck { id, call_id: f.string("callId").into() }),
             "AGENT_MESSAGE" => ServerFrameOf::AgentMessage(AgentMessage {
                 id,
-                run_id: f.string("runId"),
+                run_id: f.string("runId").into(),
                 delta: f.string("delta"),
                 done: f.bool("done"),
                 status: f.opt_name("status", RunStatus::parse),
@@ -319,7 +322,9 @@ impl<E: EventPayload, L: LinePayload> ServerFrameOf<E, L> {
                 ServerFrameOf::History(History { id, lines })
             }
             "EVENT" => match E::from_event_value(f.required("event")) {
-                Ok(event) => ServerFrameOf::Event(EventFrame { id, run_id: f.opt_string("runId"), event }),
+                Ok(event) => {
+                    ServerFrameOf::Event(EventFrame { id, run_id: f.opt_string("runId").map(RunId::from), event })
+                }
                 // The first problem wins: a bad `id`, or a missing `event` (recorded by `required`).
                 Err(error) => return Err(f.error.take().unwrap_or(error)),
             },

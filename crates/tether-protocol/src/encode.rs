@@ -7,6 +7,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::RunId;
 use crate::frames::*;
 
 /// Builds a JSON object field by field.
@@ -42,7 +43,7 @@ impl JsonObject {
     }
 
     /// Adds a string field when there is a value.
-    pub fn maybe_text(self, key: &str, value: Option<&String>) -> Self {
+    pub fn maybe_text(self, key: &str, value: Option<&str>) -> Self {
         match value {
             Some(value) => self.text(key, value),
             None => self,
@@ -100,11 +101,11 @@ impl ClientFrame {
                 object
                     .value("protocolVersion", Value::from(hello.protocol_version))
                     .maybe("resume", resume)
-                    .maybe_text("client", hello.client.as_ref())
+                    .maybe_text("client", hello.client.as_deref())
             }
             ClientFrame::ContextUpdate(update) => {
                 let page = update.page.as_ref().map(|page| {
-                    let title = (!page.title.is_empty()).then_some(&page.title);
+                    let title = (!page.title.is_empty()).then_some(page.title.as_str());
                     JsonObject::new().text("url", &page.url).maybe_text("title", title).build()
                 });
                 let context = (!update.context.is_empty())
@@ -117,13 +118,13 @@ impl ClientFrame {
             }
             ClientFrame::UserMessage(message) => object.text("text", &message.text),
             ClientFrame::ToolResult(result) => object
-                .text("callId", &result.call_id)
+                .text("callId", result.call_id.as_str())
                 .text("status", result.status.as_str())
                 .value("content", result.content.clone()),
             ClientFrame::ToolProgress(progress) => {
-                object.text("callId", &progress.call_id).text("message", &progress.message)
+                object.text("callId", progress.call_id.as_str()).text("message", &progress.message)
             }
-            ClientFrame::StopRun(stop) => object.maybe_text("runId", stop.run_id.as_ref()),
+            ClientFrame::StopRun(stop) => object.maybe_text("runId", stop.run_id.as_ref().map(RunId::as_str)),
         }
         .build()
     }

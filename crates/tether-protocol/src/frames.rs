@@ -4,6 +4,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::{CallId, RunId};
+
 /// How dangerous a tool is. It decides what the executor does before the handler runs.
 ///
 /// The order of the variants is the order of strictness, so `max` picks the stricter risk.
@@ -457,7 +459,7 @@ pub struct StopRun {
     pub id: String,
     /// The run to stop; absent: whichever is in progress.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
+    pub run_id: Option<RunId>,
 }
 
 /// `TOOL_RESULT`: how a [`ToolCall`] ended. Sent until acknowledged by [`ToolResultAck`].
@@ -467,7 +469,7 @@ pub struct ToolResult {
     /// Frame id.
     pub id: String,
     /// The call this answers.
-    pub call_id: String,
+    pub call_id: CallId,
     /// How the call ended.
     pub status: ResultStatus,
     /// The handler's output (`ok`) or a message the model can read (every other status).
@@ -481,7 +483,7 @@ pub struct ToolProgress {
     /// Frame id.
     pub id: String,
     /// The call in progress.
-    pub call_id: String,
+    pub call_id: CallId,
     /// A short human-readable progress message.
     pub message: String,
 }
@@ -515,9 +517,9 @@ pub struct ToolCall {
     /// Frame id.
     pub id: String,
     /// Unique id of this call; the result must carry it.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The run that asked for it.
-    pub run_id: String,
+    pub run_id: RunId,
     /// The tool's name.
     pub name: String,
     /// The arguments the model chose (already validated by the server against the declared schema).
@@ -534,7 +536,7 @@ pub struct ToolCancel {
     /// Frame id.
     pub id: String,
     /// The call to abort.
-    pub call_id: String,
+    pub call_id: CallId,
     /// Why it is cancelled.
     pub reason: String,
 }
@@ -546,7 +548,7 @@ pub struct ToolResultAck {
     /// Frame id.
     pub id: String,
     /// The call whose result was applied (or had been applied before: duplicates are acknowledged too).
-    pub call_id: String,
+    pub call_id: CallId,
 }
 
 /// `AGENT_MESSAGE`: streamed text of the agent's answer.
@@ -556,7 +558,7 @@ pub struct AgentMessage {
     /// Frame id.
     pub id: String,
     /// The run this text belongs to.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Text to append to the message being shown.
     pub delta: String,
     /// Whether this is the last frame of the run's answer.
@@ -594,7 +596,7 @@ pub struct HistoryLine {
     pub text: String,
     /// The run an agent line belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
+    pub run_id: Option<RunId>,
     /// How that run ended; absent while it is in progress.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<RunStatus>,
@@ -641,7 +643,7 @@ pub struct EventFrame<E = RunEvent> {
     pub id: String,
     /// The run it belongs to, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
+    pub run_id: Option<RunId>,
     /// What happened.
     pub event: E,
 }
@@ -734,7 +736,7 @@ pub struct TurnStartEvent {
 #[serde(rename_all = "camelCase")]
 pub struct ToolStartEvent {
     /// The call id.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The tool's name.
     pub tool: String,
     /// The arguments.
@@ -747,7 +749,7 @@ pub struct ToolStartEvent {
 #[serde(rename_all = "camelCase")]
 pub struct ToolEndEvent {
     /// The call id.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The tool's name.
     pub tool: String,
     /// How it ended.
@@ -793,7 +795,7 @@ pub struct ToolCollisionEvent {
 #[serde(rename_all = "camelCase")]
 pub struct ToolProgressEvent {
     /// The call id.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The progress message.
     pub message: String,
 }
@@ -807,7 +809,7 @@ pub struct ToolProgressEvent {
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallDeltaEvent {
     /// The id the call will have.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The tool's name.
     pub tool: String,
     /// The arguments as far as they are written: always a JSON object.
@@ -824,7 +826,7 @@ pub struct ToolCallDeltaEvent {
 #[serde(rename_all = "camelCase")]
 pub struct NavigateEvent {
     /// The call that waits for the page.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The tool the page offers.
     pub tool: String,
     /// The page to open, as the page reported it (`PageInfo.url`: a path with its query).

@@ -196,7 +196,7 @@ fn sample_frames() -> (Vec<ClientFrame>, Vec<ServerFrame>) {
     for (n, event) in events.into_iter().enumerate() {
         server.push(ServerFrame::Event(EventFrame {
             id: format!("e{n}"),
-            run_id: (n % 2 == 0).then(|| "run-1".to_string()),
+            run_id: (n % 2 == 0).then(|| "run-1".into()),
             event,
         }));
     }
@@ -522,14 +522,15 @@ fn client_frame() -> impl Strategy<Value = ClientFrame> {
             })),
         (id, ".{0,40}").prop_map(|(id, text)| ClientFrame::UserMessage(UserMessage { id, text })),
         (id, "[a-z0-9-]{1,8}", result_status(), json_value()).prop_map(|(id, call_id, status, content)| {
-            ClientFrame::ToolResult(ToolResult { id, call_id, status, content })
+            ClientFrame::ToolResult(ToolResult { id, call_id: call_id.into(), status, content })
         }),
         (id, "[a-z0-9-]{1,8}", ".{0,20}").prop_map(|(id, call_id, message)| ClientFrame::ToolProgress(ToolProgress {
             id,
-            call_id,
+            call_id: call_id.into(),
             message
         })),
-        (id, prop::option::of("[a-z0-9-]{1,8}")).prop_map(|(id, run_id)| ClientFrame::StopRun(StopRun { id, run_id })),
+        (id, prop::option::of("[a-z0-9-]{1,8}"))
+            .prop_map(|(id, run_id)| ClientFrame::StopRun(StopRun { id, run_id: run_id.map(RunId::from) })),
     ]
 }
 
@@ -542,21 +543,25 @@ fn run_event() -> impl Strategy<Value = RunEvent> {
     prop_oneof![
         ".{0,20}".prop_map(|text| RunEvent::RunStart(RunStartEvent { text })),
         any::<u32>().prop_map(|turn| RunEvent::TurnStart(TurnStartEvent { turn })),
-        (id, "[a-z_]{1,8}", json_value())
-            .prop_map(|(call_id, tool, args)| RunEvent::ToolExecutionStart(ToolStartEvent { call_id, tool, args })),
+        (id, "[a-z_]{1,8}", json_value()).prop_map(|(call_id, tool, args)| RunEvent::ToolExecutionStart(
+            ToolStartEvent { call_id: call_id.into(), tool, args }
+        )),
         (id, "[a-z_]{1,8}", result_status(), ".{0,20}").prop_map(|(call_id, tool, status, output)| {
-            RunEvent::ToolExecutionEnd(ToolEndEvent { call_id, tool, status, output })
+            RunEvent::ToolExecutionEnd(ToolEndEvent { call_id: call_id.into(), tool, status, output })
         }),
         (any::<u32>(), ".{0,20}").prop_map(|(turn, reply)| RunEvent::TurnEnd(TurnEndEvent { turn, reply })),
         (run_status(), any::<u32>(), prop::option::of(".{0,20}"))
             .prop_map(|(status, turns, error)| RunEvent::RunEnd(RunEndEvent { status, turns, error })),
         "[a-z_]{1,8}".prop_map(|tool| RunEvent::ToolCollision(ToolCollisionEvent { tool })),
-        (id, ".{0,20}").prop_map(|(call_id, message)| RunEvent::ToolProgress(ToolProgressEvent { call_id, message })),
+        (id, ".{0,20}").prop_map(|(call_id, message)| RunEvent::ToolProgress(ToolProgressEvent {
+            call_id: call_id.into(),
+            message
+        })),
         (id, "[a-z_]{1,8}", json_value()).prop_map(|(call_id, tool, partial_args)| {
-            RunEvent::ToolCallDelta(ToolCallDeltaEvent { call_id, tool, partial_args })
+            RunEvent::ToolCallDelta(ToolCallDeltaEvent { call_id: call_id.into(), tool, partial_args })
         }),
         (id, "[a-z_]{1,8}", ".{0,20}").prop_map(|(call_id, tool, url)| RunEvent::Navigate(NavigateEvent {
-            call_id,
+            call_id: call_id.into(),
             tool,
             url
         })),
@@ -616,8 +621,8 @@ fn server_frame() -> impl Strategy<Value = ServerFrame> {
         (id, "[a-z0-9.-]{1,8}", "[a-z0-9-]{1,8}", "[a-z_]{1,8}", json_value(), risk()).prop_map(
             |(id, call_id, run_id, name, args, risk)| ServerFrame::ToolCall(ToolCall {
                 id,
-                call_id,
-                run_id,
+                call_id: call_id.into(),
+                run_id: run_id.into(),
                 name,
                 args,
                 risk
@@ -625,14 +630,15 @@ fn server_frame() -> impl Strategy<Value = ServerFrame> {
         ),
         (id, "[a-z0-9.-]{1,8}", ".{0,12}").prop_map(|(id, call_id, reason)| ServerFrame::ToolCancel(ToolCancel {
             id,
-            call_id,
+            call_id: call_id.into(),
             reason
         })),
-        (id, "[a-z0-9.-]{1,8}").prop_map(|(id, call_id)| ServerFrame::ToolResultAck(ToolResultAck { id, call_id })),
+        (id, "[a-z0-9.-]{1,8}")
+            .prop_map(|(id, call_id)| ServerFrame::ToolResultAck(ToolResultAck { id, call_id: call_id.into() })),
         (id, "[a-z0-9-]{1,8}", ".{0,12}", any::<bool>(), prop::option::of(run_status()), any::<bool>()).prop_map(
             |(id, run_id, delta, done, status, reset)| ServerFrame::AgentMessage(AgentMessage {
                 id,
-                run_id,
+                run_id: run_id.into(),
                 delta,
                 done,
                 status,
@@ -653,13 +659,14 @@ fn server_frame() -> impl Strategy<Value = ServerFrame> {
                     .map(|(user, text, run_id, status)| HistoryLine {
                         role: if user { HistoryRole::User } else { HistoryRole::Agent },
                         text,
-                        run_id,
+                        run_id: run_id.map(RunId::from),
                         status
                     })
                     .collect()
             })),
-        (id, prop::option::of("[a-z0-9-]{1,8}"), run_event())
-            .prop_map(|(id, run_id, event)| ServerFrame::Event(EventFrame { id, run_id, event })),
+        (id, prop::option::of("[a-z0-9-]{1,8}"), run_event()).prop_map(|(id, run_id, event)| ServerFrame::Event(
+            EventFrame { id, run_id: run_id.map(RunId::from), event }
+        )),
         (id, prop::sample::select(ErrorCode::ALL.to_vec()), ".{0,12}", prop::option::of("[a-z0-9]{1,8}"))
             .prop_map(|(id, code, message, reply_to)| ServerFrame::Error(ErrorFrame { id, code, message, reply_to })),
     ]
@@ -705,7 +712,7 @@ fn a_forwarding_receiver_gets_events_as_sent() {
     let text = r#"{"type":"EVENT","id":"s4","runId":"r1","event":{"kind":"turn_start","turn":2,"extra":[1]}}"#;
     let value: Value = serde_json::from_str(text).unwrap();
     let ServerFrameOf::Event(frame) = ServerFrameOf::<Value>::decode_value(&value).unwrap() else { panic!("an EVENT") };
-    assert_eq!((frame.id.as_str(), frame.run_id.as_deref()), ("s4", Some("r1")));
+    assert_eq!((frame.id.as_str(), frame.run_id.as_ref().map(RunId::as_str)), ("s4", Some("r1")));
     assert_eq!(frame.event, value["event"]);
     // The typed reader drops what it does not know; the forwarding one keeps it.
     let ServerFrame::Event(typed) = ServerFrame::from_value(&value).unwrap() else { panic!("an EVENT") };

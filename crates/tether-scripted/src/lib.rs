@@ -812,7 +812,7 @@ fn retry_with_alternative(tool: &ToolSpec, call: &ModelToolCall, result: &str) -
 fn call(name: &str, arguments: Value, n: usize) -> ModelReply {
     ModelReply {
         text: String::new(),
-        tool_calls: vec![ModelToolCall { id: format!("scripted_{n}"), name: name.to_string(), arguments }],
+        tool_calls: vec![ModelToolCall { id: format!("scripted_{n}").into(), name: name.to_string(), arguments }],
         ..ModelReply::default()
     }
 }

@@ -6,11 +6,11 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tether_agent::*;
-use tether_protocol::{ResultStatus, RunEvent, ToolCallDeltaEvent, ToolSpec, ToolStartEvent};
+use tether_protocol::{CallId, ResultStatus, RunEvent, ToolCallDeltaEvent, ToolSpec, ToolStartEvent};
 use tether_scripted::ScriptedModel;
 
 struct Shop {
-    executed: Mutex<Vec<(String, Value)>>,
+    executed: Mutex<Vec<(CallId, Value)>>,
 }
 
 impl ToolHost for Shop {
@@ -33,7 +33,7 @@ impl ToolHost for Shop {
         let call = call_ref.call_id;
         let name = call_ref.name;
         Box::pin(async move {
-            self.executed.lock().unwrap().push((call.to_string(), args));
+            self.executed.lock().unwrap().push((call.clone(), args));
             ToolOutput::new(ResultStatus::Ok, format!("{name}: added"))
         })
     }
@@ -46,7 +46,7 @@ async fn a_calls_arguments_arrive_as_events_before_it_runs_under_its_id() {
     let events = Mutex::new(Vec::new());
     let on_event = |event: RunEvent| events.lock().unwrap().push(event);
     let sink = RunSink { on_delta: &|_| {}, on_event: &on_event };
-    let outcome = agent.run(&shop, &sink, "r1", "add two red mugs to my cart", Vec::new()).await;
+    let outcome = agent.run(&shop, &sink, &"r1".into(), "add two red mugs to my cart", Vec::new()).await;
     assert_eq!(outcome.status, tether_protocol::RunStatus::Completed);
     let events = events.into_inner().unwrap();
     let started = events

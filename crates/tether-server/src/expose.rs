@@ -23,7 +23,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tether_agent::ToolHost;
-use tether_protocol::{ResultStatus, Risk};
+use tether_protocol::{CallId, ResultStatus, Risk, RunId};
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
@@ -153,9 +153,14 @@ impl ServerHandler for PageTools {
             return Ok(CallToolResponse::Complete(text_result(refused.status, refused.content)));
         }
         let n = self.app.exposed.next_call();
-        let run_id = format!("mcp-{n}");
-        let call_id = format!("mcp-{}", &crate::session::random_token()[..16]);
-        tracing::info!(session = session.id(), tool = name, call = call_id, "a paired MCP client calls a page tool");
+        let run_id = RunId::from(format!("mcp-{n}"));
+        let call_id = CallId::from(format!("mcp-{}", &crate::session::random_token()[..16]));
+        tracing::info!(
+            session = session.id(),
+            tool = name,
+            call = call_id.as_str(),
+            "a paired MCP client calls a page tool"
+        );
         // A cancelled request drops this future; the page's call then times out as any would.
         let output =
             host.execute(tether_agent::CallRef { run_id: &run_id, call_id: &call_id, name: &name }, args).await;

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use tether_agent::{ChatMessage, RunCheckpoint, ToolOutput};
 use tether_core::session::ServerSessionSnapshot;
 use tether_protocol::{
-    ContextEntry, ErrorCode, ErrorFrame, HistoryLine, PageInfo, ServerFrame, ToolSpec, encode_frame,
+    CallId, ContextEntry, ErrorCode, ErrorFrame, HistoryLine, PageInfo, ServerFrame, ToolSpec, encode_frame,
 };
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
@@ -118,25 +118,25 @@ pub(crate) struct Patch<H, M, L> {
     pub(crate) abandoned: NewIds,
 }
 
-/// Ids added to a list that keeps the last [`STORED_IDS_KEPT`].
+/// Call ids added to a list that keeps the last [`STORED_IDS_KEPT`].
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub(crate) struct NewIds {
     /// The list starts again (the store's last id is no longer in it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) reset: bool,
-    pub(crate) add: Vec<String>,
+    pub(crate) add: Vec<CallId>,
 }
 
 impl NewIds {
     /// The ids of `now` after the store's last one, `last` (all of them if it is not there).
-    fn after(last: Option<&str>, now: &[String]) -> NewIds {
+    fn after(last: Option<&CallId>, now: &[CallId]) -> NewIds {
         match last.and_then(|last| now.iter().rposition(|id| id == last)) {
             Some(at) => NewIds { reset: false, add: now[at + 1..].to_vec() },
             None => NewIds { reset: last.is_some() || !now.is_empty(), add: now.to_vec() },
         }
     }
 
-    fn apply(self, ids: &mut Vec<String>) {
+    fn apply(self, ids: &mut Vec<CallId>) {
         if self.reset {
             ids.clear();
         }
@@ -223,8 +223,8 @@ pub(crate) struct StoreCopy {
     /// The size of the last whole snapshot written (0: none yet).
     whole_bytes: usize,
     /// The last answered and abandoned call ids the store holds.
-    answered: Option<String>,
-    abandoned: Option<String>,
+    answered: Option<CallId>,
+    abandoned: Option<CallId>,
 }
 
 impl StoreCopy {
@@ -282,8 +282,8 @@ impl StoreCopy {
             let keep = self.run.unwrap_or_else(|| common_prefix(history, messages)).min(messages.len());
             Tail { keep, add: &messages[keep..] }
         });
-        let answered = NewIds::after(self.answered.as_deref(), &head.machine.answered);
-        let abandoned = NewIds::after(self.abandoned.as_deref(), &head.machine.abandoned);
+        let answered = NewIds::after(self.answered.as_ref(), &head.machine.answered);
+        let abandoned = NewIds::after(self.abandoned.as_ref(), &head.machine.abandoned);
         // The ids go as `answered` and `abandoned`.
         let ids = (std::mem::take(&mut head.machine.answered), std::mem::take(&mut head.machine.abandoned));
         let patch: PatchOut<'_> = Patch {
@@ -331,7 +331,7 @@ pub(crate) struct StoredRun {
     pub(crate) message_id: String,
     /// Results that arrived for its calls (given to the loop again if it resumes before its next
     /// checkpoint records them).
-    pub(crate) results: Vec<(String, ToolOutput)>,
+    pub(crate) results: Vec<(CallId, ToolOutput)>,
 }
 
 /// What a session queues for its persister.
@@ -682,7 +682,10 @@ mod tests {
                         copy.run_replaced(truth.run_messages.as_deref(), &messages);
                         truth.run_messages = Some(messages);
                         truth.head.run = Some(StoredRun {
-                            checkpoint: RunCheckpoint { run_id: format!("run {step}"), ..RunCheckpoint::default() },
+                            checkpoint: RunCheckpoint {
+                                run_id: format!("run {step}").into(),
+                                ..RunCheckpoint::default()
+                            },
                             text: String::new(),
                             message_id: "u1".into(),
                             results: Vec::new(),
@@ -699,7 +702,7 @@ mod tests {
                     5 => {
                         for _ in 0..next(300) {
                             ids += 1;
-                            truth.head.machine.answered.push(format!("call-{ids}"));
+                            truth.head.machine.answered.push(format!("call-{ids}").into());
                         }
                         let extra = truth.head.machine.answered.len().saturating_sub(STORED_IDS_KEPT);
                         truth.head.machine.answered.drain(..extra);

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use tether_protocol::{ErrorCode, RunEvent, RunStatus};
+use tether_protocol::{ErrorCode, RunEvent, RunId, RunStatus};
 
 use crate::app::App;
 use crate::session::Session;
@@ -29,7 +29,7 @@ pub(crate) fn start_run(app: &Arc<App>, session: &Arc<Session>, frame_id: String
         return;
     }
     let run_id = session.next_run_id();
-    tracing::debug!(session = session.id(), run = run_id, message = frame_id, "message read");
+    tracing::debug!(session = session.id(), run = run_id.as_str(), message = frame_id, "message read");
     spawn_run(app, session, run_id, frame_id, Start::New(text));
 }
 
@@ -37,13 +37,17 @@ pub(crate) fn start_run(app: &Arc<App>, session: &Arc<Session>, frame_id: String
 /// client's text for it is reset to what it saw at the checkpoint, and the loop continues.
 pub(crate) fn resume_run(app: &Arc<App>, session: &Arc<Session>) {
     let Some((checkpoint, message_id)) = session.run_to_resume() else { return };
-    tracing::info!(session = session.id(), run = checkpoint.run_id, "going on with the run from its checkpoint");
+    tracing::info!(
+        session = session.id(),
+        run = checkpoint.run_id.as_str(),
+        "going on with the run from its checkpoint"
+    );
     session.send_reset(&checkpoint.run_id);
     let run_id = checkpoint.run_id.clone();
     spawn_run(app, session, run_id, message_id, Start::Resume(Box::new(checkpoint)));
 }
 
-fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: String, frame_id: String, start: Start) {
+fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: RunId, frame_id: String, start: Start) {
     let (begin, begun) = tokio::sync::oneshot::channel::<()>();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let text = match &start {
@@ -86,7 +90,7 @@ fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: String, frame_id: S
                 let host = SessionTools { app: app.clone(), session: session.clone() };
                 let on_delta = |delta: &str| session.send_delta(&run_id, delta, false, None);
                 let on_event = |event: RunEvent| {
-                    tracing::debug!(run = run_id, ?event, "run event");
+                    tracing::debug!(run = run_id.as_str(), ?event, "run event");
                     if let RunEvent::Hook(audit) = &event {
                         app.metrics.declarative_decision(audit);
                     }
@@ -118,7 +122,7 @@ fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: String, frame_id: S
                 let (status, error) = (outcome.status, outcome.error);
                 let mut errors = Vec::new();
                 if let Some(error) = error {
-                    tracing::warn!(run = run_id, %error, "run failed");
+                    tracing::warn!(run = run_id.as_str(), %error, "run failed");
                     errors.push((ErrorCode::RunFailed, error, None));
                 }
                 let limit = match status {
@@ -132,7 +136,7 @@ fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: String, frame_id: S
                     _ => None,
                 };
                 if let Some(message) = limit {
-                    tracing::info!(run = run_id, "{message}");
+                    tracing::info!(run = run_id.as_str(), "{message}");
                     errors.push((ErrorCode::LimitExceeded, message, Some(message_id.clone())));
                 }
                 // The run is over before the client hears so (a message sent right after the last
@@ -156,7 +160,7 @@ fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: String, frame_id: S
             // Aborted (its session closed, or the server is draining) or panicked: it ended all
             // the same.
             if error.is_panic() {
-                tracing::error!(run = run_id, "run panicked");
+                tracing::error!(run = run_id.as_str(), "run panicked");
                 let error = (ErrorCode::RunFailed, "the run failed unexpectedly (internal error)".to_string(), None);
                 session.end_run(&run_id, &message_id, None, RunStatus::Failed, vec![error]);
                 app.metrics.run_ended(RunStatus::Failed.as_str());

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tether_core::validate::{CompiledSchema, format_validation_errors};
-use tether_protocol::{ContextEntry, ErrorCode, ResultStatus, Risk, ToolCall, ToolSpec};
+use tether_protocol::{CallId, ContextEntry, ErrorCode, ResultStatus, Risk, RunId, ToolCall, ToolSpec};
 #[cfg(feature = "mcp")]
 use tether_protocol::{RunEvent, ToolProgressEvent};
 
@@ -77,7 +77,7 @@ impl ToolHost for SessionTools {
         self.session.checkpoint(checkpoint);
     }
 
-    fn resume_call<'a>(&'a self, _run_id: &'a str, call_id: &'a str) -> Option<BoxFuture<'a, ToolOutput>> {
+    fn resume_call<'a>(&'a self, _run_id: &'a RunId, call_id: &'a CallId) -> Option<BoxFuture<'a, ToolOutput>> {
         self.session.resume_call(call_id)
     }
 
@@ -181,7 +181,7 @@ impl ToolHost for SessionTools {
 impl SessionTools {
     /// Runs a server tool, or sends a client tool's `TOOL_CALL` with a risk of at least
     /// `at_least` and waits for its result.
-    async fn run_call(&self, run_id: &str, call_id: &str, name: &str, args: Value, at_least: Risk) -> ToolOutput {
+    async fn run_call(&self, run_id: &RunId, call_id: &CallId, name: &str, args: Value, at_least: Risk) -> ToolOutput {
         // On the call's `execute_tool` span (the agent loop's): where it runs, at what risk.
         let span = tracing::Span::current();
         if let Some(tool) = self.server_tool(name) {
@@ -207,7 +207,7 @@ impl SessionTools {
             // Not spawned: a stopped run drops this future, which cancels the call at its server.
             // Its progress notifications reach the chat as the page's own progress does.
             let progress = |message: String| {
-                let event = ToolProgressEvent { call_id: call_id.to_string(), message };
+                let event = ToolProgressEvent { call_id: call_id.clone(), message };
                 self.session.send_event(None, RunEvent::ToolProgress(event));
             };
             // The call's trace context, for an MCP server that traces (`_meta`, SEP-414).
@@ -267,8 +267,8 @@ impl SessionTools {
         }
         let frame = ToolCall {
             id: String::new(),
-            call_id: call_id.to_string(),
-            run_id: run_id.to_string(),
+            call_id: call_id.clone(),
+            run_id: run_id.clone(),
             name: name.to_string(),
             args,
             // The client applies the stricter of this and its own risk, so it cannot lower it.

@@ -307,7 +307,7 @@ async fn a_runs_spans_reach_an_otlp_collector_as_one_tree_and_metrics_count_it()
     };
     let (added, a) = tool("cart_add");
     assert_eq!(a["gen_ai.tool.name"], "cart_add");
-    assert_eq!(a["gen_ai.tool.call.id"], call.call_id);
+    assert_eq!(a["gen_ai.tool.call.id"], call.call_id.as_str());
     assert_eq!(a["tether.tool.location"], "page");
     assert_eq!(a["tether.tool.risk"], "high");
     assert_eq!(a["tether.tool.outcome"], "ok");

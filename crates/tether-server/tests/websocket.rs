@@ -203,7 +203,7 @@ async fn results_for_unknown_or_foreign_calls_are_refused() {
     alice.say("add the red mug to my cart").await;
     let alice_call = alice.tool_call().await;
 
-    bob.result("no-such-call", ResultStatus::Ok, json!(1)).await;
+    bob.result(&"no-such-call".into(), ResultStatus::Ok, json!(1)).await;
     assert_eq!(bob.error().await.code, ErrorCode::UnknownCall);
     // Bob cannot answer Alice's call, even knowing its id.
     bob.result(&alice_call.call_id, ResultStatus::Ok, json!("hijacked")).await;

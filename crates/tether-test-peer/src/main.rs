@@ -42,7 +42,7 @@ use tokio_tungstenite::tungstenite::Message;
 struct SessionState {
     contexts: u64,
     last_tools: Vec<String>,
-    results: HashMap<String, Vec<Value>>,
+    results: HashMap<CallId, Vec<Value>>,
     /// Calls sent whose result has not come: sent again after a resume.
     pending: Vec<ToolCall>,
     next_call: u64,
@@ -102,12 +102,12 @@ fn note(sessions: &Sessions, session: &str, frame: &ClientFrame) {
 }
 
 /// Waits for the result of `call_id`, noting every other frame. `None` if the socket closed.
-async fn wait_result(socket: &mut Socket, sessions: &Sessions, session: &str, call_id: &str) -> Option<ToolResult> {
+async fn wait_result(socket: &mut Socket, sessions: &Sessions, session: &str, call_id: &CallId) -> Option<ToolResult> {
     loop {
         let frame = next_frame(socket).await?;
         note(sessions, session, &frame);
         if let ClientFrame::ToolResult(result) = frame {
-            if result.call_id == call_id {
+            if result.call_id == *call_id {
                 return Some(result);
             }
         }
@@ -120,7 +120,7 @@ fn tool_call(sessions: &Sessions, session: &str, name: &str, args: Value) -> Too
     state.next_call += 1;
     ToolCall {
         id: format!("t{}", state.next_call),
-        call_id: format!("{session}-call-{}", state.next_call),
+        call_id: format!("{session}-call-{}", state.next_call).into(),
         run_id: "run".into(),
         name: name.into(),
         args,

@@ -14,7 +14,9 @@ use serde::Serialize;
 use serde_json::Value;
 use tether_core::ApprovalDecision;
 use tether_core::json_text as to_text;
-use tether_protocol::{ErrorCode, HistoryLine, HistoryRole, JsonObject, ResultStatus, RunEvent, RunStatus};
+use tether_protocol::{
+    CallId, ErrorCode, HistoryLine, HistoryRole, JsonObject, ResultStatus, RunEvent, RunId, RunStatus,
+};
 
 use crate::{ApprovalView, ClientEvent, ConnectionState, Notification, WebError};
 
@@ -111,9 +113,9 @@ impl CallStatus {
 pub struct CallView {
     /// The run that made it, when the server said (a streamed call); `None` for a call only
     /// known from its `TOOL_CALL`.
-    pub run_id: Option<String>,
+    pub run_id: Option<RunId>,
     /// The call.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The tool.
     pub tool: String,
     /// The arguments the model gave (validated once the call runs); while streaming, the
@@ -135,10 +137,10 @@ pub struct CallView {
 }
 
 impl CallView {
-    fn new(run_id: Option<&str>, call_id: &str, tool: &str, args: Value, status: CallStatus) -> CallView {
+    fn new(run_id: Option<&RunId>, call_id: &CallId, tool: &str, args: Value, status: CallStatus) -> CallView {
         CallView {
-            run_id: run_id.map(String::from),
-            call_id: call_id.to_string(),
+            run_id: run_id.cloned(),
+            call_id: call_id.clone(),
             tool: tool.to_string(),
             args,
             partial_args: None,
@@ -167,7 +169,7 @@ pub struct ChatLine {
     /// A user message written while not connected: it is sent when the connection opens.
     pub waiting: bool,
     /// The run whose words these are (agent lines).
-    pub run_id: Option<String>,
+    pub run_id: Option<RunId>,
     /// The call ([`ChatRole::Tool`]).
     pub call: Option<CallView>,
 }
@@ -261,9 +263,9 @@ pub enum Reply {
     /// decisions and these questions with the text. No new run starts.
     Answers {
         /// Approval requests, refused with the message as the reason.
-        approvals: Vec<(String, ApprovalDecision)>,
+        approvals: Vec<(CallId, ApprovalDecision)>,
         /// Questions of handlers (`ask`), answered with the message's text.
-        questions: Vec<(String, Value)>,
+        questions: Vec<(CallId, Value)>,
     },
 }
 
@@ -283,10 +285,10 @@ pub struct Chat {
     lines: Vec<ChatLine>,
     running: bool,
     approvals: Vec<ApprovalView>,
-    questions: Vec<String>,
+    questions: Vec<CallId>,
     errors: Vec<ErrorLine>,
     /// Calls that reached the page and whose handler has not claimed them yet: (call, tool).
-    arrived: Vec<(String, String)>,
+    arrived: Vec<(CallId, String)>,
     /// Calls the user approved with changed arguments, until the model makes them (this run).
     pre_approved: Vec<(String, Value)>,
     outage: Option<Outage>,
@@ -318,7 +320,7 @@ impl Chat {
     }
 
     /// The calls whose handler waits for the user's answer ([`Chat::ask`]), oldest first.
-    pub fn questions(&self) -> &[String] {
+    pub fn questions(&self) -> &[CallId] {
         &self.questions
     }
 
@@ -361,12 +363,12 @@ impl Chat {
         }
     }
 
-    fn call_at(&self, call_id: &str) -> Option<usize> {
-        self.lines.iter().position(|l| l.call.as_ref().is_some_and(|c| c.call_id == call_id))
+    fn call_at(&self, call_id: &CallId) -> Option<usize> {
+        self.lines.iter().position(|l| l.call.as_ref().is_some_and(|c| c.call_id == *call_id))
     }
 
     /// Changes the line of call `call_id`, if it is shown.
-    fn update_call(&mut self, call_id: &str, change: impl FnOnce(&mut CallView)) {
+    fn update_call(&mut self, call_id: &CallId, change: impl FnOnce(&mut CallView)) {
         if let Some(at) = self.call_at(call_id) {
             self.touch();
             if let Some(call) = self.lines[at].call.as_mut() {
@@ -377,15 +379,15 @@ impl Chat {
 
     /// The index of the agent line that takes run `run_id`'s next words: its last one, unless a
     /// tool call came after it (then a new line after the call).
-    fn run_line(&mut self, run_id: &str) -> usize {
-        let last = self.lines.iter().rposition(|l| l.role == ChatRole::Agent && l.run_id.as_deref() == Some(run_id));
+    fn run_line(&mut self, run_id: &RunId) -> usize {
+        let last = self.lines.iter().rposition(|l| l.role == ChatRole::Agent && l.run_id.as_ref() == Some(run_id));
         if let Some(last) = last.filter(|&last| !self.lines[last + 1..].iter().any(|l| l.role == ChatRole::Tool)) {
             return last;
         }
-        let words = self.lines.iter().filter(|l| l.run_id.as_deref() == Some(run_id)).count();
+        let words = self.lines.iter().filter(|l| l.run_id.as_ref() == Some(run_id)).count();
         let key = if words == 0 { run_id.to_string() } else { format!("{run_id}~{words}") };
         let mut line = ChatLine::new(key, ChatRole::Agent, String::new());
-        line.run_id = Some(run_id.to_string());
+        line.run_id = Some(run_id.clone());
         self.push(line);
         self.lines.len() - 1
     }
@@ -434,13 +436,13 @@ impl Chat {
             ClientEvent::Run { run_id, event } => {
                 // A run event this version cannot read changes nothing in the chat.
                 if let Ok(event) = RunEvent::from_value(event) {
-                    self.run_event(run_id.as_deref(), &event);
+                    self.run_event(run_id.as_ref(), &event);
                 }
             }
             ClientEvent::AgentMessage { run_id, delta, done, status, reset } => {
                 if *reset {
                     // The run starts its words again: one line, after its calls.
-                    self.lines.retain(|l| !(l.role == ChatRole::Agent && l.run_id.as_deref() == Some(run_id)));
+                    self.lines.retain(|l| !(l.role == ChatRole::Agent && l.run_id.as_ref() == Some(run_id)));
                 }
                 let at = self.run_line(run_id);
                 self.touch();
@@ -540,8 +542,8 @@ impl Chat {
     /// What the server tells of a run: a call the model is still writing takes its place with its
     /// arguments so far, a running call's progress, a streamed call refused on the server before
     /// it reached the page ends, and one never made leaves when its run ends.
-    fn run_event(&mut self, run_id: Option<&str>, event: &RunEvent) {
-        let streaming = |chat: &Chat, call_id: &str| {
+    fn run_event(&mut self, run_id: Option<&RunId>, event: &RunEvent) {
+        let streaming = |chat: &Chat, call_id: &CallId| {
             chat.call_at(call_id)
                 .is_some_and(|at| chat.lines[at].call.as_ref().is_some_and(|c| c.status == CallStatus::Streaming))
         };
@@ -576,7 +578,7 @@ impl Chat {
                     self.lines.retain(|l| {
                         !l.call
                             .as_ref()
-                            .is_some_and(|c| c.status == CallStatus::Streaming && c.run_id.as_deref() == Some(run_id))
+                            .is_some_and(|c| c.status == CallStatus::Streaming && c.run_id.as_ref() == Some(run_id))
                     });
                     if self.lines.len() != before {
                         self.touch();
@@ -597,7 +599,7 @@ impl Chat {
             .enumerate()
             .map(|(n, line)| {
                 let agent = line.role == HistoryRole::Agent;
-                let key = line.run_id.clone().unwrap_or_else(|| format!("history-{n}"));
+                let key = line.run_id.clone().map_or_else(|| format!("history-{n}"), RunId::into_string);
                 let mut shown = ChatLine::new(key, if agent { ChatRole::Agent } else { ChatRole::User }, line.text);
                 shown.status = line.status;
                 shown.run_id = line.run_id.filter(|_| agent);
@@ -647,7 +649,7 @@ impl Chat {
             .into_iter()
             .map(|a| (a.call_id, ApprovalDecision::Rejected { reason: Some(reason.clone()) }))
             .collect();
-        let questions: Vec<(String, Value)> = self.questions.iter().map(|id| (id.clone(), text.into())).collect();
+        let questions: Vec<(CallId, Value)> = self.questions.iter().map(|id| (id.clone(), text.into())).collect();
         for (call_id, _) in &questions {
             self.close_question(call_id);
         }
@@ -656,9 +658,9 @@ impl Chat {
 
     /// The user answered the approval request of `call_id` (the toolkit resolves its dialog's
     /// future with the same decision): it leaves the pending list, and an approved call runs.
-    pub fn answer_approval(&mut self, call_id: &str, decision: &ApprovalDecision) {
+    pub fn answer_approval(&mut self, call_id: &CallId, decision: &ApprovalDecision) {
         self.touch();
-        self.approvals.retain(|a| a.call_id != call_id);
+        self.approvals.retain(|a| a.call_id != *call_id);
         if *decision == ApprovalDecision::Approved {
             self.update_call(call_id, |call| call.status = CallStatus::Running);
         }
@@ -669,8 +671,8 @@ impl Chat {
     /// ([`edited_args_reason`]), and the model's next call of the tool with exactly those runs
     /// without asking again ([`Chat::take_pre_approved`]). The decision to resolve the dialog
     /// with; `None` when no such request waits.
-    pub fn approve_with_args(&mut self, call_id: &str, args: Value) -> Option<ApprovalDecision> {
-        let request = self.approvals.iter().find(|r| r.call_id == call_id)?;
+    pub fn approve_with_args(&mut self, call_id: &CallId, args: Value) -> Option<ApprovalDecision> {
+        let request = self.approvals.iter().find(|r| r.call_id == *call_id)?;
         let decision = if args == request.args {
             ApprovalDecision::Approved
         } else {
@@ -685,7 +687,7 @@ impl Chat {
     /// Whether the approval request of `call_id` (`tool` with `args`) is one the user approved
     /// already with these arguments ([`Chat::approve_with_args`]): then it runs without asking
     /// again, and this answers it.
-    pub fn take_pre_approved(&mut self, call_id: &str, tool: &str, args: &Value) -> bool {
+    pub fn take_pre_approved(&mut self, call_id: &CallId, tool: &str, args: &Value) -> bool {
         let Some(at) = self.pre_approved.iter().position(|(t, a)| t == tool && a == args) else { return false };
         self.pre_approved.remove(at);
         self.answer_approval(call_id, &ApprovalDecision::Approved);
@@ -695,21 +697,21 @@ impl Chat {
     /// A handler of `tool` starts: the id of its call, the oldest of `tool` that reached the page
     /// and whose handler has not claimed one yet (the runtime starts a tool's handlers in the
     /// order its calls arrive).
-    pub fn claim(&mut self, tool: &str) -> Option<String> {
+    pub fn claim(&mut self, tool: &str) -> Option<CallId> {
         let at = self.arrived.iter().position(|(_, t)| t == tool)?;
         Some(self.arrived.remove(at).0)
     }
 
     /// The handler of call `call_id` asks the user `question`: the call's line shows it, and
     /// [`Chat::questions`] lists the call until [`Chat::close_question`].
-    pub fn ask(&mut self, call_id: &str, question: Value) {
+    pub fn ask(&mut self, call_id: &CallId, question: Value) {
         self.touch();
-        self.questions.push(call_id.to_string());
+        self.questions.push(call_id.clone());
         self.update_call(call_id, |call| call.question = Some(question));
     }
 
     /// The question of `call_id` closes (answered or cancelled); whether it was open.
-    pub fn close_question(&mut self, call_id: &str) -> bool {
+    pub fn close_question(&mut self, call_id: &CallId) -> bool {
         let open = self.questions.iter().any(|id| id == call_id);
         self.touch();
         self.questions.retain(|id| id != call_id);

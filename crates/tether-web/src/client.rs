@@ -22,7 +22,7 @@ use tether_core::{
     RegistryEvent, SmallMap, Step, ToolDef, ToolRegistry,
 };
 use tether_protocol::{
-    ClientFrame, ContextEntry, ContextUpdate, PageInfo, ResultStatus, ServerFrameOf, ToolResult, ToolSpec,
+    CallId, ClientFrame, ContextEntry, ContextUpdate, PageInfo, ResultStatus, ServerFrameOf, ToolResult, ToolSpec,
 };
 use wasm_bindgen_futures::spawn_local;
 
@@ -130,9 +130,9 @@ enum Destination {
 
 struct Inner {
     registry: ToolRegistry<ToolEntry, BrowserValidator>,
-    resolvers: SmallMap<ResolverHooks>,
+    resolvers: SmallMap<String, ResolverHooks>,
     executor: Executor,
-    calls: SmallMap<CallState>,
+    calls: SmallMap<CallId, CallState>,
     /// Results kept until acknowledged, `lastSeq`, queued messages, frame ids.
     session: ClientSession,
     socket: Option<crate::transport::Socket>,
@@ -158,15 +158,15 @@ struct Inner {
     chat: Chat,
     /// The approval dialogs the chat waits on ([`Client::use_chat_approvals`]), by call.
     #[cfg(feature = "chat")]
-    responders: Vec<(String, futures_channel::oneshot::Sender<ApprovalDecision>)>,
+    responders: Vec<(CallId, futures_channel::oneshot::Sender<ApprovalDecision>)>,
     /// The handlers' questions waiting for the user ([`Client::ask`]), by call.
     #[cfg(feature = "chat")]
-    asks: Vec<(String, futures_channel::oneshot::Sender<Value>)>,
+    asks: Vec<(CallId, futures_channel::oneshot::Sender<Value>)>,
 }
 
 /// Takes the sender waiting under `call_id` out of `waiting`.
 #[cfg(feature = "chat")]
-fn take_sender<T>(waiting: &mut Vec<(String, T)>, call_id: &str) -> Option<T> {
+fn take_sender<T>(waiting: &mut Vec<(CallId, T)>, call_id: &CallId) -> Option<T> {
     let at = waiting.iter().position(|(id, _)| id == call_id)?;
     Some(waiting.remove(at).1)
 }
@@ -283,7 +283,7 @@ impl Client {
         // is acknowledged again, not applied twice).
         for line in lines {
             let mut fields = line.split('\t');
-            let call_id = fields.next().unwrap_or_default();
+            let call_id = CallId::from(fields.next().unwrap_or_default());
             let status = fields.next().and_then(ResultStatus::parse);
             let (status, content) = match (status, fields.next().map(crate::json::parse)) {
                 (Some(status), Some(Ok(content))) => (status, content),
@@ -294,7 +294,7 @@ impl Client {
                     Value::from("Interrupted by a page reload: whether it took effect is unknown; check first."),
                 ),
             };
-            inner.session.result(call_id, status, content, now);
+            inner.session.result(&call_id, status, content, now);
         }
     }
 
@@ -310,12 +310,12 @@ impl Client {
             let mut saved = format!("{id}\n{token}");
             for (call_id, _) in inner.calls.iter().filter(|(_, call)| call.held) {
                 saved.push('\n');
-                saved.push_str(call_id);
+                saved.push_str(call_id.as_str());
             }
             for ToolResult { call_id, status, content, .. } in inner.session.unacknowledged().iter().map(|e| &e.result)
             {
                 saved.push('\n');
-                for field in [call_id, status.as_str()] {
+                for field in [call_id.as_str(), status.as_str()] {
                     saved.push_str(field);
                     saved.push('\t');
                 }
@@ -541,7 +541,7 @@ impl Client {
 
     #[cfg(feature = "chat")]
     /// Answers the approval request of `call_id` in the chat's dialog.
-    pub fn answer_approval(&self, call_id: &str, decision: ApprovalDecision) {
+    pub fn answer_approval(&self, call_id: &CallId, decision: ApprovalDecision) {
         self.inner().chat.answer_approval(call_id, &decision);
         self.resolve_approval(call_id, decision);
     }
@@ -549,7 +549,7 @@ impl Client {
     #[cfg(feature = "chat")]
     /// Approves the request of `call_id` with the arguments the user may have changed: see
     /// [`Chat::approve_with_args`].
-    pub fn approve_with_args(&self, call_id: &str, args: Value) {
+    pub fn approve_with_args(&self, call_id: &CallId, args: Value) {
         let decision = self.inner().chat.approve_with_args(call_id, args);
         if let Some(decision) = decision {
             self.resolve_approval(call_id, decision);
@@ -557,7 +557,7 @@ impl Client {
     }
 
     #[cfg(feature = "chat")]
-    fn resolve_approval(&self, call_id: &str, decision: ApprovalDecision) {
+    fn resolve_approval(&self, call_id: &CallId, decision: ApprovalDecision) {
         let sender = take_sender(&mut self.inner().responders, call_id);
         if let Some(sender) = sender {
             let _ = sender.send(decision);
@@ -566,7 +566,7 @@ impl Client {
 
     #[cfg(feature = "chat")]
     /// A handler of `tool` starts: the id of its call (see [`Chat::claim`]).
-    pub fn claim_call(&self, tool: &str) -> Option<String> {
+    pub fn claim_call(&self, tool: &str) -> Option<CallId> {
         self.inner().chat.claim(tool)
     }
 
@@ -574,33 +574,33 @@ impl Client {
     /// The handler of call `call_id` asks the user `question` and waits: the call's line in the
     /// chat shows it until [`Client::respond`] (or a chat message) answers it. Dropping the
     /// future, or [`Client::close_question`], closes it; the future then ends with an error.
-    pub fn ask(&self, call_id: &str, question: Value) -> LocalFuture<Result<Value, String>> {
+    pub fn ask(&self, call_id: &CallId, question: Value) -> LocalFuture<Result<Value, String>> {
         let (sender, answer) = futures_channel::oneshot::channel();
         {
             let mut inner = self.inner();
             inner.chat.ask(call_id, question);
-            inner.asks.push((call_id.to_string(), sender));
+            inner.asks.push((call_id.clone(), sender));
         }
         Box::pin(async move { answer.await.map_err(|_| "the question was cancelled".to_string()) })
     }
 
     #[cfg(feature = "chat")]
     /// Answers the question of call `call_id` with `value` (later answers are ignored).
-    pub fn respond(&self, call_id: &str, value: Value) {
+    pub fn respond(&self, call_id: &CallId, value: Value) {
         self.inner().chat.close_question(call_id);
         self.resolve_question(call_id, value);
     }
 
     #[cfg(feature = "chat")]
     /// Closes the question of call `call_id` unanswered (its handler was cancelled).
-    pub fn close_question(&self, call_id: &str) {
+    pub fn close_question(&self, call_id: &CallId) {
         let mut inner = self.inner();
         inner.chat.close_question(call_id);
         inner.close_stale_dialogs();
     }
 
     #[cfg(feature = "chat")]
-    fn resolve_question(&self, call_id: &str, value: Value) {
+    fn resolve_question(&self, call_id: &CallId, value: Value) {
         let sender = take_sender(&mut self.inner().asks, call_id);
         if let Some(sender) = sender {
             let _ = sender.send(value);
@@ -622,7 +622,7 @@ impl Client {
     /// is not sent anywhere.
     pub fn invoke_local(&self, tool: &str, args: Value) -> LocalFuture<Outcome> {
         let (sender, receiver) = futures_channel::oneshot::channel();
-        let call_id = format!("local-{}", self.inner().session.next_id());
+        let call_id = CallId::from(format!("local-{}", self.inner().session.next_id()));
         let request =
             CallRequest { call_id: call_id.clone(), tool: tool.to_string(), args, server_risk: Default::default() };
         self.start_call_with(request, Destination::Future(sender));
@@ -643,7 +643,7 @@ impl Client {
     /// never sent to the server. The entry for callers outside Rust, such as a WebMCP agent in
     /// the page: the same lookup, validation, defaults, risk policy (approval included) and
     /// handler as a `TOOL_CALL`.
-    pub fn start_local(&self, call_id: String, tool: &str, args: Value) {
+    pub fn start_local(&self, call_id: CallId, tool: &str, args: Value) {
         let request = CallRequest { call_id, tool: tool.to_string(), args, server_risk: Default::default() };
         self.start_call_with(request, Destination::Event);
     }
@@ -1049,7 +1049,7 @@ impl Client {
         }
     }
 
-    fn run_handler(&self, call_id: String, tool: &str, args: Value, notify: bool) {
+    fn run_handler(&self, call_id: CallId, tool: &str, args: Value, notify: bool) {
         let (handler, notify_callback) = {
             let mut inner = self.inner();
             let handler = inner.registry.get(tool).map(|t| t.handler().handler.clone());

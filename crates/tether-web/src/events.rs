@@ -9,14 +9,14 @@
 use serde::Serialize;
 use serde_json::Value;
 use tether_core::ApprovalRequest;
-use tether_protocol::{ErrorCode, JsonObject, ResultStatus, RunStatus};
+use tether_protocol::{CallId, ErrorCode, JsonObject, ResultStatus, RunId, RunStatus};
 
 /// A `low`-risk call that is running: show the user what happens.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Notification {
     /// The call.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The tool.
     pub tool: String,
     /// Its arguments.
@@ -44,7 +44,7 @@ pub enum ConnectionState {
 #[serde(rename_all = "camelCase")]
 pub struct CallRecord {
     /// The call.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The tool.
     pub tool: String,
     /// How it ended.
@@ -99,7 +99,7 @@ pub enum ClientEvent {
     #[serde(rename_all = "camelCase")]
     CallStarted {
         /// The call.
-        call_id: String,
+        call_id: CallId,
         /// The tool.
         tool: String,
         /// The arguments the server sent.
@@ -119,7 +119,7 @@ pub enum ClientEvent {
     #[serde(rename_all = "camelCase")]
     AgentMessage {
         /// The run.
-        run_id: String,
+        run_id: RunId,
         /// Text to append.
         delta: String,
         /// Whether the answer is complete.
@@ -143,7 +143,7 @@ pub enum ClientEvent {
     #[serde(rename_all = "camelCase")]
     Run {
         /// The run.
-        run_id: Option<String>,
+        run_id: Option<RunId>,
         /// What happened: the event's JSON as the server sent it (its `kind` names it;
         /// [`RunEvent::from_value`](tether_protocol::RunEvent::from_value) reads it typed). The
         /// runtime only forwards run events, so it does not decode them.
@@ -163,7 +163,7 @@ pub enum ClientEvent {
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalView {
     /// The call.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The tool.
     pub tool: String,
     /// Its description.
@@ -192,7 +192,7 @@ impl Notification {
     /// The notification as JSON: `{callId, tool, args}`.
     pub fn to_value(&self) -> Value {
         JsonObject::new()
-            .text("callId", &self.call_id)
+            .text("callId", self.call_id.as_str())
             .text("tool", &self.tool)
             .value("args", self.args.clone())
             .build()
@@ -216,7 +216,7 @@ impl CallRecord {
     /// The record as JSON: `{callId, tool, status, content, settleMs}`.
     pub fn to_value(&self) -> Value {
         JsonObject::new()
-            .text("callId", &self.call_id)
+            .text("callId", self.call_id.as_str())
             .text("tool", &self.tool)
             .text("status", self.status.as_str())
             .value("content", self.content.clone())
@@ -229,7 +229,7 @@ impl ApprovalView {
     /// The request as JSON: `{callId, tool, description, risk, args}`.
     pub fn to_value(&self) -> Value {
         JsonObject::new()
-            .text("callId", &self.call_id)
+            .text("callId", self.call_id.as_str())
             .text("tool", &self.tool)
             .text("description", &self.description)
             .text("risk", self.risk.as_str())
@@ -260,7 +260,7 @@ impl ClientEvent {
             }
             ClientEvent::CallStarted { call_id, tool, args } => object
                 .text("type", "callStarted")
-                .text("callId", call_id)
+                .text("callId", call_id.as_str())
                 .text("tool", tool)
                 .value("args", args.clone()),
             ClientEvent::ApprovalRequested { request } => {
@@ -271,7 +271,7 @@ impl ClientEvent {
             }
             ClientEvent::AgentMessage { run_id, delta, done, status, reset } => object
                 .text("type", "agentMessage")
-                .text("runId", run_id)
+                .text("runId", run_id.as_str())
                 .text("delta", delta)
                 .value("done", Value::Bool(*done))
                 .value("status", status.map_or(Value::Null, |status| Value::from(status.as_str())))
@@ -279,9 +279,10 @@ impl ClientEvent {
             ClientEvent::History { lines } => {
                 object.text("type", "history").value("lines", Value::Array(lines.clone()))
             }
-            ClientEvent::Run { run_id, event } => {
-                object.text("type", "run").value("runId", Value::from(run_id.clone())).value("event", event.clone())
-            }
+            ClientEvent::Run { run_id, event } => object
+                .text("type", "run")
+                .value("runId", Value::from(run_id.clone().map(RunId::into_string)))
+                .value("event", event.clone()),
             ClientEvent::ServerError { code, message } => {
                 object.text("type", "serverError").text("code", code.as_str()).text("message", message)
             }

@@ -516,7 +516,7 @@ impl TetherClient {
         let outcome = self.client.invoke_local(&name, args).await;
         Ok(to_js(
             &tether_protocol::JsonObject::new()
-                .text("callId", &outcome.call_id)
+                .text("callId", outcome.call_id.as_str())
                 .text("tool", &outcome.tool)
                 .text("status", outcome.status.as_str())
                 .value("content", outcome.content)
@@ -532,7 +532,7 @@ impl TetherClient {
     /// only for arguments that are not JSON values.
     #[wasm_bindgen(js_name = callLocal)]
     pub fn call_local(&self, call_id: String, name: &str, args: &JsValue) -> Result<(), JsError> {
-        self.client.start_local(call_id, name, from_js(args, "arguments")?);
+        self.client.start_local(call_id.into(), name, from_js(args, "arguments")?);
         Ok(())
     }
 

@@ -47,7 +47,7 @@ pub fn install_float_printer() {
 pub use tether_core::{
     ApprovalDecision, ApprovalRequest, CoreError, Outcome, OwnerId, RefusedTool, ResultStatus, Risk, ToolDef, ToolSpec,
 };
-pub use tether_protocol::{ErrorCode, HistoryLine, HistoryRole, RunEvent, RunStatus};
+pub use tether_protocol::{CallId, ErrorCode, HistoryLine, HistoryRole, RunEvent, RunId, RunStatus};
 
 /// The message of a thrown JavaScript `Error`, when the value is one.
 pub(crate) fn js_error_message(error: &wasm_bindgen::JsValue) -> Option<String> {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 use tether_core::ApprovalDecision;
-use tether_protocol::{ErrorCode, ResultStatus, Risk, RunStatus};
+use tether_protocol::{CallId, ErrorCode, ResultStatus, Risk, RunId, RunStatus};
 use tether_web::chat::{Chat, ChatLine, Reply};
 use tether_web::{ApprovalView, CallRecord, ClientEvent, ConnectionState, Notification};
 
@@ -36,7 +36,7 @@ fn client_event(event: &Value) -> ClientEvent {
             resumed: event["resumed"].as_bool().unwrap(),
         },
         "callStarted" => ClientEvent::CallStarted {
-            call_id: text(event, "callId"),
+            call_id: text(event, "callId").into(),
             tool: text(event, "tool"),
             args: event["args"].clone(),
         },
@@ -44,7 +44,7 @@ fn client_event(event: &Value) -> ClientEvent {
             let request = &event["request"];
             ClientEvent::ApprovalRequested {
                 request: ApprovalView {
-                    call_id: text(request, "callId"),
+                    call_id: text(request, "callId").into(),
                     tool: text(request, "tool"),
                     description: text(request, "description"),
                     risk: Risk::parse(&text(request, "risk")).unwrap(),
@@ -56,7 +56,7 @@ fn client_event(event: &Value) -> ClientEvent {
             let record = &event["record"];
             ClientEvent::CallFinished {
                 record: CallRecord {
-                    call_id: text(record, "callId"),
+                    call_id: text(record, "callId").into(),
                     tool: text(record, "tool"),
                     status: ResultStatus::parse(&text(record, "status")).unwrap(),
                     content: record["content"].clone(),
@@ -65,14 +65,14 @@ fn client_event(event: &Value) -> ClientEvent {
             }
         }
         "agentMessage" => ClientEvent::AgentMessage {
-            run_id: text(event, "runId"),
+            run_id: text(event, "runId").into(),
             delta: text(event, "delta"),
             done: event["done"].as_bool().unwrap(),
             status: event["status"].as_str().map(|s| RunStatus::parse(s).unwrap()),
             reset: event["reset"].as_bool().unwrap_or(false),
         },
         "history" => ClientEvent::History { lines: event["lines"].as_array().unwrap().clone() },
-        "run" => ClientEvent::Run { run_id: event["runId"].as_str().map(String::from), event: event["event"].clone() },
+        "run" => ClientEvent::Run { run_id: event["runId"].as_str().map(RunId::from), event: event["event"].clone() },
         "serverError" => ClientEvent::ServerError {
             code: ErrorCode::parse(&text(event, "code")).unwrap(),
             message: text(event, "message"),
@@ -107,7 +107,7 @@ fn run(path: &PathBuf) {
     let mut sent: Vec<String> = Vec::new();
     // How the approval dialogs were answered, in order: what the toolkit resolves them with.
     let mut answered: Vec<Value> = Vec::new();
-    let answer = |answered: &mut Vec<Value>, call_id: &str, decision: &ApprovalDecision| {
+    let answer = |answered: &mut Vec<Value>, call_id: &CallId, decision: &ApprovalDecision| {
         let (answer, reason) = match decision {
             ApprovalDecision::Approved => ("approved", None),
             ApprovalDecision::Rejected { reason } => ("rejected", reason.clone()),
@@ -127,14 +127,14 @@ fn run(path: &PathBuf) {
                 }
             }
             // As the client does: a dialog the chat no longer waits for is dismissed.
-            let waiting: Vec<String> = chat.approvals().iter().map(|a| a.call_id.clone()).collect();
+            let waiting: Vec<CallId> = chat.approvals().iter().map(|a| a.call_id.clone()).collect();
             chat.event(&event);
             for call_id in waiting.iter().filter(|id| !chat.approvals().iter().any(|a| &a.call_id == *id)) {
                 answer(&mut answered, call_id, &ApprovalDecision::Dismissed);
             }
         } else if let Some(notice) = step.get("notify") {
             chat.notified(&Notification {
-                call_id: text(notice, "callId"),
+                call_id: text(notice, "callId").into(),
                 tool: text(notice, "tool"),
                 args: notice["args"].clone(),
             });
@@ -149,16 +149,18 @@ fn run(path: &PathBuf) {
                 Reply::Nothing => {}
             }
         } else if let Some(call_id) = step.get("approve") {
-            let call_id = call_id.as_str().unwrap();
-            chat.answer_approval(call_id, &ApprovalDecision::Approved);
-            answer(&mut answered, call_id, &ApprovalDecision::Approved);
+            let call_id = CallId::from(call_id.as_str().unwrap());
+            chat.answer_approval(&call_id, &ApprovalDecision::Approved);
+            answer(&mut answered, &call_id, &ApprovalDecision::Approved);
         } else if let Some(reject) = step.get("reject") {
             let decision = ApprovalDecision::Rejected { reason: reject["reason"].as_str().map(String::from) };
-            chat.answer_approval(&text(reject, "callId"), &decision);
-            answer(&mut answered, &text(reject, "callId"), &decision);
+            let call_id = CallId::from(text(reject, "callId"));
+            chat.answer_approval(&call_id, &decision);
+            answer(&mut answered, &call_id, &decision);
         } else if let Some(edit) = step.get("approveWith") {
-            if let Some(decision) = chat.approve_with_args(&text(edit, "callId"), edit["args"].clone()) {
-                answer(&mut answered, &text(edit, "callId"), &decision);
+            let call_id = CallId::from(text(edit, "callId"));
+            if let Some(decision) = chat.approve_with_args(&call_id, edit["args"].clone()) {
+                answer(&mut answered, &call_id, &decision);
             }
         } else if let Some(expect) = step.get("expect") {
             if let Some(lines) = expect.get("lines") {
@@ -210,7 +212,7 @@ fn the_chat_keeps_its_last_lines_and_errors() {
     for n in 0..(tether_web::chat::KEPT + 5) {
         let _ = chat.user_message(&format!("message {n}"));
         chat.event(&ClientEvent::AgentMessage {
-            run_id: format!("r{n}"),
+            run_id: format!("r{n}").into(),
             delta: "ok".into(),
             done: true,
             status: Some(RunStatus::Completed),

@@ -26,8 +26,9 @@ async fn main() -> anyhow::Result<()> {
         _ => {}
     };
     println!("user: {request}");
-    let outcome =
-        agent.run(&desk, &RunSink { on_delta: &on_delta, on_event: &on_event }, "run-1", &request, Vec::new()).await;
+    let outcome = agent
+        .run(&desk, &RunSink { on_delta: &on_delta, on_event: &on_event }, &"run-1".into(), &request, Vec::new())
+        .await;
     println!("\n[{}] bookings: {:?}", outcome.status.as_str(), desk.bookings());
     Ok(())
 }

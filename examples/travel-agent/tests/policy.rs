@@ -54,7 +54,7 @@ async fn first_class_is_refused_the_model_books_tourist_and_no_id_reaches_the_pr
         .run(
             &desk,
             &RunSink { on_delta: &on_delta, on_event: &on_event },
-            "run-1",
+            &"run-1".into(),
             "Book me the most comfortable seat to Mar del Plata on Friday.",
             Vec::new(),
         )

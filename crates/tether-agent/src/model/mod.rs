@@ -17,7 +17,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use serde_json::Value;
-use tether_protocol::ToolSpec;
+use tether_protocol::{CallId, ToolSpec};
 
 use crate::AgentError;
 
@@ -101,7 +101,7 @@ pub enum ChatMessage {
     Tool {
         /// The call it answers.
         #[serde(rename = "callId")]
-        call_id: String,
+        call_id: CallId,
         /// The tool's name.
         name: String,
         /// What the model reads.
@@ -113,7 +113,7 @@ pub enum ChatMessage {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ModelToolCall {
     /// The call's id (generated when the model gave none).
-    pub id: String,
+    pub id: CallId,
     /// The tool's name.
     pub name: String,
     /// The arguments.

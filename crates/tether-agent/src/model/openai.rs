@@ -1043,7 +1043,7 @@ fn finish_reply(tools: &[&str], partial: Vec<PartialCall>, gate: DeltaGate<'_>) 
         match arguments {
             Ok(arguments) => {
                 let id = if call.id.is_empty() { format!("call_{n}") } else { call.id };
-                tool_calls.push(ModelToolCall { id, name: call.name, arguments });
+                tool_calls.push(ModelToolCall { id: id.into(), name: call.name, arguments });
             }
             Err(reason) => {
                 malformed.get_or_insert(reason);
@@ -1064,7 +1064,7 @@ fn finish_reply(tools: &[&str], partial: Vec<PartialCall>, gate: DeltaGate<'_>) 
     let (shown, calls, text_malformed) = read_pieces(&gate.text, tools);
     let raw = gate.finish(&shown);
     tool_calls.extend(calls.into_iter().enumerate().map(|(n, (name, arguments))| ModelToolCall {
-        id: format!("call_text_{n}"),
+        id: format!("call_text_{n}").into(),
         name,
         arguments,
     }));

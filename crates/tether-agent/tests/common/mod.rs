@@ -50,7 +50,7 @@ pub async fn run(agent: &AgentLoop, host: &dyn ToolHost, message: &str) -> Run {
     let on_delta = |delta: &str| streamed.lock().unwrap().push_str(delta);
     let on_event = |event: RunEvent| events.lock().unwrap().push(event);
     let outcome =
-        agent.run(host, &RunSink { on_delta: &on_delta, on_event: &on_event }, "r1", message, Vec::new()).await;
+        agent.run(host, &RunSink { on_delta: &on_delta, on_event: &on_event }, &"r1".into(), message, Vec::new()).await;
     Run { outcome, streamed: streamed.into_inner().unwrap(), events: events.into_inner().unwrap() }
 }
 

@@ -11,8 +11,8 @@
 
 use serde_json::Value;
 use tether_protocol::{
-    ClientFrame, ErrorCode, ErrorFrame, Hello, PROTOCOL_VERSION, ResultStatus, Resume, ServerFrameOf, ToolResult,
-    UserMessage, Welcome,
+    CallId, ClientFrame, ErrorCode, ErrorFrame, Hello, PROTOCOL_VERSION, ResultStatus, Resume, ServerFrameOf,
+    ToolResult, UserMessage, Welcome,
 };
 
 /// How long a result sent on a live connection waits for its acknowledgement before it is sent
@@ -87,7 +87,7 @@ pub struct ClientSession {
     /// a message id it has seen).
     unanswered: Vec<UserMessage>,
     /// Calls the server cancelled while they ran: their results are not sent.
-    unwanted: Vec<String>,
+    unwanted: Vec<CallId>,
 }
 
 impl Default for ClientSession {
@@ -239,13 +239,13 @@ impl ClientSession {
     }
 
     /// A `TOOL_RESULT_ACK`: the result is applied, forget it.
-    pub fn acknowledged(&mut self, call_id: &str) {
-        self.outbox.retain(|entry| entry.result.call_id != call_id);
+    pub fn acknowledged(&mut self, call_id: &CallId) {
+        self.outbox.retain(|entry| entry.result.call_id != *call_id);
     }
 
     /// An `ERROR`. When it is `unknown_call` naming one of the results kept here, the server
     /// will never apply it: it is dropped, and its call id returned (to report).
-    pub fn refused(&mut self, error: &ErrorFrame) -> Option<String> {
+    pub fn refused(&mut self, error: &ErrorFrame) -> Option<CallId> {
         if error.code != ErrorCode::UnknownCall {
             return None;
         }
@@ -255,19 +255,25 @@ impl ClientSession {
     }
 
     /// The server cancelled a call that is still running: its result will not be sent.
-    pub fn nobody_waits(&mut self, call_id: &str) {
-        self.unwanted.push(call_id.to_string());
+    pub fn nobody_waits(&mut self, call_id: &CallId) {
+        self.unwanted.push(call_id.clone());
     }
 
     /// A call finished. The result is kept until acknowledged; the frame to send now is
     /// returned when the client is welcomed (otherwise it leaves after the next welcome).
     /// `None` too when the server cancelled the call: nobody waits for the result.
-    pub fn result(&mut self, call_id: &str, status: ResultStatus, content: Value, now_ms: u64) -> Option<ClientFrame> {
+    pub fn result(
+        &mut self,
+        call_id: &CallId,
+        status: ResultStatus,
+        content: Value,
+        now_ms: u64,
+    ) -> Option<ClientFrame> {
         if let Some(at) = self.unwanted.iter().position(|id| id == call_id) {
             self.unwanted.swap_remove(at);
             return None;
         }
-        let result = ToolResult { id: self.next_id(), call_id: call_id.to_string(), status, content };
+        let result = ToolResult { id: self.next_id(), call_id: call_id.clone(), status, content };
         let welcomed = self.link == Link::Welcomed;
         let frame = welcomed.then(|| ClientFrame::ToolResult(result.clone()));
         self.outbox.push(Unacknowledged { result, sent_at_ms: welcomed.then_some(now_ms), resends: 0 });
@@ -276,8 +282,8 @@ impl ClientSession {
 
     /// A `TOOL_CALL` for a call the executor has seen already: the result kept for it, to send
     /// again (when welcomed and the result is still unacknowledged).
-    pub fn repeated_call(&self, call_id: &str) -> Option<ClientFrame> {
-        let entry = self.outbox.iter().find(|entry| entry.result.call_id == call_id)?;
+    pub fn repeated_call(&self, call_id: &CallId) -> Option<ClientFrame> {
+        let entry = self.outbox.iter().find(|entry| entry.result.call_id == *call_id)?;
         (self.link == Link::Welcomed).then(|| ClientFrame::ToolResult(entry.result.clone()))
     }
 
@@ -378,18 +384,18 @@ mod tests {
         assert!(matches!(session.connected(), ClientFrame::Hello(Hello { resume: None, .. })));
         welcomed(&mut session, false, 0);
         assert!(session.received(&message("s4")));
-        let sent = session.result("k1", ResultStatus::Ok, json!(1), 10).expect("sent at once");
+        let sent = session.result(&"k1".into(), ResultStatus::Ok, json!(1), 10).expect("sent at once");
         session.disconnected();
         // Made while away: kept, not sent.
-        assert_eq!(session.result("k2", ResultStatus::Ok, json!(2), 20), None);
+        assert_eq!(session.result(&"k2".into(), ResultStatus::Ok, json!(2), 20), None);
         let ClientFrame::Hello(hello) = session.connected() else { panic!("a HELLO") };
         assert_eq!(hello.resume.map(|r| (r.session_id, r.last_seq)), Some(("s-1".into(), Some(4))));
         let again = welcomed(&mut session, true, 30);
         assert_eq!((call_ids(&again.send), again.lost), (vec!["k1", "k2"], 0));
         assert!(matches!(again.send[0], ClientFrame::ContextUpdate(_)), "the tool list goes first");
         assert_eq!(again.send[1], sent, "resent as it was, same id");
-        session.acknowledged("k1");
-        session.acknowledged("k2");
+        session.acknowledged(&"k1".into());
+        session.acknowledged(&"k2".into());
         assert!(session.unacknowledged().is_empty());
     }
 
@@ -399,7 +405,7 @@ mod tests {
         before.connected();
         welcomed(&mut before, false, 0);
         before.received(&message("s7"));
-        let kept = before.result("k1", ResultStatus::Ok, json!(1), 10);
+        let kept = before.result(&"k1".into(), ResultStatus::Ok, json!(1), 10);
         let (id, token) = before.resume_info().map(|(id, token)| (id.to_string(), token.to_string())).unwrap();
         let results: Vec<ToolResult> = before.unacknowledged().iter().map(|entry| entry.result.clone()).collect();
 
@@ -425,7 +431,7 @@ mod tests {
         session.connected();
         welcomed(&mut session, false, 0);
         session.received(&message("s9"));
-        session.result("k1", ResultStatus::Ok, json!(1), 0);
+        session.result(&"k1".into(), ResultStatus::Ok, json!(1), 0);
         assert!(session.message("remove the mug").is_some());
         session.disconnected();
         session.connected();
@@ -453,7 +459,7 @@ mod tests {
         let mut session = ClientSession::default();
         session.connected();
         welcomed(&mut session, false, 0);
-        let Some(ClientFrame::ToolResult(result)) = session.result("k1", ResultStatus::Ok, json!(1), 0) else {
+        let Some(ClientFrame::ToolResult(result)) = session.result(&"k1".into(), ResultStatus::Ok, json!(1), 0) else {
             panic!("sent")
         };
         let error = |code, reply_to: &str| ErrorFrame {
@@ -475,7 +481,7 @@ mod tests {
         let mut session = ClientSession::new(config);
         session.connected();
         welcomed(&mut session, false, 0);
-        session.result("k1", ResultStatus::Ok, json!(1), 100);
+        session.result(&"k1".into(), ResultStatus::Ok, json!(1), 100);
         assert_eq!(session.next_deadline(), Some(1100));
         assert!(session.poll(1099).is_empty());
         assert_eq!(call_ids(&session.poll(1100)), ["k1"]);
@@ -490,7 +496,7 @@ mod tests {
         session.connected();
         assert_eq!(call_ids(&welcomed(&mut session, true, 2_000_000).send), ["k1"]);
         assert_eq!(session.next_deadline(), Some(2_001_000));
-        session.acknowledged("k1");
+        session.acknowledged(&"k1".into());
         assert_eq!(session.next_deadline(), None);
     }
 
@@ -501,16 +507,16 @@ mod tests {
         session.connected();
         let again = welcomed(&mut session, false, 0);
         assert!(matches!(&again.send[1], ClientFrame::UserMessage(m) if m.text == "hi"));
-        session.nobody_waits("k1");
-        assert_eq!(session.result("k1", ResultStatus::Cancelled, json!("x"), 0), None);
+        session.nobody_waits(&"k1".into());
+        assert_eq!(session.result(&"k1".into(), ResultStatus::Cancelled, json!("x"), 0), None);
         assert!(session.unacknowledged().is_empty());
-        assert!(session.result("k2", ResultStatus::Ok, json!(2), 0).is_some());
-        assert_eq!(call_ids(&[session.repeated_call("k2").unwrap()]), ["k2"]);
-        assert_eq!(session.repeated_call("k1"), None);
+        assert!(session.result(&"k2".into(), ResultStatus::Ok, json!(2), 0).is_some());
+        assert_eq!(call_ids(&[session.repeated_call(&"k2".into()).unwrap()]), ["k2"]);
+        assert_eq!(session.repeated_call(&"k1".into()), None);
         let ack = ServerFrame::ToolResultAck(ToolResultAck { id: "s1".into(), call_id: "k2".into() });
         assert!(session.received(&ack));
-        session.acknowledged("k2");
-        assert_eq!(session.repeated_call("k2"), None);
+        session.acknowledged(&"k2".into());
+        assert_eq!(session.repeated_call(&"k2".into()), None);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 
 use tether_protocol::{
-    ErrorCode, ErrorFrame, ServerFrame, ToolCall, ToolCancel, ToolResult, ToolResultAck, encode_frame,
+    CallId, ErrorCode, ErrorFrame, RunId, ServerFrame, ToolCall, ToolCancel, ToolResult, ToolResultAck, encode_frame,
 };
 
 use crate::RecentIds;
@@ -51,9 +51,9 @@ impl Default for ServerSessionConfig {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PendingCall {
     /// The call.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The run that made it.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Its frame's number.
     pub seq: u64,
     /// Its frame as sent, to send again after a reconnect.
@@ -87,7 +87,7 @@ pub struct Attached {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Polled {
     /// Calls that stopped waiting: their time was up (each was sent a `TOOL_CANCEL`).
-    pub timed_out: Vec<String>,
+    pub timed_out: Vec<CallId>,
 }
 
 /// What a [`ServerSession`] needs to go on in another process (a restart, another instance):
@@ -102,9 +102,9 @@ pub struct ServerSessionSnapshot {
     /// restore gives each a fresh result timeout.
     pub pending: Vec<PendingCall>,
     /// Answered call ids, oldest first.
-    pub answered: Vec<String>,
+    pub answered: Vec<CallId>,
     /// Abandoned call ids, oldest first.
-    pub abandoned: Vec<String>,
+    pub abandoned: Vec<CallId>,
 }
 
 /// The server's side of a session. Plain data: clone it to save it.
@@ -208,24 +208,24 @@ impl ServerSession {
     }
 
     /// Whether the call was answered or abandoned (it is no longer waited for).
-    pub fn settled(&self, call_id: &str) -> bool {
+    pub fn settled(&self, call_id: &CallId) -> bool {
         self.answered.contains(call_id) || self.abandoned.contains(call_id)
     }
 
     /// Stops waiting for a call and tells the client to abort it. `false` if it was not waiting.
-    pub fn cancel(&mut self, call_id: &str, reason: &str) -> bool {
-        let Some(at) = self.pending.iter().position(|call| call.call_id == call_id) else { return false };
+    pub fn cancel(&mut self, call_id: &CallId, reason: &str) -> bool {
+        let Some(at) = self.pending.iter().position(|call| call.call_id == *call_id) else { return false };
         let call = self.pending.remove(at);
         self.abandoned.insert(call.call_id);
-        let frame = ToolCancel { id: String::new(), call_id: call_id.to_string(), reason: reason.to_string() };
+        let frame = ToolCancel { id: String::new(), call_id: call_id.clone(), reason: reason.to_string() };
         self.send(ServerFrame::ToolCancel(frame));
         true
     }
 
     /// A run ended: its calls still waiting are cancelled. Returns their ids.
-    pub fn end_run(&mut self, run_id: &str) -> Vec<String> {
-        let stale: Vec<String> =
-            self.pending.iter().filter(|call| call.run_id == run_id).map(|call| call.call_id.clone()).collect();
+    pub fn end_run(&mut self, run_id: &RunId) -> Vec<CallId> {
+        let stale: Vec<CallId> =
+            self.pending.iter().filter(|call| call.run_id == *run_id).map(|call| call.call_id.clone()).collect();
         for call_id in &stale {
             self.cancel(call_id, "the run ended");
         }
@@ -262,7 +262,7 @@ impl ServerSession {
     /// Times out the calls whose deadline has passed: each is cancelled (`TOOL_CANCEL`, "no
     /// result in time") and counts as abandoned.
     pub fn poll(&mut self, now_ms: u64) -> Polled {
-        let expired: Vec<String> =
+        let expired: Vec<CallId> =
             self.pending.iter().filter(|call| call.deadline_ms <= now_ms).map(|call| call.call_id.clone()).collect();
         for call_id in &expired {
             self.cancel(call_id, "no result in time");
@@ -377,7 +377,7 @@ impl ServerSession {
     }
 
     /// Ends the session: nothing waits any more. Returns the calls that were waiting.
-    pub fn close(&mut self) -> Vec<String> {
+    pub fn close(&mut self) -> Vec<CallId> {
         self.pending.drain(..).map(|call| call.call_id).collect()
     }
 }
@@ -449,11 +449,11 @@ mod tests {
         session.call(call("k2", "r2"), 50).unwrap();
         session.call(call("k3", "r3"), 50).unwrap();
         assert_eq!(session.next_deadline(), Some(100));
-        assert_eq!(session.poll(99).timed_out, Vec::<String>::new());
+        assert_eq!(session.poll(99).timed_out, Vec::<CallId>::new());
         assert_eq!(session.poll(100).timed_out, ["k1"]);
-        assert!(session.cancel("k2", "stop"));
-        assert!(!session.cancel("k2", "stop"), "only once");
-        assert_eq!(session.end_run("r3"), ["k3"]);
+        assert!(session.cancel(&"k2".into(), "stop"));
+        assert!(!session.cancel(&"k2".into(), "stop"), "only once");
+        assert_eq!(session.end_run(&"r3".into()), ["k3"]);
         session.take_writes();
         for call_id in ["k1", "k2", "k3"] {
             assert_eq!(session.result(result(call_id, "c")), ResultOutcome::Late);
@@ -510,7 +510,7 @@ mod tests {
         session.call(call("k1", "r"), 0).unwrap(); // s1
         session.call(call("k2", "r"), 0).unwrap(); // s2
         assert!(matches!(session.result(result("k1", "c1")), ResultOutcome::Applied(_))); // s3 ack
-        session.cancel("k2", "stop"); // s4
+        session.cancel(&"k2".into(), "stop"); // s4
         session.send(text("hello")); // s5
         session.call(call("k3", "r"), 0).unwrap(); // s6
         let snapshot = session.snapshot();

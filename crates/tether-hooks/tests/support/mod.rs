@@ -162,7 +162,7 @@ pub async fn run(agent: &AgentLoop, host: &dyn ToolHost, text: &str) -> Run {
     let on_delta = |delta: &str| streamed.lock().unwrap().push_str(delta);
     let on_event = |event: RunEvent| events.lock().unwrap().push(event);
     let sink = RunSink { on_delta: &on_delta, on_event: &on_event };
-    let outcome = agent.run(host, &sink, "run-1", text, Vec::new()).await;
+    let outcome = agent.run(host, &sink, &"run-1".into(), text, Vec::new()).await;
     Run { outcome, events: events.into_inner().unwrap(), text: streamed.into_inner().unwrap() }
 }
 

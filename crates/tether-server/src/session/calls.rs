@@ -8,7 +8,7 @@ use serde_json::Value;
 use tether_agent::{BoxFuture, ToolOutput};
 use tether_core::session::ResultOutcome;
 use tether_core::validate::{CompiledSchema, format_validation_errors};
-use tether_protocol::{NavigateEvent, ResultStatus, RunEvent, ToolCall, ToolResult};
+use tether_protocol::{CallId, NavigateEvent, ResultStatus, RunEvent, RunId, ToolCall, ToolResult};
 use tokio::sync::oneshot;
 
 use super::{Applied, Session, Waiter, monotonic_ms};
@@ -27,8 +27,8 @@ impl Session {
     /// ([`NotOpened::Refused`]); one that never got there is [`NotOpened::Away`].
     pub(crate) async fn open_page(
         &self,
-        run_id: &str,
-        call_id: &str,
+        run_id: &RunId,
+        call_id: &CallId,
         name: &str,
         url: &str,
         args: &Value,
@@ -49,7 +49,7 @@ impl Session {
             }
         };
         let deadline = tokio::time::Instant::now() + wait;
-        let event = NavigateEvent { call_id: call_id.to_string(), tool: name.to_string(), url: url.to_string() };
+        let event = NavigateEvent { call_id: call_id.clone(), tool: name.to_string(), url: url.to_string() };
         self.send_event(Some(run_id), RunEvent::Navigate(event));
         loop {
             let applied = self.context_applied.notified();
@@ -100,20 +100,20 @@ impl Session {
     /// For a run that goes on after a restart: the result of a call it had asked for, if this
     /// session can still give it — kept since it arrived, or still waited for (it is sent again
     /// with the other waiting calls when the client resumes). `None`: the call never left.
-    pub(crate) fn resume_call(&self, call_id: &str) -> Option<BoxFuture<'_, ToolOutput>> {
+    pub(crate) fn resume_call(&self, call_id: &CallId) -> Option<BoxFuture<'_, ToolOutput>> {
         let mut state = self.lock();
         let kept = state.stored_run.as_ref().and_then(|run| run.results.iter().find(|(id, _)| id == call_id));
         if let Some((_, output)) = kept {
             let output = output.clone();
             return Some(Box::pin(async move { output }));
         }
-        let Some(call) = state.machine.pending().iter().find(|call| call.call_id == call_id).cloned() else {
+        let Some(call) = state.machine.pending().iter().find(|call| call.call_id == *call_id).cloned() else {
             // Sent and settled, but its result is not kept: never sent again (the page would not
             // run it twice, and nothing would answer), the model is told it may have happened.
             if state.machine.settled(call_id) {
                 tracing::warn!(
                     session = self.id,
-                    call = call_id,
+                    call = call_id.as_str(),
                     "a resumed run's call was settled without a kept result"
                 );
                 let output = ToolOutput::new(
@@ -130,14 +130,14 @@ impl Session {
             .and_then(|frame| frame["name"].as_str().map(String::from))
             .unwrap_or_default();
         let (reply, answer) = oneshot::channel();
-        state.waiters.insert(call_id.to_string(), Waiter { tool: name.clone(), reply });
-        let call_id = call_id.to_string();
+        state.waiters.insert(call_id.clone(), Waiter { tool: name.clone(), reply });
+        let call_id = call_id.clone();
         Some(Box::pin(self.wait_for(call_id, name, answer)))
     }
 
     pub(super) async fn wait_for(
         &self,
-        call_id: String,
+        call_id: CallId,
         name: String,
         mut answer: oneshot::Receiver<ToolOutput>,
     ) -> ToolOutput {

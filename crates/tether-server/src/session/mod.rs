@@ -34,7 +34,7 @@ use crate::pages::PageMemory;
 use crate::persist::{Head, Job, Persister, STORED_IDS_KEPT, Snapshot, StoreCopy, StoredRun};
 use crate::store::{SessionStore, SessionWrite, StoredSession};
 use tether_agent::{ChatMessage, ToolOutput};
-use tether_protocol::{History, HistoryLine, HistoryRole};
+use tether_protocol::{CallId, History, HistoryLine, HistoryRole, RunId};
 
 mod calls;
 mod context;
@@ -59,7 +59,7 @@ struct Waiter {
 
 /// The run in progress: its id, its task, and how to stop it as the user asked.
 struct RunHandle {
-    id: String,
+    id: RunId,
     /// The `USER_MESSAGE` frame that started it.
     message_id: String,
     abort: tokio::task::AbortHandle,
@@ -71,7 +71,7 @@ struct State {
     machine: ServerSession,
     /// The writer of the attached connection: `machine` names its id.
     tx: Option<mpsc::UnboundedSender<Outbound>>,
-    waiters: HashMap<String, Waiter>,
+    waiters: HashMap<CallId, Waiter>,
     tools: Vec<ToolSpec>,
     schemas: HashMap<String, Arc<FullSchema>>,
     /// The app state the page shares with the agent (from `CONTEXT_UPDATE`).
@@ -165,13 +165,13 @@ impl State {
 
     /// Sends an `AGENT_MESSAGE` and keeps the run's text as the user sees it: `delta` added to
     /// it, or (`reset`) replacing it.
-    fn send_text(&mut self, run_id: &str, delta: String, done: bool, status: Option<RunStatus>, reset: bool) {
+    fn send_text(&mut self, run_id: &RunId, delta: String, done: bool, status: Option<RunStatus>, reset: bool) {
         if reset {
             self.run_text.clone_from(&delta);
         } else {
             self.run_text.push_str(&delta);
         }
-        let frame = AgentMessage { id: String::new(), run_id: run_id.to_string(), delta, done, status, reset };
+        let frame = AgentMessage { id: String::new(), run_id: run_id.clone(), delta, done, status, reset };
         self.machine.send(ServerFrame::AgentMessage(frame));
         self.flush();
     }
@@ -481,13 +481,13 @@ impl Session {
         running != Some(id) && stored != Some(id) && !state.messages.iter().any(|seen| seen == id)
     }
 
-    pub(crate) fn next_run_id(&self) -> String {
+    pub(crate) fn next_run_id(&self) -> RunId {
         // The session's id in it makes run (and call) ids unique across sessions, for logs.
         let suffix = self.id.trim_start_matches("s-").get(..8).unwrap_or("");
         let mut state = self.lock();
         state.run_counter += 1;
         state.dirty = true;
-        format!("run-{}-{suffix}", state.run_counter)
+        format!("run-{}-{suffix}", state.run_counter).into()
     }
 
     /// Sends a frame now (and keeps it for a replay after a reconnect).
@@ -507,9 +507,9 @@ impl Session {
     /// result (the run checkpoints right after it, in the same step): both are stored in one
     /// write, so a crash between them cannot leave a client that saw the result applied with a
     /// stored run that applies it again.
-    pub(crate) fn send_event(&self, run_id: Option<&str>, event: RunEvent) {
+    pub(crate) fn send_event(&self, run_id: Option<&RunId>, event: RunEvent) {
         let with_checkpoint = matches!(event, RunEvent::ToolExecutionEnd(_));
-        let frame = EventFrame { id: String::new(), run_id: run_id.map(String::from), event };
+        let frame = EventFrame { id: String::new(), run_id: run_id.cloned(), event };
         let mut state = self.lock();
         state.machine.send(ServerFrame::Event(frame));
         if with_checkpoint && state.persister.is_some() && state.run.is_some() {
@@ -520,13 +520,13 @@ impl Session {
     }
 
     /// Sends a streamed piece of the answer.
-    pub(crate) fn send_delta(&self, run_id: &str, delta: &str, done: bool, status: Option<RunStatus>) {
+    pub(crate) fn send_delta(&self, run_id: &RunId, delta: &str, done: bool, status: Option<RunStatus>) {
         self.lock().send_text(run_id, delta.to_string(), done, status, false);
     }
 
     /// Replaces the text the user sees for `run_id` with what it was at the run's checkpoint (a
     /// resumed run repeats the model turn that was in progress).
-    pub(crate) fn send_reset(&self, run_id: &str) {
+    pub(crate) fn send_reset(&self, run_id: &RunId) {
         let mut state = self.lock();
         let text = state.stored_run.as_ref().map(|run| run.text.clone()).unwrap_or_default();
         state.send_text(run_id, text, false, None, true);

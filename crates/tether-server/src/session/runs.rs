@@ -2,7 +2,7 @@
 //! conversation.
 
 use tether_agent::{ChatMessage, RunCheckpoint};
-use tether_protocol::{ErrorCode, ErrorFrame, HistoryLine, HistoryRole, RunStatus, ServerFrame};
+use tether_protocol::{ErrorCode, ErrorFrame, HistoryLine, HistoryRole, RunId, RunStatus, ServerFrame};
 use tokio::sync::oneshot;
 
 use super::{MESSAGE_IDS_KEPT, RunHandle, Session, State};
@@ -35,7 +35,7 @@ impl Session {
     /// frame: a client can send again when it sees that frame.
     pub(crate) fn begin_run(
         &self,
-        run_id: &str,
+        run_id: &RunId,
         abort: impl FnOnce() -> tokio::task::AbortHandle,
         stop: oneshot::Sender<()>,
         frame_id: String,
@@ -54,7 +54,7 @@ impl Session {
             state.flush();
             return false;
         }
-        state.run = Some(RunHandle { id: run_id.to_string(), message_id: frame_id, abort: abort(), stop: Some(stop) });
+        state.run = Some(RunHandle { id: run_id.clone(), message_id: frame_id, abort: abort(), stop: Some(stop) });
         // A new run (`text`), not one that goes on after a restart: the user's message is part
         // of what they saw.
         if let Some(text) = text {
@@ -98,9 +98,9 @@ impl Session {
 
     /// Stops the run in progress (`STOP_RUN`), if there is one and it is `run_id` (any, when
     /// `None`): it ends as `aborted` and records what it did. `false` when nothing was stopped.
-    pub(crate) fn stop_run(&self, run_id: Option<&str>) -> bool {
+    pub(crate) fn stop_run(&self, run_id: Option<&RunId>) -> bool {
         let mut state = self.lock();
-        match state.run.as_mut().filter(|run| run_id.is_none_or(|id| id == run.id)) {
+        match state.run.as_mut().filter(|run| run_id.is_none_or(|id| *id == run.id)) {
             Some(run) => run.stop.take().is_some_and(|stop| stop.send(()).is_ok()),
             None => false,
         }
@@ -120,7 +120,7 @@ impl Session {
     /// Records the end of a run (and the conversation to continue).
     pub(crate) fn end_run(
         &self,
-        run_id: &str,
+        run_id: &RunId,
         message_id: &str,
         history: Option<Vec<ChatMessage>>,
         status: RunStatus,
@@ -129,7 +129,7 @@ impl Session {
         let mut state = self.lock();
         // (Whatever a run held back leaves with its end.)
         state.awaiting_checkpoint = false;
-        if state.run.as_ref().is_some_and(|run| run.id == run_id) {
+        if state.run.as_ref().is_some_and(|run| run.id == *run_id) {
             state.run = None;
         }
         // Stored with the run's end: its message is answered. (Also when a hand-off or a drain
@@ -147,7 +147,7 @@ impl Session {
         state.transcript.push(HistoryLine {
             role: HistoryRole::Agent,
             text,
-            run_id: Some(run_id.to_string()),
+            run_id: Some(run_id.clone()),
             status: Some(status),
         });
         if state.stored_run.take().is_some() {

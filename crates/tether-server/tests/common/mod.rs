@@ -74,9 +74,9 @@ impl TestServer {
 
 impl Client {
     /// The answer to a `TOOL_RESULT` for `call_id`: its acknowledgement, or `ERROR unknown_call`.
-    pub async fn ack_or_error(&mut self, call_id: &str) -> Result<ToolResultAck, ErrorFrame> {
+    pub async fn ack_or_error(&mut self, call_id: &CallId) -> Result<ToolResultAck, ErrorFrame> {
         self.recv_until(|frame| match frame {
-            ServerFrame::ToolResultAck(ack) if ack.call_id == call_id => Some(Ok(ack.clone())),
+            ServerFrame::ToolResultAck(ack) if ack.call_id == *call_id => Some(Ok(ack.clone())),
             ServerFrame::Error(error) if error.code == ErrorCode::UnknownCall => Some(Err(error.clone())),
             _ => None,
         })
@@ -215,9 +215,9 @@ impl Client {
         self.send(ClientFrame::UserMessage(UserMessage { id, text: text.into() })).await;
     }
 
-    pub async fn result(&mut self, call_id: &str, status: ResultStatus, content: Value) {
+    pub async fn result(&mut self, call_id: &CallId, status: ResultStatus, content: Value) {
         let id = self.id();
-        self.send(ClientFrame::ToolResult(ToolResult { id, call_id: call_id.into(), status, content })).await;
+        self.send(ClientFrame::ToolResult(ToolResult { id, call_id: call_id.clone(), status, content })).await;
     }
 
     pub async fn close(mut self) {
@@ -337,7 +337,11 @@ impl DirectModel {
                 let arguments =
                     if args.is_empty() { json!({}) } else { serde_json::from_str(&args.join(" ")).unwrap() };
                 let tool_calls = (0..times)
-                    .map(|n| ModelToolCall { id: format!("d{n}"), name: (*name).into(), arguments: arguments.clone() })
+                    .map(|n| ModelToolCall {
+                        id: format!("d{n}").into(),
+                        name: (*name).into(),
+                        arguments: arguments.clone(),
+                    })
                     .collect();
                 ModelReply { tool_calls, ..ModelReply::default() }
             }

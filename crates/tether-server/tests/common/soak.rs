@@ -296,11 +296,11 @@ fn cart_add() -> ToolDef {
 /// What one client counted.
 #[derive(Default)]
 struct Tally {
-    handler_runs: HashMap<String, u64>,
+    handler_runs: HashMap<CallId, u64>,
     /// What each call's handler returned.
-    made: HashMap<String, String>,
+    made: HashMap<CallId, String>,
     /// What the model read for each call, once per `tool_execution_end` the client saw.
-    applied: HashMap<String, Vec<String>>,
+    applied: HashMap<CallId, Vec<String>>,
     runs_ended: u64,
     runs_completed: u64,
     reconnects: u64,
@@ -401,7 +401,7 @@ impl BrowserLike {
     }
 
     /// A call finished: keep its result and send it, maybe crashing around the send.
-    async fn finished(&mut self, call_id: &str, status: ResultStatus, content: Value) -> bool {
+    async fn finished(&mut self, call_id: &CallId, status: ResultStatus, content: Value) -> bool {
         let frame = self.session.result(call_id, status, content, Self::now());
         if self.rng.chance(self.plan.drop_chance) {
             // A crash: half of the time with the result already on its way.
