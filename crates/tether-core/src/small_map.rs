@@ -6,9 +6,12 @@
 
 use std::borrow::Borrow;
 
-/// A map for few entries, keyed by `K` (a name: `String`; a call: `CallId`) and looked up by
-/// anything the key borrows as (`&str` for both), as `HashMap` is; insertion order is kept until
-/// a removal.
+/// A map for few entries, keyed by a string-like `K` (a name: `String`; a call: `CallId`) and
+/// looked up by anything that borrows as `str` (`&str`, `&String`, `&CallId`); insertion order is
+/// kept until a removal.
+///
+/// The scan compares `&str`s whatever the key and the lookup type, so the browser module carries
+/// one scan per map and no more.
 #[derive(Debug, Clone)]
 pub struct SmallMap<K, V>(Vec<(K, V)>);
 
@@ -18,55 +21,37 @@ impl<K, V> Default for SmallMap<K, V> {
     }
 }
 
-impl<K, V> SmallMap<K, V> {
-    fn position<Q: PartialEq + ?Sized>(&self, key: &Q) -> Option<usize>
-    where
-        K: Borrow<Q>,
-    {
+impl<K: Borrow<str>, V> SmallMap<K, V> {
+    fn position(&self, key: &str) -> Option<usize> {
         self.0.iter().position(|(k, _)| k.borrow() == key)
     }
 
     /// The value for `key`.
-    pub fn get<Q: PartialEq + ?Sized>(&self, key: &Q) -> Option<&V>
-    where
-        K: Borrow<Q>,
-    {
-        self.position(key).map(|n| &self.0[n].1)
+    pub fn get<Q: Borrow<str> + ?Sized>(&self, key: &Q) -> Option<&V> {
+        self.position(key.borrow()).map(|n| &self.0[n].1)
     }
 
     /// The value for `key`, to change it.
-    pub fn get_mut<Q: PartialEq + ?Sized>(&mut self, key: &Q) -> Option<&mut V>
-    where
-        K: Borrow<Q>,
-    {
-        self.position(key).map(|n| &mut self.0[n].1)
+    pub fn get_mut<Q: Borrow<str> + ?Sized>(&mut self, key: &Q) -> Option<&mut V> {
+        self.position(key.borrow()).map(|n| &mut self.0[n].1)
     }
 
     /// Whether `key` has a value.
-    pub fn contains_key<Q: PartialEq + ?Sized>(&self, key: &Q) -> bool
-    where
-        K: Borrow<Q>,
-    {
-        self.position(key).is_some()
+    pub fn contains_key<Q: Borrow<str> + ?Sized>(&self, key: &Q) -> bool {
+        self.position(key.borrow()).is_some()
     }
 
     /// Sets the value for `key`, replacing an earlier one.
-    pub fn insert(&mut self, key: K, value: V)
-    where
-        K: PartialEq,
-    {
-        match self.position(&key) {
+    pub fn insert(&mut self, key: K, value: V) {
+        match self.position(key.borrow()) {
             Some(n) => self.0[n].1 = value,
             None => self.0.push((key, value)),
         }
     }
 
     /// Removes and returns the value for `key`.
-    pub fn remove<Q: PartialEq + ?Sized>(&mut self, key: &Q) -> Option<V>
-    where
-        K: Borrow<Q>,
-    {
-        self.position(key).map(|n| self.0.swap_remove(n).1)
+    pub fn remove<Q: Borrow<str> + ?Sized>(&mut self, key: &Q) -> Option<V> {
+        self.position(key.borrow()).map(|n| self.0.swap_remove(n).1)
     }
 
     /// Every entry.
