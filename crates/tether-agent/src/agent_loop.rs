@@ -34,7 +34,7 @@ use crate::claims;
 use crate::hooks::HOOK_LABEL;
 use crate::hooks::{
     EventEmitter, HookError, Hooks, ProviderCall, RunBegin, RunBeginDecision, RunInfo, StopCheck, StopDecision,
-    ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart, status_for_model,
+    ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart,
 };
 use crate::model::{
     BoxFuture, ChatMessage, ChatModel, ChatRequest, ModelToolCall, NoteKind, StepRule, Streams, ToolCallDelta,
@@ -815,11 +815,7 @@ impl AgentLoop {
             *state.calls_per_tool.entry(call.name.clone()).or_insert(0) += 1;
             state.done.push((call.name.clone(), call.arguments.clone(), for_user(&output)));
             state.seen.insert(call_key(&call, &refs), for_model.clone());
-            state.messages.push(ChatMessage::Tool {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                content: for_model,
-            });
+            state.messages.push(ChatMessage::tool(call.id.clone(), call.name.clone(), output.status, for_model));
             host.checkpoint(state.checkpoint(run_id));
         }
         Ok(())
@@ -1396,6 +1392,8 @@ impl AgentLoop {
                 state.messages.push(ChatMessage::Tool {
                     call_id: tool_call.id.clone(),
                     name: tool_call.name.clone(),
+                    status: output.status,
+                    refused_by_check: !ran,
                     content: for_model,
                 });
                 host.checkpoint(state.checkpoint(run_id));
@@ -2353,9 +2351,7 @@ impl RunState {
     fn app_data(&self, context: &[Value]) -> Vec<Value> {
         let mut sources = context.to_vec();
         sources.extend(self.messages[self.run_start..].iter().filter_map(|message| match message {
-            ChatMessage::Tool { content, .. } if status_for_model(content).is_ok() => {
-                Some(Value::from(content.as_str()))
-            }
+            ChatMessage::Tool { status, content, .. } if status.is_ok() => Some(Value::from(content.as_str())),
             _ => None,
         }));
         sources
@@ -2402,10 +2398,9 @@ impl RunState {
         let closed: Vec<ChatMessage> = self
             .open_calls()
             .into_iter()
-            .map(|call| ChatMessage::Tool {
-                call_id: call.id,
-                name: call.name,
-                content: format!("[{}] {why}", ResultStatus::Cancelled.as_str()),
+            .map(|call| {
+                let content = format!("[{}] {why}", ResultStatus::Cancelled.as_str());
+                ChatMessage::tool(call.id, call.name, ResultStatus::Cancelled, content)
             })
             .collect();
         self.messages.extend(closed);

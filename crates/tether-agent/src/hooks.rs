@@ -184,7 +184,7 @@ impl ToolOutput {
 
 /// The status of a result as the model reads it ([`ToolOutput::for_model`]): the one its
 /// `[status]` prefix names, else `Ok` (a result that is a JSON array starts with `[` too).
-pub fn status_for_model(text: &str) -> ResultStatus {
+pub(crate) fn status_for_model(text: &str) -> ResultStatus {
     text.strip_prefix('[')
         .and_then(|rest| rest.split_once(']'))
         .and_then(|(name, _)| ResultStatus::parse(name))

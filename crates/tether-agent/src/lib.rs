@@ -27,7 +27,7 @@ pub use agent_loop::{
 pub use error::AgentError;
 pub use hooks::{
     EventEmitter, HOOK_LABEL, HookError, HookResult, Hooks, ProviderCall, RunBegin, RunBeginDecision, RunInfo,
-    StopCheck, StopDecision, ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart, status_for_model,
+    StopCheck, StopDecision, ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart,
 };
 pub use model::{
     BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, NoteKind, ReadReply,

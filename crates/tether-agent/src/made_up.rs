@@ -3,7 +3,6 @@
 
 use serde_json::Value;
 
-use crate::hooks::status_for_model;
 use crate::model::{ChatMessage, NoteKind};
 
 /// Whether `value` reads as an identifier rather than words: one token (no whitespace) with a
@@ -100,7 +99,7 @@ fn text_of(
         match message {
             ChatMessage::User { content } if run_start.is_some() => add(content),
             ChatMessage::Assistant { content, .. } if run_start.is_some_and(|start| at < start) => add(content),
-            ChatMessage::Tool { content, .. } if status_for_model(content).is_ok() => add(content),
+            ChatMessage::Tool { status, content, .. } if status.is_ok() => add(content),
             ChatMessage::Note { kind: NoteKind::AppState | NoteKind::AppStateChanged, content } => add(content),
             _ => {}
         }
@@ -123,6 +122,7 @@ fn text_of(
 mod tests {
     use super::*;
     use serde_json::json;
+    use tether_protocol::ResultStatus;
 
     #[test]
     fn addresses_links_and_ids_are_identifiers_and_words_are_not() {
@@ -157,12 +157,8 @@ mod tests {
         let messages = vec![
             ChatMessage::User { content: "Email my accountant.".into() },
             ChatMessage::Assistant { content: "I'll write to acct@firm.example.".into(), tool_calls: Vec::new() },
-            ChatMessage::Tool {
-                call_id: "c".into(),
-                name: "send_email".into(),
-                content: "[denied] Not run: to \"acct@firm.example\" …".into(),
-            },
-            ChatMessage::Tool { call_id: "d".into(), name: "find".into(), content: "found bob@chen.example".into() },
+            ChatMessage::tool("c", "send_email", ResultStatus::Denied, "[denied] Not run: to \"acct@firm.example\" …"),
+            ChatMessage::tool("d", "find", ResultStatus::Ok, "found bob@chen.example"),
         ];
         let seen = seen_text("You help.", &messages, 1, &[json!({"me": "me@home.example"})], &[]);
         assert!(!seen.contains("acct@firm.example"));

@@ -20,7 +20,7 @@ use recorded::{call_of, replay_or_record, request, storefront_home, todo_tools};
 use serde_json::json;
 use tether_agent::*;
 use tether_core::validate::{CompiledSchema, FullValidator, Validator, format_validation_errors};
-use tether_protocol::{ContextEntry, ToolSpec};
+use tether_protocol::{ContextEntry, ResultStatus, ToolSpec};
 
 /// The to-do list as the loop shows it, right before the request.
 fn todo_state(items: &[&str]) -> ChatMessage {
@@ -124,11 +124,12 @@ async fn after_the_first_of_two_asked_actions_the_next_reply_does_the_second() {
                     .into(),
                 tool_calls: vec![first],
             },
-            ChatMessage::Tool {
-                call_id: "r1.1.0".into(),
-                name: "cart_add".into(),
-                content: "added 1 × Blue mug; cart: 1 item (1 × Blue mug)".into(),
-            },
+            ChatMessage::tool(
+                "r1.1.0",
+                "cart_add",
+                ResultStatus::Ok,
+                "added 1 × Blue mug; cart: 1 item (1 × Blue mug)",
+            ),
         ],
         tools,
     );

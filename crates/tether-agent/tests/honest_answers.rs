@@ -412,6 +412,8 @@ async fn a_tool_result_copied_as_the_answer_reaches_the_user_without_tethers_sta
     let run = run(&AgentLoop::new(model), &refused, "Check out, please.").await;
     assert_eq!(run.outcome.status, RunStatus::Completed);
     assert_eq!(run.outcome.answer, "Blocked by policy: orders need a manager's approval.");
+    // The app's refusal, not the loop's: the model is told not to look for another way.
+    assert_eq!(statuses(&run.outcome.messages), [(ResultStatus::Ok, false), (ResultStatus::Denied, false)]);
     assert_eq!(run.streamed.trim_end(), "Blocked by policy: orders need a manager's approval.");
 }
 
@@ -723,6 +725,9 @@ async fn a_requests_call_of_a_tool_that_does_something_else_is_refused() {
     assert!(shop.ran.lock().unwrap().is_empty(), "nothing ran: {:?}", shop.ran.lock().unwrap());
     let results = tool_results(&run.outcome.messages);
     assert_eq!(results.len(), 1);
+    // Refused by the loop's own check: its result names the way on, and the model is not told
+    // to give up as after the user's refusal.
+    assert_eq!(statuses(&run.outcome.messages), [(ResultStatus::Denied, true)]);
     assert!(
         results[0].contains(
             "Not run: the user's message does not ask for what cart_add does (Add a product to the shopping cart)"
@@ -1656,4 +1661,15 @@ async fn a_call_that_leaves_out_a_value_the_message_names_is_refused_and_the_mod
     let calendar = Calendar::default();
     run(&agent, &calendar, "Move the standup from Tuesday to Wednesday.").await;
     assert_eq!(calendar.ran.lock().unwrap().len(), 1);
+}
+
+/// Each tool result's status, and whether the loop's own check refused the call.
+fn statuses(messages: &[ChatMessage]) -> Vec<(ResultStatus, bool)> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { status, refused_by_check, .. } => Some((*status, *refused_by_check)),
+            _ => None,
+        })
+        .collect()
 }

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 use tether_agent::*;
-use tether_protocol::ToolSpec;
+use tether_protocol::{ResultStatus, ToolSpec};
 
 mod recorded;
 use recorded::{Mock, assert_sent_as_recorded, local_provider, replay_or_record, storefront_home};
@@ -65,11 +65,12 @@ fn request_of(fixture: &Value) -> ChatRequest {
         .iter()
         .map(|m| match m["role"].as_str().unwrap() {
             "user" => ChatMessage::User { content: m["content"].as_str().unwrap().into() },
-            "tool" => ChatMessage::Tool {
-                call_id: m["tool_call_id"].as_str().unwrap().into(),
-                name: String::new(),
-                content: m["content"].as_str().unwrap().into(),
-            },
+            "tool" => ChatMessage::tool(
+                m["tool_call_id"].as_str().unwrap(),
+                String::new(),
+                ResultStatus::Ok,
+                m["content"].as_str().unwrap(),
+            ),
             "assistant" => ChatMessage::Assistant {
                 content: m["content"].as_str().unwrap_or_default().into(),
                 tool_calls: m["tool_calls"]
@@ -535,11 +536,12 @@ async fn a_constrained_answer_after_a_short_result_reaches_the_user() {
             arguments: json!({"productId": "mug-red", "quantity": 2}),
         }],
     });
-    messages.push(ChatMessage::Tool {
-        call_id: "r1.1.0".into(),
-        name: "cart_add".into(),
-        content: "added 2 × Red mug; cart: 2 items (2 × Red mug)".into(),
-    });
+    messages.push(ChatMessage::tool(
+        "r1.1.0",
+        "cart_add",
+        ResultStatus::Ok,
+        "added 2 × Red mug; cart: 2 items (2 × Red mug)",
+    ));
     let request = ChatRequest { messages, tools: storefront_home(), listed_tools: None };
     let mock = replay_or_record("constrained_answer_after_result").await;
     let (reply, streamed) = complete(&local_provider(&mock.base, ToolMode::Constrained), &request).await;
@@ -729,10 +731,7 @@ async fn the_issue_trace_runs_the_call_once_and_answers() {
             Box::pin(async move {
                 let mut items = self.0.lock().unwrap();
                 *items += args["quantity"].as_u64().unwrap() as u32;
-                ToolOutput::new(
-                    tether_protocol::ResultStatus::Ok,
-                    format!("added 2 × Black T-shirt; cart: {items} items"),
-                )
+                ToolOutput::new(ResultStatus::Ok, format!("added 2 × Black T-shirt; cart: {items} items"))
             })
         }
     }

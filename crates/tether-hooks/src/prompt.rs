@@ -4,9 +4,9 @@
 use std::path::Path;
 
 use serde_json::{Value, json};
-use tether_protocol::ToolSpec;
+use tether_protocol::{ResultStatus, ToolSpec};
 
-use tether_agent::{ChatMessage, ChatModel, ChatRequest, ModelToolCall};
+use tether_agent::{ChatMessage, ChatModel, ChatRequest, ModelToolCall, ToolOutput};
 
 /// The placeholder replaced by the context JSON.
 pub const ARGUMENTS_PLACEHOLDER: &str = "$ARGUMENTS";
@@ -73,30 +73,36 @@ fn cut(mut text: String) -> String {
 }
 
 /// Runs one judge tool call; only the transcript file can be read.
-fn run_judge_tool(call: &ModelToolCall, transcript: &Path) -> String {
+fn run_judge_tool(call: &ModelToolCall, transcript: &Path) -> ToolOutput {
     // The same file, however the path is spelled; anything else is refused.
     let asked = call.arguments.get("path").and_then(Value::as_str);
     let allowed = std::fs::canonicalize(transcript).ok();
     if asked.is_some_and(|path| allowed.is_none() || std::fs::canonicalize(path).ok() != allowed) {
-        return format!("[error] Only the transcript file {} can be read.", transcript.display());
+        return ToolOutput::new(
+            ResultStatus::Error,
+            format!("Only the transcript file {} can be read.", transcript.display()),
+        );
     }
     let text = match std::fs::read_to_string(transcript) {
         Ok(text) => text,
-        Err(error) => return format!("[error] The transcript cannot be read: {error}"),
+        Err(error) => return ToolOutput::new(ResultStatus::Error, format!("The transcript cannot be read: {error}")),
     };
     match call.name.as_str() {
         "ReadFile" => {
             let start = call.arguments.get("start_line").and_then(Value::as_u64).unwrap_or(1).max(1) as usize;
             let count = call.arguments.get("line_count").and_then(Value::as_u64).map_or(usize::MAX, |n| n as usize);
-            cut(text.lines().skip(start - 1).take(count).collect::<Vec<_>>().join("\n"))
+            ToolOutput::new(
+                ResultStatus::Ok,
+                cut(text.lines().skip(start - 1).take(count).collect::<Vec<_>>().join("\n")),
+            )
         }
         "GrepSearch" => {
             let Some(pattern) = call.arguments.get("pattern").and_then(Value::as_str) else {
-                return "[error] GrepSearch needs a `pattern`.".into();
+                return ToolOutput::new(ResultStatus::Error, "GrepSearch needs a `pattern`.");
             };
             let regex = match regex::Regex::new(pattern) {
                 Ok(regex) => regex,
-                Err(error) => return format!("[error] Invalid pattern: {error}"),
+                Err(error) => return ToolOutput::new(ResultStatus::Error, format!("Invalid pattern: {error}")),
             };
             let found: Vec<String> = text
                 .lines()
@@ -104,9 +110,15 @@ fn run_judge_tool(call: &ModelToolCall, transcript: &Path) -> String {
                 .filter(|(_, line)| regex.is_match(line))
                 .map(|(n, line)| format!("{}: {line}", n + 1))
                 .collect();
-            if found.is_empty() { "No matches.".into() } else { cut(found.join("\n")) }
+            ToolOutput::new(
+                ResultStatus::Ok,
+                if found.is_empty() { "No matches.".into() } else { cut(found.join("\n")) },
+            )
         }
-        other => format!("[error] Unknown tool {other:?}: only ReadFile and GrepSearch are available."),
+        other => ToolOutput::new(
+            ResultStatus::Error,
+            format!("Unknown tool {other:?}: only ReadFile and GrepSearch are available."),
+        ),
     }
 }
 
@@ -154,11 +166,16 @@ pub(crate) async fn judge(
             tool_calls: reply.tool_calls.clone(),
         });
         for call in &reply.tool_calls {
-            let content = match transcript {
+            let output = match transcript {
                 Some(transcript) => run_judge_tool(call, transcript),
-                None => "[error] No transcript is available.".into(),
+                None => ToolOutput::new(ResultStatus::Error, "No transcript is available."),
             };
-            request.messages.push(ChatMessage::Tool { call_id: call.id.clone(), name: call.name.clone(), content });
+            request.messages.push(ChatMessage::tool(
+                call.id.clone(),
+                call.name.clone(),
+                output.status,
+                output.for_model(),
+            ));
         }
     }
     Err(format!("the model did not answer within {MAX_JUDGE_TURNS} turns"))
@@ -187,14 +204,15 @@ mod tests {
         let path = transcript.display().to_string();
         assert_eq!(
             run_judge_tool(&call("ReadFile", json!({"path": path, "start_line": 2, "line_count": 1})), &transcript),
-            "hello"
+            ToolOutput::new(ResultStatus::Ok, "hello")
         );
         assert_eq!(
             run_judge_tool(&call("GrepSearch", json!({"pattern": "complete", "path": path})), &transcript),
-            "4: Hi. Task complete."
+            ToolOutput::new(ResultStatus::Ok, "4: Hi. Task complete.")
         );
         let refused = run_judge_tool(&call("ReadFile", json!({"path": "/etc/passwd"})), &transcript);
-        assert!(refused.starts_with("[error] Only the transcript file"), "{refused}");
+        assert_eq!(refused.status, ResultStatus::Error);
+        assert!(refused.for_model().starts_with("[error] Only the transcript file"), "{refused:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -17,14 +17,14 @@ mod replay;
 pub use replay::Replay;
 
 use serde_json::{Map, Value};
-use tether_protocol::ToolSpec;
+use tether_protocol::{ResultStatus, ToolSpec};
 
 use std::time::Duration;
 
 use tether_agent::model::schema::normalize_schema;
 use tether_agent::{
     AgentError, BoxFuture, CONTEXT_LABEL, ChatMessage, ChatModel, ChatRequest, DeltaSink, HOOK_LABEL, ModelReply,
-    ModelToolCall, NoteKind, Streams, ToolCallDelta, partial_object, status_for_model,
+    ModelToolCall, NoteKind, Streams, ToolCallDelta, partial_object,
 };
 
 /// Every answer of the built-in model starts with this, so nobody mistakes it for an LLM.
@@ -137,11 +137,13 @@ impl ChatModel for ScriptedModel {
 struct Step<'a> {
     call: &'a ModelToolCall,
     result: Option<&'a str>,
+    /// How the call ended, once it has a result.
+    status: Option<ResultStatus>,
 }
 
 impl Step<'_> {
     fn failed(&self) -> bool {
-        self.result.is_some_and(|r| !status_for_model(r).is_ok())
+        self.status.is_some_and(|status| !status.is_ok())
     }
 }
 
@@ -903,11 +905,12 @@ fn respond(request: &ChatRequest) -> ModelReply {
     for message in &messages[request_at + 1..] {
         match message {
             ChatMessage::Assistant { tool_calls, .. } => {
-                steps.extend(tool_calls.iter().map(|call| Step { call, result: None }));
+                steps.extend(tool_calls.iter().map(|call| Step { call, result: None, status: None }));
             }
-            ChatMessage::Tool { call_id, content, .. } => {
+            ChatMessage::Tool { call_id, content, status, .. } => {
                 if let Some(step) = steps.iter_mut().rev().find(|s| &s.call.id == call_id) {
                     step.result = Some(content.as_str());
+                    step.status = Some(*status);
                 }
             }
             _ => {}
@@ -1033,11 +1036,7 @@ mod tests {
         let messages = vec![
             user("show the size guide"),
             ChatMessage::Assistant { content: String::new(), tool_calls: first.tool_calls.clone() },
-            ChatMessage::Tool {
-                call_id: first.tool_calls[0].id.clone(),
-                name: "size_guide".into(),
-                content: "S 48 cm".into(),
-            },
+            ChatMessage::tool(first.tool_calls[0].id.clone(), "size_guide", ResultStatus::Ok, "S 48 cm"),
         ];
         let second = respond(&ChatRequest { messages, tools: tools.clone(), listed_tools: None });
         assert!(second.tool_calls.is_empty());
@@ -1064,21 +1063,18 @@ mod tests {
         let mut messages = vec![
             user("remove the red mug"),
             ChatMessage::Assistant { content: String::new(), tool_calls: first.tool_calls.clone() },
-            ChatMessage::Tool {
-                call_id: first.tool_calls[0].id.clone(),
-                name: "cart_remove".into(),
-                content: refusal.into(),
-            },
+            ChatMessage::tool(first.tool_calls[0].id.clone(), "cart_remove", ResultStatus::Denied, refusal),
         ];
         let again = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), listed_tools: None });
         assert_eq!(again.tool_calls[0].name, "cart_remove");
         assert_eq!(again.tool_calls[0].arguments, json!({"productId": "mug-blue"}));
         messages.push(ChatMessage::Assistant { content: String::new(), tool_calls: again.tool_calls.clone() });
-        messages.push(ChatMessage::Tool {
-            call_id: again.tool_calls[0].id.clone(),
-            name: "cart_remove".into(),
-            content: "removed Blue mug".into(),
-        });
+        messages.push(ChatMessage::tool(
+            again.tool_calls[0].id.clone(),
+            "cart_remove",
+            ResultStatus::Ok,
+            "removed Blue mug",
+        ));
         let done = respond(&ChatRequest { messages, tools, listed_tools: None });
         assert_eq!(done.text, format!("{SCRIPTED_PREFIX}Done: cart_remove returned removed Blue mug"));
     }
@@ -1296,17 +1292,13 @@ mod tests {
                 content: String::new(),
                 tool_calls: vec![ModelToolCall { id: "c1".into(), name: "cart_add".into(), arguments: json!({}) }],
             },
-            ChatMessage::Tool { call_id: "c1".into(), name: "cart_add".into(), content: "{\"count\":1}".into() },
+            ChatMessage::tool("c1", "cart_add", ResultStatus::Ok, "{\"count\":1}"),
         ];
         let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), listed_tools: None });
         assert!(reply.tool_calls.is_empty());
         assert!(reply.text.contains("Done: cart_add"), "{}", reply.text);
         let mut refused = messages;
-        refused[2] = ChatMessage::Tool {
-            call_id: "c1".into(),
-            name: "cart_add".into(),
-            content: "[denied] The user rejected the call".into(),
-        };
+        refused[2] = ChatMessage::tool("c1", "cart_add", ResultStatus::Denied, "[denied] The user rejected the call");
         let reply = respond(&ChatRequest { messages: refused, tools, listed_tools: None });
         assert!(reply.text.contains("could not complete cart_add"), "{}", reply.text);
     }
@@ -1329,19 +1321,21 @@ mod tests {
         let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), listed_tools: None });
         assert_eq!(first_call(&reply), ("find_trains", &json!({"to": "Mar del Plata", "date": "Friday"})));
         messages.push(ChatMessage::Assistant { content: String::new(), tool_calls: reply.tool_calls.clone() });
-        messages.push(ChatMessage::Tool {
-            call_id: reply.tool_calls[0].id.clone(),
-            name: "find_trains".into(),
-            content: "Train 412 dep 08:10, first 95000 ARS; Train 418 dep 17:30".into(),
-        });
+        messages.push(ChatMessage::tool(
+            reply.tool_calls[0].id.clone(),
+            "find_trains",
+            ResultStatus::Ok,
+            "Train 412 dep 08:10, first 95000 ARS; Train 418 dep 17:30",
+        ));
         let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), listed_tools: None });
         assert_eq!(first_call(&reply), ("book_ticket", &json!({"train": 412, "seat_class": "first"})));
         messages.push(ChatMessage::Assistant { content: String::new(), tool_calls: reply.tool_calls.clone() });
-        messages.push(ChatMessage::Tool {
-            call_id: reply.tool_calls[0].id.clone(),
-            name: "book_ticket".into(),
-            content: "[denied] Blocked by policy: first class needs a manager's approval. Book tourist instead.".into(),
-        });
+        messages.push(ChatMessage::tool(
+            reply.tool_calls[0].id.clone(),
+            "book_ticket",
+            ResultStatus::Denied,
+            "[denied] Blocked by policy: first class needs a manager's approval. Book tourist instead.",
+        ));
         let reply = respond(&ChatRequest { messages, tools, listed_tools: None });
         assert_eq!(first_call(&reply), ("book_ticket", &json!({"train": 412, "seat_class": "tourist"})));
     }
@@ -1356,11 +1350,7 @@ mod tests {
                 content: String::new(),
                 tool_calls: vec![ModelToolCall { id: "c1".into(), name: "checkout".into(), arguments: json!({}) }],
             },
-            ChatMessage::Tool {
-                call_id: "c1".into(),
-                name: "checkout".into(),
-                content: "{\"order\":\"T-1001\"}".into(),
-            },
+            ChatMessage::tool("c1", "checkout", ResultStatus::Ok, "{\"order\":\"T-1001\"}"),
         ];
         let reply = respond(&ChatRequest { messages, tools, listed_tools: None });
         assert!(reply.tool_calls.is_empty(), "{reply:?}");

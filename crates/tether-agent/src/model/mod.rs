@@ -17,7 +17,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use serde_json::Value;
-use tether_protocol::{CallId, ToolSpec};
+use tether_protocol::{CallId, ResultStatus, ToolSpec};
 
 use crate::AgentError;
 
@@ -53,6 +53,23 @@ pub enum NoteKind {
 }
 
 impl ChatMessage {
+    /// The result of the call `call_id` of `name` that ended as `status`, `content` as the
+    /// model reads it (its `[status]` first when the call did not succeed).
+    pub fn tool(
+        call_id: impl Into<CallId>,
+        name: impl Into<String>,
+        status: ResultStatus,
+        content: impl Into<String>,
+    ) -> ChatMessage {
+        ChatMessage::Tool {
+            call_id: call_id.into(),
+            name: name.into(),
+            status,
+            refused_by_check: false,
+            content: content.into(),
+        }
+    }
+
     /// A note of `kind`.
     pub fn note(kind: NoteKind, content: impl Into<String>) -> ChatMessage {
         ChatMessage::Note { kind, content: content.into() }
@@ -67,7 +84,7 @@ impl ChatMessage {
 /// One message of the conversation with the model. Serialisable (run checkpoints keep it):
 /// `{"role": "user", "content": …}`, tool calls and results as their fields.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "role", rename_all = "snake_case")]
+#[serde(tag = "role", rename_all = "snake_case", from = "StoredMessage")]
 pub enum ChatMessage {
     /// Instructions from the operator.
     System {
@@ -97,16 +114,75 @@ pub enum ChatMessage {
         #[serde(default, rename = "toolCalls", skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ModelToolCall>,
     },
-    /// The result of a tool call, as the model reads it.
+    /// The result of a tool call, as the model reads it. Build it with [`ChatMessage::tool`].
     Tool {
         /// The call it answers.
         #[serde(rename = "callId")]
         call_id: CallId,
         /// The tool's name.
         name: String,
+        /// How the call ended. The model reads it as the `[status]` that opens `content` when
+        /// the call did not succeed ([`ToolOutput::for_model`](crate::ToolOutput::for_model));
+        /// code reads it here, never from the text.
+        status: ResultStatus,
+        /// Whether one of the agent loop's own checks refused the call before it reached the app
+        /// (the fit and value checks, repeats, the limits per reply and per tool), rather than
+        /// the user, a policy or a hook: `content` says what to do instead, so the model is not
+        /// told to give up on the request as after a user's refusal.
+        #[serde(default, rename = "refusedByCheck", skip_serializing_if = "std::ops::Not::not")]
+        refused_by_check: bool,
         /// What the model reads.
         content: String,
     },
+}
+
+/// [`ChatMessage`] as a checkpoint stores it. A tool result stored before its status was a
+/// field has none: it gets the one its text's `[status]` prefix names.
+#[derive(serde::Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+enum StoredMessage {
+    System {
+        content: String,
+    },
+    User {
+        content: String,
+    },
+    Note {
+        kind: NoteKind,
+        content: String,
+    },
+    Assistant {
+        content: String,
+        #[serde(default, rename = "toolCalls")]
+        tool_calls: Vec<ModelToolCall>,
+    },
+    Tool {
+        #[serde(rename = "callId")]
+        call_id: CallId,
+        name: String,
+        status: Option<ResultStatus>,
+        #[serde(default, rename = "refusedByCheck")]
+        refused_by_check: bool,
+        content: String,
+    },
+}
+
+impl From<StoredMessage> for ChatMessage {
+    fn from(stored: StoredMessage) -> ChatMessage {
+        match stored {
+            StoredMessage::System { content } => ChatMessage::System { content },
+            StoredMessage::User { content } => ChatMessage::User { content },
+            StoredMessage::Note { kind, content } => ChatMessage::Note { kind, content },
+            StoredMessage::Assistant { content, tool_calls } => ChatMessage::Assistant { content, tool_calls },
+            StoredMessage::Tool { call_id, name, status, refused_by_check, content } => ChatMessage::Tool {
+                status: status.unwrap_or_else(|| crate::hooks::status_for_model(&content)),
+                call_id,
+                name,
+                refused_by_check,
+                content,
+            },
+        }
+    }
 }
 
 /// A tool call the model asked for.
@@ -380,4 +456,55 @@ pub(crate) fn chat_span(model: &dyn ChatModel, purpose: &'static str) -> tracing
         tether.time_to_first_token_s = Empty,
         error.type = Empty,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_tool_result_keeps_its_status_and_who_refused_it_through_a_checkpoint() {
+        let messages = [
+            ChatMessage::tool("1", "cart_add", ResultStatus::Ok, "[\"a list\"]"),
+            ChatMessage::Tool {
+                call_id: "2".into(),
+                name: "move_event".into(),
+                status: ResultStatus::Denied,
+                refused_by_check: true,
+                content: "[denied] Not run: …".into(),
+            },
+        ];
+        for message in messages {
+            let stored = serde_json::to_value(&message).unwrap();
+            assert_eq!(serde_json::from_value::<ChatMessage>(stored).unwrap(), message);
+        }
+        assert_eq!(
+            serde_json::to_value(ChatMessage::tool("1", "t", ResultStatus::Error, "[error] x")).unwrap(),
+            json!({"role": "tool", "callId": "1", "name": "t", "status": "error", "content": "[error] x"})
+        );
+    }
+
+    #[test]
+    fn a_tool_result_stored_before_its_status_was_a_field_reads_it_from_its_text() {
+        let read = |content: &str| {
+            serde_json::from_value::<ChatMessage>(
+                json!({"role": "tool", "callId": "1", "name": "t", "content": content}),
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            read("[denied] The user rejected the call"),
+            ChatMessage::tool("1", "t", ResultStatus::Denied, "[denied] The user rejected the call")
+        );
+        assert_eq!(read("[\"a list\"]"), ChatMessage::tool("1", "t", ResultStatus::Ok, "[\"a list\"]"));
+        // The other messages read as they always did.
+        let user: ChatMessage = serde_json::from_value(json!({"role": "user", "content": "hi"})).unwrap();
+        assert_eq!(user, ChatMessage::User { content: "hi".into() });
+        let note: ChatMessage =
+            serde_json::from_value(json!({"role": "note", "kind": "app_state", "content": "[app state] x"})).unwrap();
+        assert_eq!(note, ChatMessage::note(NoteKind::AppState, "[app state] x"));
+        let reply: ChatMessage = serde_json::from_value(json!({"role": "assistant", "content": "ok"})).unwrap();
+        assert_eq!(reply, ChatMessage::Assistant { content: "ok".into(), tool_calls: Vec::new() });
+    }
 }

@@ -27,7 +27,6 @@ use super::{
     partial_object, partial_value,
 };
 use crate::AgentError;
-use crate::hooks::status_for_model;
 
 /// Settings of an [`OpenAiProvider`].
 #[derive(Clone)]
@@ -760,13 +759,15 @@ fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
     // "add one blue mug and one red mug" stopped after the first). A note of what changed in the
     // app state may follow the results.
     let changes = |m: &&ChatMessage| matches!(m, ChatMessage::Note { kind: NoteKind::AppStateChanged, .. });
-    if let Some(ChatMessage::Tool { content: last, .. }) = request.messages.iter().rev().find(|m| !changes(m)) {
+    if let Some(ChatMessage::Tool { status, refused_by_check, .. }) =
+        request.messages.iter().rev().find(|m| !changes(m))
+    {
         if let Some(at) = request.messages.iter().rposition(ChatMessage::is_users_own) {
             let ChatMessage::User { content: asked } = &request.messages[at] else { unreachable!() };
             push_user(
                 &mut out,
                 &mut opens_request,
-                &reminder(asked, &done_in_run(&request.messages[at..]), last),
+                &reminder(asked, &done_in_run(&request.messages[at..]), refused_by_user(*status, *refused_by_check)),
                 false,
             );
         }
@@ -789,9 +790,19 @@ fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
     out
 }
 
+/// Whether a result refused the call for the user: the user, a policy or a hook said no
+/// (`denied` or `blocked`). One of the agent loop's own checks refusing a call (the wrong tool,
+/// a value left out, too many calls at once) is not: its result says what to do instead.
+fn refused_by_user(status: ResultStatus, refused_by_check: bool) -> bool {
+    matches!(status, ResultStatus::Denied | ResultStatus::Blocked) && !refused_by_check
+}
+
 /// What follows the tool results of a prompted turn: the request, and what to do next. After a
-/// call the user (or a policy) refused, the model is told not to look for another way (measured:
-/// after "Place my order now." was refused, the 1.5B model tried `cart_clear`, then `cart_add`).
+/// call the user (or a policy) refused (`refused`), the model is told not to look for another way
+/// (measured: after "Place my order now." was refused, the 1.5B model tried `cart_clear`, then
+/// `cart_add`). After the loop's own check refused a call, it is told what is not done yet as
+/// after any other result: the refusal names the way on, and "do not try another way" after
+/// it kept the 1.5B model from the tool a refusal named (issue 28, "Cancel lunch with Ana").
 ///
 /// After a result that was not refused, it says what the run did so far and asks for what is
 /// not done yet (measured with the 1.5B model on "Add one blue mug and one red mug to the cart.",
@@ -799,9 +810,8 @@ fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
 /// otherwise answer." was answered "Added 1 × Blue mug"; with what was done listed and "What the
 /// request asks that is not done yet: call the tool for it now." it added the red mug, and it
 /// still answered after the single action of five other requests).
-pub(crate) fn reminder(asked: &str, done: &[String], last_result: &str) -> String {
+pub(crate) fn reminder(asked: &str, done: &[String], refused: bool) -> String {
     let asked: String = asked.chars().take(300).collect();
-    let refused = matches!(status_for_model(last_result), ResultStatus::Denied | ResultStatus::Blocked);
     if refused || done.is_empty() {
         let next = if refused { REMINDER_AFTER_REFUSAL } else { REMINDER };
         return format!("(The request was: \"{asked}\". {next})");
@@ -816,11 +826,11 @@ fn done_in_run(run: &[ChatMessage]) -> Vec<String> {
     for (n, message) in run.iter().enumerate() {
         let ChatMessage::Assistant { tool_calls, .. } = message else { continue };
         for call in tool_calls {
-            let result = run[n..].iter().find_map(|m| match m {
-                ChatMessage::Tool { call_id, content, .. } if *call_id == call.id => Some(content.as_str()),
+            let status = run[n..].iter().find_map(|m| match m {
+                ChatMessage::Tool { call_id, status, .. } if *call_id == call.id => Some(*status),
                 _ => None,
             });
-            if result.is_some_and(|r| status_for_model(r).is_ok()) {
+            if status.is_some_and(ResultStatus::is_ok) {
                 done.push(format!("{} {}", call.name, call.arguments));
             }
         }
@@ -1593,7 +1603,7 @@ mod tests {
                     content: "{}".into(),
                     tool_calls: vec![ModelToolCall { id: "1".into(), name: "open_cart".into(), arguments: json!({}) }],
                 },
-                ChatMessage::Tool { call_id: "1".into(), name: "open_cart".into(), content: "opened".into() },
+                ChatMessage::tool("1", "open_cart", ResultStatus::Ok, "opened"),
                 ChatMessage::note(NoteKind::AppStateChanged, format!("{}- page: cart", crate::CONTEXT_CHANGED_LABEL)),
             ],
             tools: vec![named("open_cart", "Open."), named("checkout", "Pay.")],
@@ -1675,7 +1685,7 @@ mod tests {
                 content: "{}".into(),
                 tool_calls: vec![ModelToolCall { id: "1".into(), name: "cart_add".into(), arguments: json!({}) }],
             },
-            ChatMessage::Tool { call_id: "1".into(), name: "cart_add".into(), content: "added".into() },
+            ChatMessage::tool("1", "cart_add", ResultStatus::Ok, "added"),
         ]
     }
 
@@ -1711,40 +1721,78 @@ mod tests {
     }
 
     #[test]
-    fn done_so_far_reads_the_status_prefix_not_any_bracket() {
+    fn done_so_far_reads_the_results_status_not_its_text() {
         let call = |id: &str, name: &str| ChatMessage::Assistant {
             content: String::new(),
             tool_calls: vec![ModelToolCall { id: id.into(), name: name.into(), arguments: json!({}) }],
         };
-        let result = |id: &str, content: &str| ChatMessage::Tool {
-            call_id: id.into(),
-            name: String::new(),
-            content: content.into(),
-        };
         let run = [
-            ChatMessage::User { content: "list and clear".into() },
+            ChatMessage::User { content: "list, clear and sort".into() },
             call("1", "todo_list"),
-            // A result that is a JSON array: it succeeded.
-            result("1", "[\"buy milk\"]"),
+            // A result whose text opens like a refusal: its status says it succeeded.
+            ChatMessage::tool("1", "todo_list", ResultStatus::Ok, "[denied] and [error] are two of the items"),
             call("2", "todo_clear"),
-            result("2", "[error] the list is locked"),
+            ChatMessage::tool("2", "todo_clear", ResultStatus::Error, "[error] the list is locked"),
+            call("3", "todo_sort"),
+            ChatMessage::tool("3", "todo_sort", ResultStatus::Ok, "sorted"),
         ];
-        assert_eq!(done_in_run(&run), ["todo_list {}"]);
-        assert!(reminder("x", &[], "[\"a\"]").contains("If part of it is not done yet"), "a list is no refusal");
+        assert_eq!(done_in_run(&run), ["todo_list {}", "todo_sort {}"]);
     }
 
     #[test]
     fn after_a_refused_call_the_reminder_says_not_to_try_another_way() {
-        assert!(reminder("Place my order.", &[], "placed order T-1").contains("If part of it is not done yet"));
+        assert!(reminder("Place my order.", &[], false).contains("If part of it is not done yet"));
         let done = ["cart_add {\"productId\":\"mug-blue\"}".to_string()];
         assert_eq!(
-            reminder("Add a blue mug and a red mug.", &done, "added 1 × Blue mug"),
+            reminder("Add a blue mug and a red mug.", &done, false),
             "(The request was: \"Add a blue mug and a red mug.\". Done so far: cart_add {\"productId\":\"mug-blue\"}. \
              What the request asks that is not done yet: call the tool for it now. When everything is done, answer.)"
         );
-        let refused = reminder("Place my order.", &done, "[denied] The user rejected the call to \"checkout\"");
+        let refused = reminder("Place my order.", &done, true);
         assert!(refused.contains("That call was refused: do not try it again or another way"), "{refused}");
-        assert!(reminder("x", &[], "[blocked] policy").contains("refused"));
+        // Refused for the user: by the user or a policy (`denied`, `blocked`), not by the loop's checks.
+        assert!(refused_by_user(ResultStatus::Denied, false) && refused_by_user(ResultStatus::Blocked, false));
+        assert!(!refused_by_user(ResultStatus::Denied, true), "the loop's own check names the way on");
+        assert!(!refused_by_user(ResultStatus::Error, false) && !refused_by_user(ResultStatus::Ok, false));
+    }
+
+    #[test]
+    fn after_the_loops_own_refusal_the_reminder_asks_for_what_is_not_done() {
+        // "Cancel lunch with Ana." → move_event, refused by the fit check, which names the way
+        // on: the reminder must not then tell the model to try no other way.
+        let refused = |by_check: bool| {
+            let messages = vec![
+                ChatMessage::User { content: "Cancel lunch with Ana.".into() },
+                ChatMessage::Assistant {
+                    content: String::new(),
+                    tool_calls: vec![ModelToolCall { id: "1".into(), name: "move_event".into(), arguments: json!({}) }],
+                },
+                ChatMessage::Tool {
+                    call_id: "1".into(),
+                    name: "move_event".into(),
+                    status: ResultStatus::Denied,
+                    refused_by_check: by_check,
+                    content: "[denied] Not run: the user's message does not ask for what move_event does.".into(),
+                },
+            ];
+            let request = ChatRequest { messages, tools: Vec::new(), listed_tools: None };
+            let turn = Turn {
+                mode: ToolMode::Constrained,
+                tools: Vec::new(),
+                answer: None,
+                late: false,
+                must_call: false,
+                step_odds: false,
+            };
+            prompted_messages(&request, &turn).last().unwrap()["content"].as_str().unwrap().to_string()
+        };
+        let by_check = refused(true);
+        assert!(
+            by_check.ends_with(&format!("(The request was: \"Cancel lunch with Ana.\". {REMINDER})")),
+            "{by_check}"
+        );
+        let by_user = refused(false);
+        assert!(by_user.ends_with(&format!("{REMINDER_AFTER_REFUSAL})")), "{by_user}");
     }
 
     #[test]
@@ -1761,9 +1809,7 @@ mod tests {
                         arguments: json!({"productId": "mug-red"}),
                     }],
                 },
-                ChatMessage::Tool {
-                    call_id: "1".into(), name: "cart_add".into(), content: "added 1 × Red mug".into()
-                },
+                ChatMessage::tool("1", "cart_add", ResultStatus::Ok, "added 1 × Red mug"),
             ],
             tools: Vec::new(),
             listed_tools: None,
