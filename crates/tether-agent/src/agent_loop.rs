@@ -288,11 +288,24 @@ const ALL_DONE: &str = "Tell the user what was done; do not call it unless the u
 struct Refusal {
     output: ToolOutput,
     for_user: String,
+    /// Whether `output` asks for another call ([`ChatMessage::Tool`]'s `call_again`).
+    call_again: bool,
 }
 
 impl Refusal {
+    /// A refusal that tells the model to tell the user.
     fn new(for_model: String, for_user: impl Into<String>) -> Refusal {
-        Refusal { output: ToolOutput::new(ResultStatus::Denied, for_model), for_user: for_user.into() }
+        Refusal {
+            output: ToolOutput::new(ResultStatus::Denied, for_model),
+            for_user: for_user.into(),
+            call_again: false,
+        }
+    }
+
+    /// A refusal that asks for another call: the tool the message asks for, or this one with
+    /// other arguments.
+    fn call_again(for_model: String, for_user: impl Into<String>) -> Refusal {
+        Refusal { call_again: true, ..Refusal::new(for_model, for_user) }
     }
 }
 
@@ -1325,7 +1338,10 @@ impl AgentLoop {
                     }
                     _ => None,
                 };
+                // Whether the refusal below asks for another call (`ChatMessage::Tool`'s `call_again`).
+                let mut call_again = false;
                 let refused = if n >= admitted {
+                    call_again = true;
                     Some(ToolOutput::new(
                         ResultStatus::Denied,
                         format!(
@@ -1345,6 +1361,7 @@ impl AgentLoop {
                     ))
                 } else if let Some(refusal) = unfit {
                     state.not_done_because = Some(refusal.for_user);
+                    call_again = refusal.call_again;
                     Some(refusal.output)
                 } else if guard.max_calls_per_tool > 0 && calls_so_far >= guard.max_calls_per_tool {
                     Some(ToolOutput::new(
@@ -1393,7 +1410,7 @@ impl AgentLoop {
                     call_id: tool_call.id.clone(),
                     name: tool_call.name.clone(),
                     status: output.status,
-                    refused_by_check: !ran,
+                    call_again,
                     content: for_model,
                 });
                 host.checkpoint(state.checkpoint(run_id));
@@ -1502,7 +1519,7 @@ impl AgentLoop {
             threshold,
             "the message does not ask for the call; refused"
         );
-        Some(Refusal::new(
+        Some(Refusal::call_again(
             format!(
                 "Not run: the user's message does not ask for what {} does ({}). If another tool does what the user \
                  asked, call that one; if none does, tell the user it cannot be done here. Never say it was done.",
@@ -1555,7 +1572,7 @@ impl AgentLoop {
                 value,
                 "the call leaves out a value the message names; refused"
             );
-            return Some(Refusal::new(
+            return Some(Refusal::call_again(
                 format!(
                     "Not run: the user's message says \"{value}\", one of {}'s \"{argument}\" values, and the call \
                      leaves \"{argument}\" out. If the user asked for it, call {} again with \"{argument}\": \"{value}\". \
@@ -1773,13 +1790,16 @@ impl AgentLoop {
                 ?verdict,
                 "the message does not ask for the value; refused"
             );
-            return Some(Refusal::new(
-                format!(
-                    "Not run: the user's message does not ask for {argument} \"{value}\". {because} Never say it \
-                     was done."
-                ),
-                format!("Nothing was done: I was not sure which {argument} you meant."),
-            ));
+            let for_model = format!(
+                "Not run: the user's message does not ask for {argument} \"{value}\". {because} Never say it was done."
+            );
+            let for_user = format!("Nothing was done: I was not sure which {argument} you meant.");
+            // Only the one value there is: nothing else to call.
+            return Some(if matches!(verdict, ValueVerdict::NotAsked) && allowed.len() == 1 {
+                Refusal::new(for_model, for_user)
+            } else {
+                Refusal::call_again(for_model, for_user)
+            });
         }
         None
     }
@@ -1918,7 +1938,8 @@ impl AgentLoop {
         };
         let rival = rival.filter(|rival| rival.ratio >= ratio && (only.is_none() || rival.tool.is_some()))?;
         tracing::info!(run = run_id.as_str(), tool = tool.name, rival = ?rival.tool, ratio = rival.ratio, "the message asks for another action; refused");
-        let instead = match rival.tool.as_deref().and_then(|name| visible.iter().find(|t| t.name == name)) {
+        let other = rival.tool.as_deref().and_then(|name| visible.iter().find(|t| t.name == name));
+        let instead = match other {
             Some(other) => format!(
                 "It asks rather for what {} does ({}): call that one if so.",
                 other.name,
@@ -1928,14 +1949,16 @@ impl AgentLoop {
                      be done here."
                 .to_string(),
         };
-        Some(Refusal::new(
-            format!(
-                "Not run: the user's message does not ask for what {} does ({}). {instead} Never say it was done.",
-                tool.name,
-                tool.description.trim().trim_end_matches('.')
-            ),
-            NO_ACTION_FOR_IT,
-        ))
+        let for_model = format!(
+            "Not run: the user's message does not ask for what {} does ({}). {instead} Never say it was done.",
+            tool.name,
+            tool.description.trim().trim_end_matches('.')
+        );
+        Some(if other.is_some() {
+            Refusal::call_again(for_model, NO_ACTION_FOR_IT)
+        } else {
+            Refusal::new(for_model, NO_ACTION_FOR_IT)
+        })
     }
 
     async fn end_turn(

@@ -725,8 +725,8 @@ async fn a_requests_call_of_a_tool_that_does_something_else_is_refused() {
     assert!(shop.ran.lock().unwrap().is_empty(), "nothing ran: {:?}", shop.ran.lock().unwrap());
     let results = tool_results(&run.outcome.messages);
     assert_eq!(results.len(), 1);
-    // Refused by the loop's own check: its result names the way on, and the model is not told
-    // to give up as after the user's refusal.
+    // Refused by the loop's own check, which asks for the right tool: the model is not told to
+    // give up as after the user's refusal.
     assert_eq!(statuses(&run.outcome.messages), [(ResultStatus::Denied, true)]);
     assert!(
         results[0].contains(
@@ -1349,6 +1349,8 @@ async fn a_value_called_for_a_name_the_app_shows_nowhere_is_refused_without_a_qu
         "{results:?}"
     );
     assert!(!model.fit_asked().iter().any(|p| p.contains("Does the message ask for id")), "{:?}", model.fit_asked());
+    // A check's refusal that names no other call: the model is told to try no other way.
+    assert_eq!(statuses(&done.outcome.messages), [(ResultStatus::Denied, false)]);
     // The claim is withheld, and nothing was done: the user reads why.
     assert_eq!(
         done.outcome.answer,
@@ -1663,12 +1665,12 @@ async fn a_call_that_leaves_out_a_value_the_message_names_is_refused_and_the_mod
     assert_eq!(calendar.ran.lock().unwrap().len(), 1);
 }
 
-/// Each tool result's status, and whether the loop's own check refused the call.
+/// Each tool result's status, and whether the loop's own check refused the call asking for another.
 fn statuses(messages: &[ChatMessage]) -> Vec<(ResultStatus, bool)> {
     messages
         .iter()
         .filter_map(|m| match m {
-            ChatMessage::Tool { status, refused_by_check, .. } => Some((*status, *refused_by_check)),
+            ChatMessage::Tool { status, call_again, .. } => Some((*status, *call_again)),
             _ => None,
         })
         .collect()

@@ -65,7 +65,7 @@ impl ChatMessage {
             call_id: call_id.into(),
             name: name.into(),
             status,
-            refused_by_check: false,
+            call_again: false,
             content: content.into(),
         }
     }
@@ -126,11 +126,11 @@ pub enum ChatMessage {
         /// code reads it here, never from the text.
         status: ResultStatus,
         /// Whether one of the agent loop's own checks refused the call before it reached the app
-        /// (the fit and value checks, repeats, the limits per reply and per tool), rather than
-        /// the user, a policy or a hook: `content` says what to do instead, so the model is not
-        /// told to give up on the request as after a user's refusal.
-        #[serde(default, rename = "refusedByCheck", skip_serializing_if = "std::ops::Not::not")]
-        refused_by_check: bool,
+        /// and its result asks for another call: the tool the message asks for, this one with
+        /// the value the message names, or the calls over the limit of one reply. Unlike after
+        /// the user's, a policy's or a hook's refusal, the model is then not told to give up.
+        #[serde(default, rename = "callAgain", skip_serializing_if = "std::ops::Not::not")]
+        call_again: bool,
         /// What the model reads.
         content: String,
     },
@@ -161,8 +161,8 @@ enum StoredMessage {
         call_id: CallId,
         name: String,
         status: Option<ResultStatus>,
-        #[serde(default, rename = "refusedByCheck")]
-        refused_by_check: bool,
+        #[serde(default, rename = "callAgain")]
+        call_again: bool,
         content: String,
     },
 }
@@ -174,11 +174,11 @@ impl From<StoredMessage> for ChatMessage {
             StoredMessage::User { content } => ChatMessage::User { content },
             StoredMessage::Note { kind, content } => ChatMessage::Note { kind, content },
             StoredMessage::Assistant { content, tool_calls } => ChatMessage::Assistant { content, tool_calls },
-            StoredMessage::Tool { call_id, name, status, refused_by_check, content } => ChatMessage::Tool {
+            StoredMessage::Tool { call_id, name, status, call_again, content } => ChatMessage::Tool {
                 status: status.unwrap_or_else(|| crate::hooks::status_for_model(&content)),
                 call_id,
                 name,
-                refused_by_check,
+                call_again,
                 content,
             },
         }
@@ -471,7 +471,7 @@ mod tests {
                 call_id: "2".into(),
                 name: "move_event".into(),
                 status: ResultStatus::Denied,
-                refused_by_check: true,
+                call_again: true,
                 content: "[denied] Not run: …".into(),
             },
         ];

@@ -759,15 +759,13 @@ fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
     // "add one blue mug and one red mug" stopped after the first). A note of what changed in the
     // app state may follow the results.
     let changes = |m: &&ChatMessage| matches!(m, ChatMessage::Note { kind: NoteKind::AppStateChanged, .. });
-    if let Some(ChatMessage::Tool { status, refused_by_check, .. }) =
-        request.messages.iter().rev().find(|m| !changes(m))
-    {
+    if let Some(ChatMessage::Tool { status, call_again, .. }) = request.messages.iter().rev().find(|m| !changes(m)) {
         if let Some(at) = request.messages.iter().rposition(ChatMessage::is_users_own) {
             let ChatMessage::User { content: asked } = &request.messages[at] else { unreachable!() };
             push_user(
                 &mut out,
                 &mut opens_request,
-                &reminder(asked, &done_in_run(&request.messages[at..]), refused_by_user(*status, *refused_by_check)),
+                &reminder(asked, &done_in_run(&request.messages[at..]), refused_by_user(*status, *call_again)),
                 false,
             );
         }
@@ -790,19 +788,19 @@ fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
     out
 }
 
-/// Whether a result refused the call for the user: the user, a policy or a hook said no
-/// (`denied` or `blocked`). One of the agent loop's own checks refusing a call (the wrong tool,
-/// a value left out, too many calls at once) is not: its result says what to do instead.
-fn refused_by_user(status: ResultStatus, refused_by_check: bool) -> bool {
-    matches!(status, ResultStatus::Denied | ResultStatus::Blocked) && !refused_by_check
+/// Whether a result refused the call for good: the user, a policy or a hook said no (`denied`
+/// or `blocked`), or one of the loop's own checks did and named no other call. A check's refusal
+/// that asks for another call (the right tool, a value left out, too many calls at once) is not.
+fn refused_by_user(status: ResultStatus, call_again: bool) -> bool {
+    matches!(status, ResultStatus::Denied | ResultStatus::Blocked) && !call_again
 }
 
 /// What follows the tool results of a prompted turn: the request, and what to do next. After a
 /// call the user (or a policy) refused (`refused`), the model is told not to look for another way
 /// (measured: after "Place my order now." was refused, the 1.5B model tried `cart_clear`, then
-/// `cart_add`). After the loop's own check refused a call, it is told what is not done yet as
-/// after any other result: the refusal names the way on, and "do not try another way" after
-/// it kept the 1.5B model from the tool a refusal named (issue 28, "Cancel lunch with Ana").
+/// `cart_add`). After the loop's own check refused a call and asked for another, it is told what
+/// is not done yet as after any other result: "do not try another way" after such a refusal kept
+/// the 1.5B model from the tool it named (issue 28, "Cancel lunch with Ana").
 ///
 /// After a result that was not refused, it says what the run did so far and asks for what is
 /// not done yet (measured with the 1.5B model on "Add one blue mug and one red mug to the cart.",
@@ -1750,9 +1748,9 @@ mod tests {
         );
         let refused = reminder("Place my order.", &done, true);
         assert!(refused.contains("That call was refused: do not try it again or another way"), "{refused}");
-        // Refused for the user: by the user or a policy (`denied`, `blocked`), not by the loop's checks.
+        // Refused for good: by the user or a policy (`denied`, `blocked`), not by a check that asks for another call.
         assert!(refused_by_user(ResultStatus::Denied, false) && refused_by_user(ResultStatus::Blocked, false));
-        assert!(!refused_by_user(ResultStatus::Denied, true), "the loop's own check names the way on");
+        assert!(!refused_by_user(ResultStatus::Denied, true), "the loop's own check asks for another call");
         assert!(!refused_by_user(ResultStatus::Error, false) && !refused_by_user(ResultStatus::Ok, false));
     }
 
@@ -1771,7 +1769,7 @@ mod tests {
                     call_id: "1".into(),
                     name: "move_event".into(),
                     status: ResultStatus::Denied,
-                    refused_by_check: by_check,
+                    call_again: by_check,
                     content: "[denied] Not run: the user's message does not ask for what move_event does.".into(),
                 },
             ];
