@@ -184,6 +184,8 @@ impl ToolOutput {
 
 /// The status of a result as the model reads it ([`ToolOutput::for_model`]): the one its
 /// `[status]` prefix names, else `Ok` (a result that is a JSON array starts with `[` too).
+/// Only for a tool result stored before `ChatMessage::Tool` had its `status` field (read once,
+/// with the checkpoint); everything else reads that field.
 pub(crate) fn status_for_model(text: &str) -> ResultStatus {
     text.strip_prefix('[')
         .and_then(|rest| rest.split_once(']'))
