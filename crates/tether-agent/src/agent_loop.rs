@@ -893,7 +893,7 @@ impl AgentLoop {
             crate::window::Fit::Fits => Ok(()),
             crate::window::Fit::Shortened { dropped } => {
                 tracing::info!(
-                    run = run_id.as_str(),
+                    run = %run_id,
                     dropped,
                     budget,
                     "older messages left out to fit the model's context window"
@@ -930,7 +930,7 @@ impl AgentLoop {
                 .instrument(chat_span(self.model.as_ref(), "question_check"))
                 .await
                 == MessageKind::Question;
-            tracing::info!(run = run_id.as_str(), question = state.question, "what the message asks for");
+            tracing::info!(run = %run_id, question = state.question, "what the message asks for");
         }
         while state.turns < self.max_turns {
             if let Some(budget) = budget {
@@ -982,7 +982,7 @@ impl AgentLoop {
                 call.tools.retain(|tool| read_only.contains(&tool.name));
                 if call.tools.len() < before {
                     tracing::info!(
-                        run = run_id.as_str(),
+                        run = %run_id,
                         offered = call.tools.len(),
                         withheld = before - call.tools.len(),
                         "a question: tools that change something are not offered"
@@ -1058,7 +1058,7 @@ impl AgentLoop {
                 Err(AgentError::ContextOverflow(message)) if !state.overflow_cut && state.run_start > 0 => {
                     state.overflow_cut = true;
                     let dropped = crate::window::halve(&mut state.messages, &mut state.run_start);
-                    tracing::warn!(run = run_id.as_str(), %message, dropped, "the request was over the model's context window; older messages left out");
+                    tracing::warn!(run = %run_id, %message, dropped, "the request was over the model's context window; older messages left out");
                     state.turns -= 1;
                     continue;
                 }
@@ -1090,7 +1090,7 @@ impl AgentLoop {
                 let read = crate::respell::respell(&spec.parameters, &mut tool_call.arguments);
                 for value in &read {
                     tracing::info!(
-                        run = run_id.as_str(),
+                        run = %run_id,
                         tool = tool_call.name,
                         argument = value.argument,
                         written = value.written,
@@ -1165,7 +1165,7 @@ impl AgentLoop {
                 if !summarised && state.refusals.iter().any(|refusal| claims::repeats(&reply.text, refusal)) {
                     // The model handed the loop guard's own refusal back as its answer: the user
                     // reads what was done instead.
-                    tracing::info!(run = run_id.as_str(), "the answer repeats a refusal of the loop guard; summarised");
+                    tracing::info!(run = %run_id, "the answer repeats a refusal of the loop guard; summarised");
                     reply.text = state.not_answered(self.max_turns);
                     // Held back by the gate while it could be that refusal; the summary is shown instead.
                     unshown.clone_from(&reply.text);
@@ -1185,7 +1185,7 @@ impl AgentLoop {
                 ];
                 for (what, strip) in tethers {
                     let Some(kept) = strip(&reply.text).filter(|_| !summarised) else { continue };
-                    tracing::info!(run = run_id.as_str(), "{what}");
+                    tracing::info!(run = %run_id, "{what}");
                     cleaned = true;
                     if kept.is_empty() {
                         reply.text = state.not_answered(self.max_turns);
@@ -1202,7 +1202,7 @@ impl AgentLoop {
                     // so once and answers again (nothing of this reply was shown); a second such
                     // answer ends the run with why nothing was done.
                     state.nudged_empty = true;
-                    tracing::info!(run = run_id.as_str(), "the answer was only Tether's words; asked again");
+                    tracing::info!(run = %run_id, "the answer was only Tether's words; asked again");
                     state.messages.push(ChatMessage::Assistant { content, tool_calls: Vec::new() });
                     state
                         .messages
@@ -1218,7 +1218,7 @@ impl AgentLoop {
                     // The message repeated again (measured: the 1.5B model answered "Mark all my
                     // emails as read." twice to that message, in the mail conversation): the user
                     // reads what was done, or that nothing was, never their own words back.
-                    tracing::info!(run = run_id.as_str(), "the answer repeats the request again; summarised");
+                    tracing::info!(run = %run_id, "the answer repeats the request again; summarised");
                     reply.text = state.not_answered(self.max_turns);
                     unshown.clone_from(&reply.text);
                     summarised = true;
@@ -1231,7 +1231,7 @@ impl AgentLoop {
                 {
                     // Not an answer: the model repeated the message. Told once.
                     state.echo_nudged = true;
-                    tracing::info!(run = run_id.as_str(), "the answer repeats the request; asked again");
+                    tracing::info!(run = %run_id, "the answer repeats the request; asked again");
                     state.messages.push(ChatMessage::Assistant { content, tool_calls: Vec::new() });
                     state.messages.push(ChatMessage::note(NoteKind::Hook, claims::echo_nudge()));
                     self.end_turn(sink, &info, reply.text, 0).await?;
@@ -1243,7 +1243,7 @@ impl AgentLoop {
                             // Not delivered: the model is told that nothing did it, once.
                             state.claim_nudged = true;
                             tracing::info!(
-                                run = run_id.as_str(),
+                                run = %run_id,
                                 claim,
                                 "the answer claims an action no tool took; asked again"
                             );
@@ -1260,7 +1260,7 @@ impl AgentLoop {
                             continue;
                         }
                         tracing::warn!(
-                            run = run_id.as_str(),
+                            run = %run_id,
                             claim,
                             "the answer claims an action no tool took, again; withheld"
                         );
@@ -1351,7 +1351,7 @@ impl AgentLoop {
                     ))
                 } else if let Some(earlier) = state.seen.get(&key).filter(|_| guard.refuse_repeats) {
                     state.repeats += 1;
-                    tracing::info!(run = run_id.as_str(), tool = tool_call.name, "repeated call not run again");
+                    tracing::info!(run = %run_id, tool = tool_call.name, "repeated call not run again");
                     Some(ToolOutput::new(
                         ResultStatus::Denied,
                         format!(
@@ -1422,13 +1422,13 @@ impl AgentLoop {
             self.end_turn(sink, &info, reply.text.clone(), reply.tool_calls.len()).await?;
             if let Some(tool) = no_follow_up {
                 // The tool's result is the answer: recorded, and no model turn after it.
-                tracing::debug!(run = run_id.as_str(), tool, "a followUp: false tool succeeded; run ended");
+                tracing::debug!(run = %run_id, tool, "a followUp: false tool succeeded; run ended");
                 state.answered_by_tool = true;
                 return Ok((RunStatus::Completed, reply.text));
             }
             if guard.refuse_repeats && guard.max_repeats > 0 && state.repeats >= guard.max_repeats {
                 tracing::warn!(
-                    run = run_id.as_str(),
+                    run = %run_id,
                     repeats = state.repeats,
                     "the model keeps repeating calls; run ended"
                 );
@@ -1470,7 +1470,7 @@ impl AgentLoop {
                         None
                     } else if crate::questions::names_tool(&state.request, &tool.name, &others) {
                         // The message names the tool itself: nothing to ask.
-                        tracing::info!(run = run_id.as_str(), tool = tool.name, "the message names the tool");
+                        tracing::info!(run = %run_id, tool = tool.name, "the message names the tool");
                         Some(1.0)
                     } else {
                         questions
@@ -1482,7 +1482,7 @@ impl AgentLoop {
                 state.fits.insert(tool.name.clone(), probability);
                 if let Some(probability) = probability {
                     tracing::info!(
-                        run = run_id.as_str(),
+                        run = %run_id,
                         tool = tool.name,
                         probability,
                         "does the message ask for the call"
@@ -1513,7 +1513,7 @@ impl AgentLoop {
             return self.unasked_value(questions, state, visible, tool, tool_call, &context, run_id).await;
         }
         tracing::info!(
-            run = run_id.as_str(),
+            run = %run_id,
             tool = tool.name,
             probability,
             threshold,
@@ -1566,7 +1566,7 @@ impl AgentLoop {
                 continue;
             }
             tracing::info!(
-                run = run_id.as_str(),
+                run = %run_id,
                 tool = tool.name,
                 argument,
                 value,
@@ -1603,7 +1603,7 @@ impl AgentLoop {
         }
         let seen = crate::made_up::seen_text(&self.system_prompt, &state.messages, state.run_start, context, visible);
         let (path, value) = crate::made_up::made_up_value(&tool_call.arguments, &tool.parameters, &seen)?;
-        tracing::info!(run = run_id.as_str(), tool = tool.name, path, value, "a value the model read nowhere; refused");
+        tracing::info!(run = %run_id, tool = tool.name, path, value, "a value the model read nowhere; refused");
         let argument = path.trim_start_matches('/').split('/').next().unwrap_or_default();
         Some(Refusal::new(
             format!(
@@ -1644,7 +1644,7 @@ impl AgentLoop {
                 let ask = questions.actions(self.model.as_ref(), &state.request, last_answer.as_deref());
                 let asked = ask.instrument(chat_span(self.model.as_ref(), "action_count")).await;
                 state.actions_asked = Some(asked);
-                tracing::info!(run = run_id.as_str(), asked, "the actions the message asks for");
+                tracing::info!(run = %run_id, asked, "the actions the message asks for");
                 asked
             }
         }?;
@@ -1652,7 +1652,7 @@ impl AgentLoop {
         if done < asked {
             return None;
         }
-        tracing::info!(run = run_id.as_str(), tool = tool.name, asked, done, "every action asked for is done; refused");
+        tracing::info!(run = %run_id, tool = tool.name, asked, done, "every action asked for is done; refused");
         let plural = |n: usize, word: &str| if n == 1 { format!("{n} {word}") } else { format!("{n} {word}s") };
         Some(Refusal::new(
             format!(
@@ -1713,7 +1713,7 @@ impl AgentLoop {
                 Some(_) if grounded[called] > 0 => continue,
                 Some(at) => {
                     tracing::info!(
-                        run = run_id.as_str(),
+                        run = %run_id,
                         tool = tool.name,
                         argument,
                         value,
@@ -1734,7 +1734,7 @@ impl AgentLoop {
                 });
                 if let Some(name) = unknown.first() {
                     tracing::info!(
-                        run = run_id.as_str(),
+                        run = %run_id,
                         tool = tool.name,
                         argument,
                         value,
@@ -1783,7 +1783,7 @@ impl AgentLoop {
                 ),
             };
             tracing::info!(
-                run = run_id.as_str(),
+                run = %run_id,
                 tool = tool.name,
                 argument,
                 value,
@@ -1930,14 +1930,14 @@ impl AgentLoop {
                     .instrument(chat_span(self.model.as_ref(), "rival_check"))
                     .await;
                 if let Some(rival) = &rival {
-                    tracing::info!(run = run_id.as_str(), tool = tool.name, rival = ?rival.tool, ratio = rival.ratio, "which action does the message ask for");
+                    tracing::info!(run = %run_id, tool = tool.name, rival = ?rival.tool, ratio = rival.ratio, "which action does the message ask for");
                 }
                 state.rivals.insert(key, rival.clone());
                 rival
             }
         };
         let rival = rival.filter(|rival| rival.ratio >= ratio && (only.is_none() || rival.tool.is_some()))?;
-        tracing::info!(run = run_id.as_str(), tool = tool.name, rival = ?rival.tool, ratio = rival.ratio, "the message asks for another action; refused");
+        tracing::info!(run = %run_id, tool = tool.name, rival = ?rival.tool, ratio = rival.ratio, "the message asks for another action; refused");
         let other = rival.tool.as_deref().and_then(|name| visible.iter().find(|t| t.name == name));
         let instead = match other {
             Some(other) => format!(

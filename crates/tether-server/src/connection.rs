@@ -573,18 +573,18 @@ fn handle(app: &Arc<App>, session: &Arc<Session>, frame: ClientFrame) {
                 Applied::Late => {
                     tracing::info!(
                         session = session.id(),
-                        call = call_id.as_str(),
+                        call = %call_id,
                         "late result: the call had timed out or was cancelled; acknowledged, not applied"
                     );
                     app.metrics.results_late.inc();
                 }
                 Applied::Unknown => {
-                    tracing::debug!(session = session.id(), call = call_id.as_str(), "result for an unknown call");
+                    tracing::debug!(session = session.id(), call = %call_id, "result for an unknown call");
                 }
                 Applied::Deferred => {
                     tracing::debug!(
                         session = session.id(),
-                        call = call_id.as_str(),
+                        call = %call_id,
                         "result left for the server the session moves to"
                     );
                 }

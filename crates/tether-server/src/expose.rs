@@ -158,7 +158,7 @@ impl ServerHandler for PageTools {
         tracing::info!(
             session = session.id(),
             tool = name,
-            call = call_id.as_str(),
+            call = %call_id,
             "a paired MCP client calls a page tool"
         );
         // A cancelled request drops this future; the page's call then times out as any would.

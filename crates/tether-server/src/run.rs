@@ -29,7 +29,7 @@ pub(crate) fn start_run(app: &Arc<App>, session: &Arc<Session>, frame_id: String
         return;
     }
     let run_id = session.next_run_id();
-    tracing::debug!(session = session.id(), run = run_id.as_str(), message = frame_id, "message read");
+    tracing::debug!(session = session.id(), run = %run_id, message = frame_id, "message read");
     spawn_run(app, session, run_id, frame_id, Start::New(text));
 }
 
@@ -39,7 +39,7 @@ pub(crate) fn resume_run(app: &Arc<App>, session: &Arc<Session>) {
     let Some((checkpoint, message_id)) = session.run_to_resume() else { return };
     tracing::info!(
         session = session.id(),
-        run = checkpoint.run_id.as_str(),
+        run = %checkpoint.run_id,
         "going on with the run from its checkpoint"
     );
     session.send_reset(&checkpoint.run_id);
@@ -90,7 +90,7 @@ fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: RunId, frame_id: St
                 let host = SessionTools { app: app.clone(), session: session.clone() };
                 let on_delta = |delta: &str| session.send_delta(&run_id, delta, false, None);
                 let on_event = |event: RunEvent| {
-                    tracing::debug!(run = run_id.as_str(), ?event, "run event");
+                    tracing::debug!(run = %run_id, ?event, "run event");
                     if let RunEvent::Hook(audit) = &event {
                         app.metrics.declarative_decision(audit);
                     }
@@ -122,7 +122,7 @@ fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: RunId, frame_id: St
                 let (status, error) = (outcome.status, outcome.error);
                 let mut errors = Vec::new();
                 if let Some(error) = error {
-                    tracing::warn!(run = run_id.as_str(), %error, "run failed");
+                    tracing::warn!(run = %run_id, %error, "run failed");
                     errors.push((ErrorCode::RunFailed, error, None));
                 }
                 let limit = match status {
@@ -136,7 +136,7 @@ fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: RunId, frame_id: St
                     _ => None,
                 };
                 if let Some(message) = limit {
-                    tracing::info!(run = run_id.as_str(), "{message}");
+                    tracing::info!(run = %run_id, "{message}");
                     errors.push((ErrorCode::LimitExceeded, message, Some(message_id.clone())));
                 }
                 // The run is over before the client hears so (a message sent right after the last
@@ -160,7 +160,7 @@ fn spawn_run(app: &Arc<App>, session: &Arc<Session>, run_id: RunId, frame_id: St
             // Aborted (its session closed, or the server is draining) or panicked: it ended all
             // the same.
             if error.is_panic() {
-                tracing::error!(run = run_id.as_str(), "run panicked");
+                tracing::error!(run = %run_id, "run panicked");
                 let error = (ErrorCode::RunFailed, "the run failed unexpectedly (internal error)".to_string(), None);
                 session.end_run(&run_id, &message_id, None, RunStatus::Failed, vec![error]);
                 app.metrics.run_ended(RunStatus::Failed.as_str());

@@ -113,7 +113,7 @@ impl Session {
             if state.machine.settled(call_id) {
                 tracing::warn!(
                     session = self.id,
-                    call = call_id.as_str(),
+                    call = %call_id,
                     "a resumed run's call was settled without a kept result"
                 );
                 let output = ToolOutput::new(
