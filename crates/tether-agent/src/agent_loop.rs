@@ -546,7 +546,10 @@ impl AgentLoop {
     /// for ([`judge_values`](crate::judge_values)). This is what keeps a small model from taking
     /// the one product a page allows when the user asked for another. A value the message names
     /// itself ([`names_value`](crate::names_value)), or that a tool result of this run named for
-    /// the same tool (the user's edited arguments), is not asked about.
+    /// the same tool (the user's edited arguments), is not asked about. A call whose message
+    /// points, through an earlier call's result, at a value the tool no longer takes ("Forward
+    /// the invoice" after the invoice was deleted) is refused without a question, in a
+    /// question's run too: what the message means is no longer there.
     #[must_use]
     pub fn with_value_check(mut self, on: bool) -> Self {
         self.value_check = on;
@@ -1333,8 +1336,14 @@ impl AgentLoop {
                 let key = call_key(tool_call, &visible);
                 let calls_so_far = state.calls_per_tool.get(&tool_call.name).copied().unwrap_or(0);
                 let unfit = match (&self.questions, self.fit_threshold) {
-                    (Some(questions), Some(threshold)) if !state.question && n < admitted => {
-                        self.unfit(questions, state, &visible, tool_call, threshold, host, run_id).await
+                    (Some(questions), Some(threshold)) if n < admitted => {
+                        match self.gone_value(state, &visible, tool_call, host, run_id) {
+                            Some(refusal) => Some(refusal),
+                            None if !state.question => {
+                                self.unfit(questions, state, &visible, tool_call, threshold, host, run_id).await
+                            }
+                            None => None,
+                        }
                     }
                     _ => None,
                 };
@@ -1580,6 +1589,87 @@ impl AgentLoop {
                     tool.name, tool.name
                 ),
                 format!("Nothing was done: I left out the {argument} you asked for."),
+            ));
+        }
+        None
+    }
+
+    /// The gone check, part of the value check ([`AgentLoop::with_value_check`]): the refusal of
+    /// a call whose message points, through what an earlier call's result said, at a value the
+    /// tool does not take now. "Forward the invoice to my accountant." after the invoice was
+    /// deleted, called on another email: `e3` is no longer among `id`'s values, and "invoice" is
+    /// a word only the result of the call that deleted `e3` has (`deleted "Invoice 221 …" from Bob
+    /// Chen`). A value the message names itself, or that a result in this run gave the
+    /// argument, is not checked; nor is a message that points at least as much at a value the
+    /// tool takes now. No question is asked, and read-only tools (a question's run included)
+    /// are checked too: nothing the message means is there to read either.
+    fn gone_value(
+        &self,
+        state: &RunState,
+        visible: &[&ToolSpec],
+        tool_call: &ModelToolCall,
+        host: &dyn ToolHost,
+        run_id: &RunId,
+    ) -> Option<Refusal> {
+        if !self.value_check {
+            return None;
+        }
+        let tool = visible.iter().find(|tool| tool.name == tool_call.name)?;
+        let properties = tool.parameters.get("properties")?.as_object()?;
+        let about_tool = format!("{} {}", tool.name, tool.description);
+        let mut sources: Option<Vec<Value>> = None;
+        for (argument, value) in tool_call.arguments.as_object()? {
+            let Some(value) = value.as_str() else { continue };
+            let Some(allowed) = properties.get(argument).and_then(|p| p.get("enum")).and_then(Value::as_array) else {
+                continue;
+            };
+            let allowed: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
+            if !allowed.contains(&value)
+                || crate::questions::names_value(&state.request, value)
+                || state.told_in_run(&tool.name, argument, value)
+            {
+                continue;
+            }
+            let former = state.former_values(argument, &allowed);
+            if former.is_empty() {
+                continue;
+            }
+            let sources = sources.get_or_insert_with(|| {
+                state.app_data(&host.context().into_iter().map(|entry| entry.value).collect::<Vec<_>>())
+            });
+            let mut data = sources.clone();
+            data.push(Value::Array(
+                former.iter().map(|(value, result)| serde_json::json!({ argument: value, "result": result })).collect(),
+            ));
+            let values: Vec<&str> = allowed.iter().copied().chain(former.iter().map(|(v, _)| v.as_str())).collect();
+            let said = crate::grounding::grounded_values(&state.request, &values, &data, &about_tool).said;
+            let now = said[..allowed.len()].iter().copied().max().unwrap_or(0);
+            let Some((at, &most)) = said[allowed.len()..].iter().enumerate().max_by_key(|(_, n)| **n) else {
+                continue;
+            };
+            if most <= now {
+                continue;
+            }
+            let (gone, result) = &former[at];
+            tracing::info!(
+                run = %run_id,
+                tool = tool.name,
+                argument,
+                value,
+                gone,
+                "the message points at a value an earlier call took away; refused"
+            );
+            // A request cannot be done; a question has its answer.
+            let tell =
+                if state.question { "that it is no longer there" } else { "it cannot be done: it is no longer there" };
+            return Some(Refusal::new(
+                format!(
+                    "Not run: the user's message speaks of {argument} \"{gone}\" (an earlier result said: {result}), \
+                     and {} does not take {argument} \"{gone}\" now: it is no longer there. {argument} \"{value}\" \
+                     is something else. Tell the user {tell}. Never say it was done.",
+                    tool.name
+                ),
+                format!("Nothing was done: what you asked about is no longer there (earlier: {result})."),
             ));
         }
         None
@@ -2378,6 +2468,33 @@ impl RunState {
             _ => None,
         }));
         sources
+    }
+
+    /// The values earlier successful calls of the conversation gave `argument` that are not
+    /// among `allowed` now, each with the first line of its latest result: what the app had
+    /// then (`e3`, `deleted "Invoice 221 for the website" from Bob Chen`).
+    fn former_values(&self, argument: &str, allowed: &[&str]) -> Vec<(String, String)> {
+        let mut former: Vec<(String, String)> = Vec::new();
+        for (at, message) in self.messages.iter().enumerate() {
+            let ChatMessage::Assistant { tool_calls, .. } = message else { continue };
+            for call in tool_calls {
+                let Some(value) = call.arguments.get(argument).and_then(Value::as_str) else { continue };
+                if allowed.contains(&value) {
+                    continue;
+                }
+                let result = self.messages[at + 1..].iter().find_map(|m| match m {
+                    ChatMessage::Tool { call_id, status, content, .. } if *call_id == call.id => {
+                        status.is_ok().then_some(content)
+                    }
+                    _ => None,
+                });
+                let Some(result) = result else { continue };
+                let line: String = result.lines().next().unwrap_or_default().chars().take(200).collect();
+                former.retain(|(v, _)| v != value);
+                former.push((value.to_string(), line));
+            }
+        }
+        former
     }
 
     /// Whether a result of `tool` in this run gave `argument` this value in its JSON (the

@@ -1326,6 +1326,119 @@ async fn a_value_the_message_points_at_through_the_app_state_is_taken_and_anothe
     );
 }
 
+/// An inbox whose `archive_email` takes the email out: the ids are an `enum` of what is left.
+struct Inbox {
+    left: Mutex<Vec<Value>>,
+    ran: Mutex<Vec<(String, Value)>>,
+}
+
+impl Inbox {
+    fn new() -> Self {
+        Inbox {
+            left: Mutex::new(vec![
+                json!({"id": "e1", "from": "Ana Ruiz <ana@example.com>", "subject": "Lunch on Friday?"}),
+                json!({"id": "e3", "from": "Bob Chen <bob@chen.example>", "subject": "Invoice 221"}),
+                json!({"id": "e4", "from": "Carla Diaz <carla@example.com>", "subject": "Slides for Monday"}),
+            ]),
+            ran: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl ToolHost for Inbox {
+    fn tools(&self) -> Vec<ToolSpec> {
+        let ids: Vec<Value> = self.left.lock().unwrap().iter().map(|e| e["id"].clone()).collect();
+        let id = json!({"type": "string", "enum": ids});
+        vec![
+            spec("open_email", "Open an email and read all of it.")
+                .with_parameters(json!({"type": "object", "properties": {"id": id}, "required": ["id"]})),
+            spec("archive_email", "Archive an email: move it out of the inbox.")
+                .with_parameters(json!({"type": "object", "properties": {"id": id}, "required": ["id"]})),
+            spec("reply_email", "Reply to the sender of an email.").with_parameters(json!({
+                "type": "object",
+                "properties": {"id": id, "text": {"type": "string"}},
+                "required": ["id", "text"]
+            })),
+        ]
+    }
+
+    fn context(&self) -> Vec<ContextEntry> {
+        let left = self.left.lock().unwrap().clone();
+        vec![ContextEntry { key: "inbox".into(), description: "The inbox".into(), value: Value::Array(left) }]
+    }
+
+    fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
+        Ok(())
+    }
+
+    fn execute<'a>(&'a self, call: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput> {
+        self.ran.lock().unwrap().push((call.name.to_string(), args.clone()));
+        let mut left = self.left.lock().unwrap();
+        let at = left.iter().position(|e| e["id"] == args["id"]).expect("the enum keeps calls to what is there");
+        let email = left[at].clone();
+        let said = match call.name {
+            "archive_email" => {
+                left.remove(at);
+                format!("archived {} from {}", email["subject"], email["from"].as_str().unwrap())
+            }
+            "reply_email" => format!("sent a reply to {}", email["from"].as_str().unwrap()),
+            _ => format!("From {}, {}", email["from"].as_str().unwrap(), email["subject"]),
+        };
+        Box::pin(async move { ToolOutput::new(ResultStatus::Ok, said) })
+    }
+}
+
+#[tokio::test]
+async fn a_value_called_for_what_an_earlier_call_took_away_is_refused_without_a_question() {
+    // "Delete the invoice and archive the slides email.", then "Archive Carla's message.": the
+    // 1.5B model archived the bank's email, the one left, and "Forward the invoice to my
+    // accountant." replied to Ana's (the task benchmark's mail conversation, order 2,
+    // 2026-12-06). Carla's name and "invoice" were in the conversation, so nothing refused it.
+    let model = Asker::with_logprobs(vec![
+        call("archive_email", json!({"id": "e4"})),
+        text("Archived Carla's slides."),
+        call("reply_email", json!({"id": "e1", "text": "Thanks for the slides!"})),
+        text("Carla's email is no longer in the inbox."),
+        call("open_email", json!({"id": "e3"})),
+        text("Nothing from Carla is in the inbox now."),
+        call("reply_email", json!({"id": "e1", "text": "Friday works for me."})),
+        text("Replied to Ana."),
+    ]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let inbox = Inbox::new();
+    let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
+    let first = agent.run(&inbox, &sink, &"r1".into(), "Archive Carla's message.", Vec::new()).await;
+    assert_eq!(*inbox.ran.lock().unwrap(), [("archive_email".to_string(), json!({"id": "e4"}))]);
+
+    let asked_before = model.fit_asked().len();
+    let second =
+        agent.run(&inbox, &sink, &"r2".into(), "Reply to Carla that the slides are great.", first.messages).await;
+    assert_eq!(inbox.ran.lock().unwrap().len(), 1, "Ana's email got no reply");
+    let results = tool_results(&second.messages);
+    assert!(
+        results.last().unwrap().contains(
+            "the user's message speaks of id \"e4\" (an earlier result said: archived \"Slides for Monday\" from \
+             Carla Diaz <carla@example.com>), and reply_email does not take id \"e4\" now: it is no longer there."
+        ),
+        "{results:?}"
+    );
+    assert_eq!(statuses(&second.messages).last(), Some(&(ResultStatus::Denied, false)), "nothing else to call");
+    assert_eq!(model.fit_asked().len(), asked_before, "no question asked");
+
+    // A question's run, whose tools only read: the same.
+    let third = agent.run(&inbox, &sink, &"r3".into(), "What did Carla send me?", second.messages).await;
+    assert_eq!(inbox.ran.lock().unwrap().len(), 1, "Bob's invoice was not opened for Carla's");
+    let results = tool_results(&third.messages);
+    assert!(results.last().unwrap().contains("speaks of id \"e4\""), "{results:?} {}", third.answer);
+
+    // A message that points at what is there now is not refused so.
+    agent.run(&inbox, &sink, &"r4".into(), "Reply to Ana that Friday works.", third.messages).await;
+    assert_eq!(
+        inbox.ran.lock().unwrap()[1..],
+        [("reply_email".to_string(), json!({"id": "e1", "text": "Friday works for me."}))]
+    );
+}
+
 #[tokio::test]
 async fn a_value_called_for_a_name_the_app_shows_nowhere_is_refused_without_a_question() {
     // "Archive the email from Dave." with no email from a Dave: the 1.5B model archived Bob's
