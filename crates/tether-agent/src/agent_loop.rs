@@ -1643,6 +1643,12 @@ impl AgentLoop {
             ));
             let values: Vec<&str> = allowed.iter().copied().chain(former.iter().map(|(v, _)| v.as_str())).collect();
             let said = crate::grounding::grounded_values(&state.request, &values, &data, &about_tool).said;
+            // A message that points at the value called too asks for it as well ("Delete the
+            // invoice from Bob and reply to Ana" after Bob's invoice went).
+            let called = allowed.iter().position(|v| *v == value).unwrap_or_default();
+            if said[called] > 0 {
+                continue;
+            }
             let now = said[..allowed.len()].iter().copied().max().unwrap_or(0);
             let Some((at, &most)) = said[allowed.len()..].iter().enumerate().max_by_key(|(_, n)| **n) else {
                 continue;
@@ -2470,19 +2476,22 @@ impl RunState {
         sources
     }
 
-    /// The values earlier successful calls of the conversation gave `argument` that are not
-    /// among `allowed` now, each with the first line of its latest result: what the app had
-    /// then (`e3`, `deleted "Invoice 221 for the website" from Bob Chen`).
+    /// The values successful calls of earlier runs gave `argument` that are not among
+    /// `allowed` now, each with the first line of its latest result: what the app had then
+    /// (`e3`, `deleted "Invoice 221 for the website" from Bob Chen`). What this run's own calls
+    /// took away is not among them: the message asked for that ("Delete the invoice from Bob and
+    /// archive the slides").
     fn former_values(&self, argument: &str, allowed: &[&str]) -> Vec<(String, String)> {
         let mut former: Vec<(String, String)> = Vec::new();
-        for (at, message) in self.messages.iter().enumerate() {
+        let earlier = &self.messages[..self.run_start.min(self.messages.len())];
+        for (at, message) in earlier.iter().enumerate() {
             let ChatMessage::Assistant { tool_calls, .. } = message else { continue };
             for call in tool_calls {
                 let Some(value) = call.arguments.get(argument).and_then(Value::as_str) else { continue };
                 if allowed.contains(&value) {
                     continue;
                 }
-                let result = self.messages[at + 1..].iter().find_map(|m| match m {
+                let result = earlier[at + 1..].iter().find_map(|m| match m {
                     ChatMessage::Tool { call_id, status, content, .. } if *call_id == call.id => {
                         status.is_ok().then_some(content)
                     }

@@ -1437,6 +1437,18 @@ async fn a_value_called_for_what_an_earlier_call_took_away_is_refused_without_a_
         inbox.ran.lock().unwrap()[1..],
         [("reply_email".to_string(), json!({"id": "e1", "text": "Friday works for me."}))]
     );
+
+    // What the run's own calls took away is what its message asked for: both steps run.
+    let model = Asker::with_logprobs(vec![
+        call("archive_email", json!({"id": "e3"})),
+        call("reply_email", json!({"id": "e1", "text": "Friday works."})),
+        text("Archived Bob's invoice and replied to Ana."),
+    ]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let inbox = Inbox::new();
+    agent.run(&inbox, &sink, &"r1".into(), "Archive the invoice from Bob and reply to Ana.", Vec::new()).await;
+    let ran: Vec<String> = inbox.ran.lock().unwrap().iter().map(|(tool, _)| tool.clone()).collect();
+    assert_eq!(ran, ["archive_email", "reply_email"]);
 }
 
 #[tokio::test]
