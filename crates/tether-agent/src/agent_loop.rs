@@ -318,7 +318,7 @@ const MADE_UP: &str = "Do not guess it: ask the user for the";
 /// The fixed words of the notes Tether writes to the model (not what they quote: a tool's
 /// result, the user's request): an answer sentence that repeats them is left out
 /// ([`claims::strip_notes`]).
-const NOTES: [&str; 12] = [
+const NOTES: [&str; 13] = [
     crate::model::REMINDER,
     crate::model::REMINDER_AFTER_REFUSAL,
     crate::model::NOT_DONE_YET,
@@ -331,7 +331,12 @@ const NOTES: [&str; 12] = [
     claims::NUDGE,
     claims::QUESTION_NUDGE,
     MADE_UP,
+    NEVER_SAY_DONE,
 ];
+
+/// How every refusal by one of the loop's checks ends (measured: the 1.5B model answered "Never
+/// say it was done." to "Forward the invoice to my accountant." after the gone check's refusal).
+const NEVER_SAY_DONE: &str = "Never say it was done.";
 
 /// What leaves Tether's own words out of an answer (`None`: there were none).
 type Strip<'a> = dyn Fn(&str) -> Option<String> + 'a;
@@ -1617,6 +1622,9 @@ impl AgentLoop {
         let tool = visible.iter().find(|tool| tool.name == tool_call.name)?;
         let properties = tool.parameters.get("properties")?.as_object()?;
         let about_tool = format!("{} {}", tool.name, tool.description);
+        let names: Vec<&str> = visible.iter().map(|t| t.name.as_str()).collect();
+        // A message that names two tools: this call's part of it.
+        let said = crate::questions::part_for_tool(&state.request, &tool.name, &names).unwrap_or(&state.request);
         let mut sources: Option<Vec<Value>> = None;
         for (argument, value) in tool_call.arguments.as_object()? {
             let Some(value) = value.as_str() else { continue };
@@ -1625,7 +1633,7 @@ impl AgentLoop {
             };
             let allowed: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
             if !allowed.contains(&value)
-                || crate::questions::names_value(&state.request, value)
+                || crate::questions::names_value(said, value)
                 || state.told_in_run(&tool.name, argument, value)
             {
                 continue;
@@ -1642,7 +1650,7 @@ impl AgentLoop {
                 former.iter().map(|(value, result)| serde_json::json!({ argument: value, "result": result })).collect(),
             ));
             let values: Vec<&str> = allowed.iter().copied().chain(former.iter().map(|(v, _)| v.as_str())).collect();
-            let said = crate::grounding::grounded_values(&state.request, &values, &data, &about_tool).said;
+            let said = crate::grounding::grounded_values(said, &values, &data, &about_tool).said;
             // A message that points at the value called too asks for it as well ("Delete the
             // invoice from Bob and reply to Ana" after Bob's invoice went).
             let called = allowed.iter().position(|v| *v == value).unwrap_or_default();
@@ -1781,6 +1789,12 @@ impl AgentLoop {
         let properties = tool.parameters.get("properties")?.as_object()?;
         let sources = state.app_data(context);
         let about_tool = format!("{} {}", tool.name, tool.description);
+        let names: Vec<&str> = visible.iter().map(|t| t.name.as_str()).collect();
+        // A message that names two tools: this call's part of it ("archive the slides email."
+        // of "Delete the invoice and archive the slides email.").
+        let said =
+            crate::questions::part_for_tool(&state.request, &tool.name, &names).unwrap_or(&state.request).to_string();
+        let said = said.as_str();
         // The names the message uses that the app showed nowhere ("Dave"), found once.
         let mut unknown: Option<Vec<String>> = None;
         for (argument, value) in tool_call.arguments.as_object()? {
@@ -1794,14 +1808,14 @@ impl AgentLoop {
             // A value the message names itself, or that a result of the tool named in this run,
             // is not asked about.
             if allowed.len() > crate::MOST_VALUES
-                || crate::questions::names_value(&state.request, value)
+                || crate::questions::names_value(said, value)
                 || state.told_in_run(&tool.name, argument, value)
             {
                 continue;
             }
             // The value the message points at through what the app says about it ("Carla's
             // message" for `e4`) is taken without a question, and another is refused for it.
-            let grounding = crate::grounding::grounded_values(&state.request, &allowed, &sources, &about_tool);
+            let grounding = crate::grounding::grounded_values(said, &allowed, &sources, &about_tool);
             let grounded = &grounding.said;
             let pointed =
                 grounded.iter().enumerate().filter(|(_, n)| **n > 0).max_by_key(|(_, n)| **n).map(|(at, _)| at);

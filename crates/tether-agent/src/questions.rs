@@ -235,6 +235,46 @@ pub fn names_tool(message: &str, tool: &str, others: &[&str]) -> bool {
         .any(|word| said.iter().any(|w| w == word || (word.chars().count() >= 4 && w.starts_with(word.as_str()))))
 }
 
+/// The part of `message` that asks for `tool` when the message names it and another of
+/// `others` ([`names_tool`]'s words): from the first word that names `tool` to the next word that
+/// names another tool. "Delete the invoice and archive the slides email." is "archive the slides
+/// email." for `archive_email` and "Delete the invoice and" for `delete_email`, so the value
+/// check reads each call's value in its own part of the message. `None` when the message does
+/// not name `tool` and another tool apart.
+pub(crate) fn part_for_tool<'m>(message: &'m str, tool: &str, others: &[&str]) -> Option<&'m str> {
+    // Each word, with where it starts.
+    let mut words: Vec<(usize, String)> = Vec::new();
+    let mut start = None;
+    for (at, c) in message.char_indices().chain(std::iter::once((message.len(), ' '))) {
+        match (c.is_alphanumeric(), start) {
+            (true, None) => start = Some(at),
+            (false, Some(from)) => {
+                words.push((from, message[from..at].to_lowercase()));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    // The words of each tool's name that no other tool's name has.
+    let naming = |name: &str| -> Vec<String> {
+        let taken: Vec<String> =
+            others.iter().filter(|other| **other != name).flat_map(|other| name_words(other)).collect();
+        name_words(name).into_iter().filter(|word| !taken.contains(word)).collect()
+    };
+    let names = |word: &str, own: &[String]| {
+        own.iter().any(|w| w == word || (w.chars().count() >= 4 && word.starts_with(w.as_str())))
+    };
+    let own = naming(tool);
+    let first = words.iter().position(|(_, word)| names(word, &own))?;
+    let theirs: Vec<String> = others.iter().filter(|other| **other != tool).flat_map(|other| naming(other)).collect();
+    let other_named = |(_, word): &(usize, String)| names(word, &theirs) && !names(word, &own);
+    if !words.iter().any(other_named) {
+        return None;
+    }
+    let end = words[first + 1..].iter().find(|w| other_named(w)).map_or(message.len(), |(at, _)| *at);
+    Some(message[words[first].0..end].trim_end())
+}
+
 /// The verdict on the value at `called`, from each allowed value's probability of "yes"
 /// ([`QuestionCheck::value`]). Measured with the 1.5B model on 28 message/value pairs from 7
 /// apps (docs/models.md): a value the message names scores 0.26-0.90, one it does not
@@ -504,6 +544,24 @@ mod tests {
         assert!(!names_tool("Address it to Ana.", "cart_add", &shop), "a short word names only as a whole word");
         assert!(names_tool("Check out, please.", "checkout", &shop));
         assert!(!names_tool("Check my cart.", "checkout", &shop));
+    }
+
+    #[test]
+    fn a_message_that_names_two_tools_has_a_part_for_each() {
+        let mail = ["open_email", "archive_email", "delete_email", "reply_email"];
+        let two = "Delete the invoice and archive the slides email.";
+        assert_eq!(part_for_tool(two, "archive_email", &mail), Some("archive the slides email."));
+        assert_eq!(part_for_tool(two, "delete_email", &mail), Some("Delete the invoice and"));
+        let then = "Archive the invoice from Bob, then reply to Ana.";
+        assert_eq!(part_for_tool(then, "archive_email", &mail), Some("Archive the invoice from Bob, then"));
+        assert_eq!(part_for_tool(then, "reply_email", &mail), Some("reply to Ana."));
+        // One tool named, or the one called not named: the whole message is the call's.
+        assert_eq!(part_for_tool("Archive the invoice and the slides.", "archive_email", &mail), None);
+        assert_eq!(part_for_tool(two, "reply_email", &mail), None);
+        let shop = ["cart_add", "cart_remove"];
+        let swap = "Remove the red mug and add the blue one.";
+        assert_eq!(part_for_tool(swap, "cart_remove", &shop), Some("Remove the red mug and"));
+        assert_eq!(part_for_tool(swap, "cart_add", &shop), Some("add the blue one."));
     }
 
     #[test]

@@ -1389,6 +1389,26 @@ impl ToolHost for Inbox {
 }
 
 #[tokio::test]
+async fn a_call_of_one_of_two_tools_a_message_names_takes_its_value_from_its_own_part() {
+    // "Delete the invoice and archive the slides email.": the 1.5B model archived the invoice
+    // (the task benchmark's mail conversation, order 2, 2026-12-06): the whole message points at
+    // both emails. Here the words about Ana's email outnumber the slides'.
+    let model = Asker::with_logprobs(vec![
+        call("archive_email", json!({"id": "e1"})),
+        call("archive_email", json!({"id": "e4"})),
+        text("Archived the slides."),
+    ]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let inbox = Inbox::new();
+    let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
+    let message = "Reply to Ana about Friday lunch and archive the slides email.";
+    let done = agent.run(&inbox, &sink, &"r1".into(), message, Vec::new()).await;
+    assert_eq!(*inbox.ran.lock().unwrap(), [("archive_email".to_string(), json!({"id": "e4"}))]);
+    let results = tool_results(&done.messages);
+    assert!(results[0].contains("It asks rather for id \"e4\": call archive_email with that if so."), "{results:?}");
+}
+
+#[tokio::test]
 async fn a_value_called_for_what_an_earlier_call_took_away_is_refused_without_a_question() {
     // "Delete the invoice and archive the slides email.", then "Archive Carla's message.": the
     // 1.5B model archived the bank's email, the one left, and "Forward the invoice to my
@@ -1398,7 +1418,9 @@ async fn a_value_called_for_what_an_earlier_call_took_away_is_refused_without_a_
         call("archive_email", json!({"id": "e4"})),
         text("Archived Carla's slides."),
         call("reply_email", json!({"id": "e1", "text": "Thanks for the slides!"})),
-        text("Carla's email is no longer in the inbox."),
+        // Tether's words handed back (the 1.5B model, "Forward the invoice to my accountant.").
+        text("Never say it was done."),
+        text("Never say it was done."),
         call("open_email", json!({"id": "e3"})),
         text("Nothing from Carla is in the inbox now."),
         call("reply_email", json!({"id": "e1", "text": "Friday works for me."})),
@@ -1424,6 +1446,11 @@ async fn a_value_called_for_what_an_earlier_call_took_away_is_refused_without_a_
     );
     assert_eq!(statuses(&second.messages).last(), Some(&(ResultStatus::Denied, false)), "nothing else to call");
     assert_eq!(model.fit_asked().len(), asked_before, "no question asked");
+    assert_eq!(
+        second.answer,
+        "Nothing was done: what you asked about is no longer there (earlier: archived \"Slides for Monday\" from \
+         Carla Diaz <carla@example.com>)."
+    );
 
     // A question's run, whose tools only read: the same.
     let third = agent.run(&inbox, &sink, &"r3".into(), "What did Carla send me?", second.messages).await;
