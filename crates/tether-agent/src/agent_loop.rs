@@ -1620,18 +1620,12 @@ impl AgentLoop {
             return None;
         }
         let tool = visible.iter().find(|tool| tool.name == tool_call.name)?;
-        let properties = tool.parameters.get("properties")?.as_object()?;
         let about_tool = format!("{} {}", tool.name, tool.description);
         let names: Vec<&str> = visible.iter().map(|t| t.name.as_str()).collect();
         // A message that names two tools: this call's part of it.
         let said = crate::questions::part_for_tool(&state.request, &tool.name, &names).unwrap_or(&state.request);
         let mut sources: Option<Vec<Value>> = None;
-        for (argument, value) in tool_call.arguments.as_object()? {
-            let Some(value) = value.as_str() else { continue };
-            let Some(allowed) = properties.get(argument).and_then(|p| p.get("enum")).and_then(Value::as_array) else {
-                continue;
-            };
-            let allowed: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
+        for (argument, value, allowed) in enum_arguments(&tool_call.arguments, &tool.parameters) {
             if !allowed.contains(&value)
                 || crate::questions::names_value(said, value)
                 || state.told_in_run(&tool.name, argument, value)
@@ -1786,7 +1780,6 @@ impl AgentLoop {
         run_id: &RunId,
     ) -> Option<Refusal> {
         use crate::questions::ValueVerdict;
-        let properties = tool.parameters.get("properties")?.as_object()?;
         let sources = state.app_data(context);
         let about_tool = format!("{} {}", tool.name, tool.description);
         let names: Vec<&str> = visible.iter().map(|t| t.name.as_str()).collect();
@@ -1797,12 +1790,7 @@ impl AgentLoop {
         let said = said.as_str();
         // The names the message uses that the app showed nowhere ("Dave"), found once.
         let mut unknown: Option<Vec<String>> = None;
-        for (argument, value) in tool_call.arguments.as_object()? {
-            let Some(value) = value.as_str() else { continue };
-            let Some(allowed) = properties.get(argument).and_then(|p| p.get("enum")).and_then(Value::as_array) else {
-                continue;
-            };
-            let allowed: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
+        for (argument, value, allowed) in enum_arguments(&tool_call.arguments, &tool.parameters) {
             // An invalid value is the validation's to refuse; a long list is not asked about.
             let Some(called) = allowed.iter().position(|v| *v == value) else { continue };
             // A value the message names itself, or that a result of the tool named in this run,
@@ -2730,6 +2718,23 @@ impl ClaimGate {
     fn finish(self) -> String {
         self.pending
     }
+}
+
+/// The call's string arguments whose schema lists the values they may take (an `enum`): each
+/// with its value and those values.
+fn enum_arguments<'a>(arguments: &'a Value, parameters: &'a Value) -> Vec<(&'a str, &'a str, Vec<&'a str>)> {
+    let (Some(given), Some(properties)) =
+        (arguments.as_object(), parameters.get("properties").and_then(Value::as_object))
+    else {
+        return Vec::new();
+    };
+    given
+        .iter()
+        .filter_map(|(argument, value)| {
+            let allowed = properties.get(argument)?.get("enum")?.as_array()?;
+            Some((argument.as_str(), value.as_str()?, allowed.iter().filter_map(Value::as_str).collect()))
+        })
+        .collect()
 }
 
 /// A call's identity for the loop guard: the tool and its arguments with the schema's top-level
