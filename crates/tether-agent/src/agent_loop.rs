@@ -1644,15 +1644,16 @@ impl AgentLoop {
                 former.iter().map(|(value, result)| serde_json::json!({ argument: value, "result": result })).collect(),
             ));
             let values: Vec<&str> = allowed.iter().copied().chain(former.iter().map(|(v, _)| v.as_str())).collect();
-            let said = crate::grounding::grounded_values(said, &values, &data, &about_tool).said;
+            // How many of the message's words point at each value, the former ones last.
+            let pointed = crate::grounding::grounded_values(said, &values, &data, &about_tool).said;
             // A message that points at the value called too asks for it as well ("Delete the
             // invoice from Bob and reply to Ana" after Bob's invoice went).
             let called = allowed.iter().position(|v| *v == value).unwrap_or_default();
-            if said[called] > 0 {
+            if pointed[called] > 0 {
                 continue;
             }
-            let now = said[..allowed.len()].iter().copied().max().unwrap_or(0);
-            let Some((at, &most)) = said[allowed.len()..].iter().enumerate().max_by_key(|(_, n)| **n) else {
+            let now = pointed[..allowed.len()].iter().copied().max().unwrap_or(0);
+            let Some((at, &most)) = pointed[allowed.len()..].iter().enumerate().max_by_key(|(_, n)| **n) else {
                 continue;
             };
             if most <= now {
