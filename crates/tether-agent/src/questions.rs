@@ -227,12 +227,21 @@ pub fn names_tool(message: &str, tool: &str, others: &[&str]) -> bool {
     let mut said = crate::claims::plain_words(message);
     let joined: Vec<String> = said.windows(2).map(|pair| pair.concat()).collect();
     said.extend(joined);
+    let own = distinctive_words(tool, others);
+    said.iter().any(|word| names_word(word, &own))
+}
+
+/// The words of `tool`'s name that the name of no other tool in `others` has.
+fn distinctive_words(tool: &str, others: &[&str]) -> Vec<String> {
     let taken: Vec<String> =
         others.iter().filter(|other| **other != tool).flat_map(|other| name_words(other)).collect();
-    name_words(tool)
-        .iter()
-        .filter(|word| !taken.contains(word))
-        .any(|word| said.iter().any(|w| w == word || (word.chars().count() >= 4 && w.starts_with(word.as_str()))))
+    name_words(tool).into_iter().filter(|word| !taken.contains(word)).collect()
+}
+
+/// Whether a word of a message is one of `own` (a tool's [`distinctive_words`]), or begins
+/// with one of four letters or more ("archived").
+fn names_word(word: &str, own: &[String]) -> bool {
+    own.iter().any(|w| w == word || (w.chars().count() >= 4 && word.starts_with(w.as_str())))
 }
 
 /// The part of `message` that asks for `tool` when the message names it and another of
@@ -255,19 +264,11 @@ pub(crate) fn part_for_tool<'m>(message: &'m str, tool: &str, others: &[&str]) -
             _ => {}
         }
     }
-    // The words of each tool's name that no other tool's name has.
-    let naming = |name: &str| -> Vec<String> {
-        let taken: Vec<String> =
-            others.iter().filter(|other| **other != name).flat_map(|other| name_words(other)).collect();
-        name_words(name).into_iter().filter(|word| !taken.contains(word)).collect()
-    };
-    let names = |word: &str, own: &[String]| {
-        own.iter().any(|w| w == word || (w.chars().count() >= 4 && word.starts_with(w.as_str())))
-    };
-    let own = naming(tool);
-    let first = words.iter().position(|(_, word)| names(word, &own))?;
-    let theirs: Vec<String> = others.iter().filter(|other| **other != tool).flat_map(|other| naming(other)).collect();
-    let other_named = |(_, word): &(usize, String)| names(word, &theirs) && !names(word, &own);
+    let own = distinctive_words(tool, others);
+    let first = words.iter().position(|(_, word)| names_word(word, &own))?;
+    let theirs: Vec<String> =
+        others.iter().filter(|other| **other != tool).flat_map(|other| distinctive_words(other, others)).collect();
+    let other_named = |(_, word): &(usize, String)| names_word(word, &theirs) && !names_word(word, &own);
     if !words.iter().any(other_named) {
         return None;
     }
