@@ -1621,15 +1621,11 @@ impl AgentLoop {
         }
         let tool = visible.iter().find(|tool| tool.name == tool_call.name)?;
         let about_tool = format!("{} {}", tool.name, tool.description);
-        let names: Vec<&str> = visible.iter().map(|t| t.name.as_str()).collect();
-        // A message that names two tools: this call's part of it.
-        let said = crate::questions::part_for_tool(&state.request, &tool.name, &names).unwrap_or(&state.request);
+        let said = call_part(&state.request, tool, visible);
         let mut sources: Option<Vec<Value>> = None;
         for (argument, value, allowed) in enum_arguments(&tool_call.arguments, &tool.parameters) {
-            if !allowed.contains(&value)
-                || crate::questions::names_value(said, value)
-                || state.told_in_run(&tool.name, argument, value)
-            {
+            let Some(called) = allowed.iter().position(|v| *v == value) else { continue };
+            if crate::questions::names_value(said, value) || state.told_in_run(&tool.name, argument, value) {
                 continue;
             }
             let former = state.former_values(argument, &allowed);
@@ -1648,7 +1644,6 @@ impl AgentLoop {
             let pointed = crate::grounding::grounded_values(said, &values, &data, &about_tool).said;
             // A message that points at the value called too asks for it as well ("Delete the
             // invoice from Bob and reply to Ana" after Bob's invoice went).
-            let called = allowed.iter().position(|v| *v == value).unwrap_or_default();
             if pointed[called] > 0 {
                 continue;
             }
@@ -1783,11 +1778,8 @@ impl AgentLoop {
         use crate::questions::ValueVerdict;
         let sources = state.app_data(context);
         let about_tool = format!("{} {}", tool.name, tool.description);
-        let names: Vec<&str> = visible.iter().map(|t| t.name.as_str()).collect();
-        // A message that names two tools: this call's part of it ("archive the slides email."
-        // of "Delete the invoice and archive the slides email.").
-        let said =
-            crate::questions::part_for_tool(&state.request, &tool.name, &names).unwrap_or(&state.request).to_string();
+        // Copied: `state` is asked questions below, which take it mutably.
+        let said = call_part(&state.request, tool, visible).to_string();
         let said = said.as_str();
         // The names the message uses that the app showed nowhere ("Dave"), found once.
         let mut unknown: Option<Vec<String>> = None;
@@ -2719,6 +2711,15 @@ impl ClaimGate {
     fn finish(self) -> String {
         self.pending
     }
+}
+
+/// The part of `request` that asks for `tool`: its own part when the request names it and
+/// another of `visible` ("archive the slides email." of "Delete the invoice and archive the
+/// slides email.": [`part_for_tool`](crate::questions::part_for_tool)), else all of it. What the
+/// value check and the gone check read a call's values in.
+fn call_part<'a>(request: &'a str, tool: &ToolSpec, visible: &[&ToolSpec]) -> &'a str {
+    let names: Vec<&str> = visible.iter().map(|t| t.name.as_str()).collect();
+    crate::questions::part_for_tool(request, &tool.name, &names).unwrap_or(request)
 }
 
 /// The call's string arguments whose schema lists the values they may take (an `enum`): each
