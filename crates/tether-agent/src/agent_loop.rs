@@ -56,6 +56,19 @@ pub const DEFAULT_FIT_THRESHOLD: f64 = 0.75;
 /// task benchmark it refused right calls too ("Check out, please." lost to `open_cart`), so the
 /// check is off unless asked for (docs/models.md).
 pub const RIVAL_RATIO: f64 = 3.0;
+/// The no-action check's ratio ([`AgentLoop::with_fit_check`]): a call that passed the fit
+/// question, for a message that names none of the page's tools, is refused when "None of these"
+/// is this many times likelier than the tool in the rival question. Measured with the 1.5B
+/// model on 43 message and call pairs that fit, from 13 apps, none scored over 1.04; of 28
+/// requests no tool of their app does, the calls nearest them scored up to 1.81, 5 of them 1.2
+/// or more ("Mark all my emails as read." → archive 1.59, "Invite Bob to the project review." →
+/// add an event 1.46; docs/models.md).
+pub const NONE_RATIO: f64 = 1.2;
+/// The most actions the no-action check compares (the page's tools that change something): the
+/// probe's apps had two to four. With the storefront's six (navigation among them) the 1.5B
+/// model chose "None of these" for requests one of them does ("Go back to the home page." 5.1
+/// times the navigation's share, "Take me to my cart." 2.6), so a longer list is not asked.
+pub const NONE_MOST_ACTIONS: usize = 4;
 /// Default longest wall time of a run; a run over it ends as `timed_out`.
 pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(600);
 /// Longest tool result the model reads, in bytes; longer ones are cut and marked. Hook
@@ -522,8 +535,12 @@ impl AgentLoop {
     /// ([`ChatModel::yes_probability`]); without them calls run unchecked. `None` (the
     /// default) checks nothing; `tether serve` uses [`DEFAULT_FIT_THRESHOLD`].
     ///
-    /// With [`with_rival_check`](Self::with_rival_check) a call that passes is also compared
-    /// with the app's other actions.
+    /// A call that passes is also compared with the app's other actions that change something,
+    /// in a one-token multiple choice: with [`with_rival_check`](Self::with_rival_check), always;
+    /// without it, when the message names another tool and not the one called (a named tool
+    /// [`RIVAL_RATIO`] times likelier refuses it), and when it names none of the page's tools
+    /// ("None of these" [`NONE_RATIO`] times likelier refuses it: the app seems to have no action
+    /// for what was asked, and the tool called is only the nearest one).
     #[must_use]
     pub fn with_fit_check(mut self, threshold: Option<f64>) -> Self {
         self.fit_threshold = threshold;
@@ -1475,7 +1492,7 @@ impl AgentLoop {
         if let Some(refusal) = self.all_done(questions, state, tool, run_id).await {
             return Some(refusal);
         }
-        let probability = match state.fits.get(&tool.name) {
+        let fit = match state.fits.get(&tool.name) {
             Some(known) => *known,
             None => {
                 let others: Vec<&str> = visible.iter().map(|t| t.name.as_str()).collect();
@@ -1485,36 +1502,42 @@ impl AgentLoop {
                     } else if crate::questions::names_tool(&state.request, &tool.name, &others) {
                         // The message names the tool itself: nothing to ask.
                         tracing::info!(run = %run_id, tool = tool.name, "the message names the tool");
-                        Some(1.0)
+                        Some(crate::questions::Fit { probability: 1.0, alone: true })
                     } else {
                         questions
                             .fit(self.model.as_ref(), &state.request, state.last_answer().as_deref(), tool, threshold)
                             .await
                     }
                 };
-                let probability = ask.instrument(chat_span(self.model.as_ref(), "fit_check")).await;
-                state.fits.insert(tool.name.clone(), probability);
-                if let Some(probability) = probability {
+                let fit = ask.instrument(chat_span(self.model.as_ref(), "fit_check")).await;
+                state.fits.insert(tool.name.clone(), fit);
+                if let Some(fit) = fit {
                     tracing::info!(
                         run = %run_id,
                         tool = tool.name,
-                        probability,
+                        probability = fit.probability,
+                        alone = fit.alone,
                         "does the message ask for the call"
                     );
                 }
-                probability
+                fit
             }
         };
         // Read-only tools, and providers without token probabilities, are not checked.
-        let probability = probability?;
+        let crate::questions::Fit { probability, alone } = fit?;
         if probability >= threshold {
             if let Some(ratio) = self.rival_ratio
-                && let Some(refusal) = self.rival(questions, state, visible, tool, ratio, None, run_id).await
+                && let Some(refusal) = self.rival(questions, state, visible, tool, RivalRule::Any(ratio), run_id).await
             {
                 return Some(refusal);
             }
             if self.rival_ratio.is_none()
                 && let Some(refusal) = self.named_rival(questions, state, visible, tool, run_id).await
+            {
+                return Some(refusal);
+            }
+            if self.rival_ratio.is_none()
+                && let Some(refusal) = self.no_action(questions, state, visible, tool, alone, run_id).await
             {
                 return Some(refusal);
             }
@@ -1975,24 +1998,57 @@ impl AgentLoop {
         if named.is_empty() {
             return None;
         }
-        self.rival(questions, state, visible, tool, RIVAL_RATIO, Some(&named), run_id).await
+        self.rival(questions, state, visible, tool, RivalRule::Named(&named), run_id).await
     }
 
-    /// The rival check ([`AgentLoop::with_rival_check`]): the call's refusal when the message is
-    /// `ratio` times likelier to ask for another action that changes something, or for none of
-    /// them. Asked once per run for each tool and set of rivals. With `only`, the rivals are
-    /// those of these tools that change something, and only one of them refuses the call.
-    #[allow(clippy::too_many_arguments)]
+    /// The no-action check: when the message names none of the page's tools ([`names_tool`]), the
+    /// rival question is asked among all the actions that change something (at most
+    /// [`NONE_MOST_ACTIONS`]; more are not asked about), and the call is
+    /// refused when "None of these" is [`NONE_RATIO`] times likelier than the tool: the app seems
+    /// to have no action for what the message asks, and the tool called is only the nearest one
+    /// ("Mark all my emails as read." → `archive_email`, which the fit question passed at 0.8).
+    /// The message is read alone, or after the answer before it when the fit question needed
+    /// that answer (`alone` false: "Yes, go ahead." after "Shall I place the order?", where "None
+    /// of these" is likelier alone and 0.03 times as likely after the answer). Reading every
+    /// message after the answer would let requests through that name something the answer
+    /// spoke of ("Invite Bob to the project review." after an answer about the review: 0.12).
+    ///
+    /// [`names_tool`]: crate::questions::names_tool
+    async fn no_action(
+        &self,
+        questions: &QuestionCheck,
+        state: &mut RunState,
+        visible: &[&ToolSpec],
+        tool: &ToolSpec,
+        alone: bool,
+        run_id: &RunId,
+    ) -> Option<Refusal> {
+        let names: Vec<&str> = visible.iter().map(|t| t.name.as_str()).collect();
+        if names.iter().any(|name| crate::questions::names_tool(&state.request, name, &names)) {
+            // The message names the tool called, or another (the named rival check's case):
+            // the app has an action for what it asks.
+            return None;
+        }
+        self.rival(questions, state, visible, tool, RivalRule::NoneOfThese { alone }, run_id).await
+    }
+
+    /// The rival question's refusal of a call, by `rule` ([`RivalRule`]): the general rival
+    /// check ([`AgentLoop::with_rival_check`]), [`named_rival`](Self::named_rival) or
+    /// [`no_action`](Self::no_action). Asked once per run for each tool, set of rivals and
+    /// reading of the message.
     async fn rival(
         &self,
         questions: &QuestionCheck,
         state: &mut RunState,
         visible: &[&ToolSpec],
         tool: &ToolSpec,
-        ratio: f64,
-        only: Option<&[&str]>,
+        rule: RivalRule<'_>,
         run_id: &RunId,
     ) -> Option<Refusal> {
+        let only = match rule {
+            RivalRule::Named(named) => Some(named),
+            _ => None,
+        };
         let offered: Vec<ToolSpec> = visible.iter().map(|t| (*t).clone()).collect();
         // Each tool's effect is asked once per server (remembered by name and description).
         let read_only = questions.read_only(self.model.as_ref(), &offered).await;
@@ -2011,25 +2067,42 @@ impl AgentLoop {
             // Nothing to compare with: the yes-or-no question has asked about this tool alone.
             return None;
         }
-        let key =
-            format!("{} among {}", tool.name, actions.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(","));
+        if matches!(rule, RivalRule::NoneOfThese { .. }) && actions.len() > NONE_MOST_ACTIONS {
+            return None;
+        }
+        let last_answer = match rule {
+            RivalRule::NoneOfThese { alone: false } => state.last_answer(),
+            _ => None,
+        };
+        let key = format!(
+            "{} among {}{}",
+            tool.name,
+            actions.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(","),
+            if last_answer.is_some() { " after the answer" } else { "" }
+        );
         let rival = match state.rivals.get(&key) {
             Some(known) => known.clone(),
             None => {
                 let rival = questions
-                    .rival(self.model.as_ref(), &state.request, &tool.name, &actions)
+                    .rival(self.model.as_ref(), &state.request, last_answer.as_deref(), &tool.name, &actions)
                     .instrument(chat_span(self.model.as_ref(), "rival_check"))
                     .await;
                 if let Some(rival) = &rival {
-                    tracing::info!(run = %run_id, tool = tool.name, rival = ?rival.tool, ratio = rival.ratio, "which action does the message ask for");
+                    tracing::info!(run = %run_id, tool = tool.name, rival = ?rival.tool, ratio = rival.ratio, none = rival.none, "which action does the message ask for");
                 }
                 state.rivals.insert(key, rival.clone());
                 rival
             }
         };
-        let rival = rival.filter(|rival| rival.ratio >= ratio && (only.is_none() || rival.tool.is_some()))?;
-        tracing::info!(run = %run_id, tool = tool.name, rival = ?rival.tool, ratio = rival.ratio, "the message asks for another action; refused");
-        let other = rival.tool.as_deref().and_then(|name| visible.iter().find(|t| t.name == name));
+        let rival = rival?;
+        let other = match rule {
+            RivalRule::Any(ratio) if rival.ratio >= ratio => rival.tool.as_deref(),
+            RivalRule::Named(_) if rival.ratio >= RIVAL_RATIO && rival.tool.is_some() => rival.tool.as_deref(),
+            RivalRule::NoneOfThese { .. } if rival.none >= NONE_RATIO => None,
+            _ => return None,
+        };
+        tracing::info!(run = %run_id, tool = tool.name, rival = ?other, ratio = rival.ratio, none = rival.none, "the message asks for another action; refused");
+        let other = other.and_then(|name| visible.iter().find(|t| t.name == name));
         let instead = match other {
             Some(other) => format!(
                 "It asks rather for what {} does ({}): call that one if so.",
@@ -2286,6 +2359,22 @@ fn tool_outcome(status: ResultStatus) -> &'static str {
     }
 }
 
+/// Which answers of the rival question refuse a call ([`AgentLoop::rival`]).
+#[derive(Debug, Clone, Copy)]
+enum RivalRule<'a> {
+    /// The general rival check: another action, or "None of these", this many times likelier.
+    Any(f64),
+    /// [`AgentLoop::named_rival`]: one of these tools, which the message names, [`RIVAL_RATIO`]
+    /// times likelier; only they are rivals.
+    Named(&'a [&'a str]),
+    /// [`AgentLoop::no_action`]: "None of these" [`NONE_RATIO`] times likelier, among at most
+    /// [`NONE_MOST_ACTIONS`]; the message is read after the answer before it unless it fit alone.
+    NoneOfThese {
+        /// Whether the fit question found the message alone enough.
+        alone: bool,
+    },
+}
+
 #[derive(Default)]
 struct RunState {
     /// Stop hook rejections so far.
@@ -2329,8 +2418,8 @@ struct RunState {
     overflow_cut: bool,
     /// The user's message only asks for information ([`QuestionCheck`]).
     question: bool,
-    /// The fit check's probability per tool asked about in this run (`None`: not checked).
-    fits: HashMap<String, Option<f64>>,
+    /// The fit check's answer per tool asked about in this run (`None`: not checked).
+    fits: HashMap<String, Option<crate::questions::Fit>>,
     /// The fit check's multiple-choice answers in this run, by the actions compared.
     rivals: HashMap<String, Option<crate::questions::Rival>>,
     /// The value check's probabilities in this run, by tool, argument and value.

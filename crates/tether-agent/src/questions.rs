@@ -125,16 +125,18 @@ const LETTERS: [&str; 10] = ["A", "B", "C", "D", "E", "F", "G", "H", "I", "J"];
 pub(crate) const MOST_RIVALS: usize = LETTERS.len() - 1;
 
 /// The multiple-choice question over the actions a message may ask for: each tool's
-/// description (its name when it has none), then "None of these".
-pub(crate) fn rival_prompt(message: &str, tools: &[&ToolSpec]) -> String {
+/// description (its name when it has none), then "None of these"; after the answer before the
+/// message when `last_answer` is given.
+pub(crate) fn rival_prompt(message: &str, last_answer: Option<&str>, tools: &[&ToolSpec]) -> String {
     let mut lines = String::new();
     for (letter, tool) in LETTERS.iter().zip(tools) {
         let action = if tool.description.trim().is_empty() { tool.name.as_str() } else { tool.description.trim() };
         lines.push_str(&format!("{letter}) {}\n", cut(action, 200)));
     }
     lines.push_str(&format!("{}) None of these\n", LETTERS[tools.len().min(MOST_RIVALS)]));
+    let before = answer_before(last_answer);
     format!(
-        "Message: \"{}\"\n\nWhich of these actions does the message ask for?\n{lines}Answer with the letter.",
+        "{before}Message: \"{}\"\n\nWhich of these actions does the message ask for?\n{lines}Answer with the letter.",
         cut(message, 600)
     )
 }
@@ -306,6 +308,17 @@ pub struct Rival {
     pub tool: Option<String>,
     /// How many times likelier that answer is than the tool called.
     pub ratio: f64,
+    /// How many times likelier "None of these" is than the tool called (the no-action check).
+    pub none: f64,
+}
+
+/// What the fit question concluded about a call ([`QuestionCheck::fit`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fit {
+    /// The probability of "yes": the higher of the message alone and after the answer before it.
+    pub probability: f64,
+    /// Whether the message alone reached the threshold (it did not need the answer before it).
+    pub alone: bool,
 }
 
 /// The value of `key` in a one-word answer: the JSON object's, or the first of `words` the text
@@ -441,7 +454,8 @@ impl QuestionCheck {
     ///
     /// The message is asked about alone first; only when that is below `threshold` is it asked
     /// again as a reply to `last_answer` (a short reply, "the blue one", needs it), and the
-    /// higher of the two counts. Measured with the 1.5B model, an answer before the message
+    /// higher of the two counts ([`Fit::probability`]; [`Fit::alone`] says whether the message
+    /// alone reached the threshold). Measured with the 1.5B model, an answer before the message
     /// lowers the probability of calls it asked for (0.55 to 0.75 for "Go back to the home
     /// page." and "Take me to my cart." in a conversation, ≥ 0.77 alone).
     pub async fn fit(
@@ -451,7 +465,7 @@ impl QuestionCheck {
         last_answer: Option<&str>,
         tool: &ToolSpec,
         threshold: f64,
-    ) -> Option<f64> {
+    ) -> Option<Fit> {
         let ask = |prompt: String| async move {
             match model.yes_probability(&prompt).await {
                 Ok(probability) => probability,
@@ -462,33 +476,35 @@ impl QuestionCheck {
             }
         };
         let alone = ask(fit_prompt(message, None, tool)).await?;
-        match last_answer {
+        let probability = match last_answer {
             Some(answer) if alone < threshold => {
-                Some(ask(fit_prompt(message, Some(answer), tool)).await.map_or(alone, |after| after.max(alone)))
+                ask(fit_prompt(message, Some(answer), tool)).await.map_or(alone, |after| after.max(alone))
             }
-            _ => Some(alone),
-        }
+            _ => alone,
+        };
+        Some(Fit { probability, alone: alone >= threshold })
     }
 
     /// Whether the message asks rather for another of `tools` (the actions that change
-    /// something, the one called among them), or for none of them: the model is asked, alone,
-    /// which of them the message asks for, and the likeliest other answer is returned with how
-    /// many times likelier it is than the tool called (`None` when the provider gives no
-    /// probabilities, or there is nothing to compare). Measured with the 1.5B model on 41
-    /// message/call pairs from 7 apps: the 28 calls that fit their message scored at most 2.0,
+    /// something, the one called among them), or for none of them: the model is asked which of
+    /// them the message asks for (after `last_answer` when given), and the likeliest other answer
+    /// is returned with how many times likelier it is than the tool called, and so is "None of
+    /// these" (`None` when the provider gives no probabilities, or there is nothing to compare).
+    /// Measured with the 1.5B model on 41 message/call pairs from 7 apps: the 28 calls that fit their message scored at most 2.0,
     /// and 10 of the 13 that do not scored over 3 (`cancel_event` for "Move my 3pm meeting to
     /// 4pm.", which the yes-or-no question passed at 0.86, scored 9.9).
     pub async fn rival(
         &self,
         model: &dyn ChatModel,
         message: &str,
+        last_answer: Option<&str>,
         called: &str,
         tools: &[&ToolSpec],
     ) -> Option<Rival> {
         let tools = &tools[..tools.len().min(MOST_RIVALS)];
         let at = tools.iter().position(|tool| tool.name == called)?;
         let labels = &LETTERS[..=tools.len()];
-        let shares = match model.choice_probabilities(&rival_prompt(message, tools), labels).await {
+        let shares = match model.choice_probabilities(&rival_prompt(message, last_answer, tools), labels).await {
             Ok(shares) => shares?,
             Err(error) => {
                 tracing::warn!(tool = called, %error, "could not ask which action the message asks for; the call runs");
@@ -497,7 +513,12 @@ impl QuestionCheck {
         };
         let (best, share) =
             shares.iter().enumerate().filter(|(index, _)| *index != at).max_by(|a, b| a.1.total_cmp(b.1))?;
-        Some(Rival { tool: tools.get(best).map(|tool| tool.name.clone()), ratio: share / shares[at].max(1e-6) })
+        let own = shares[at].max(1e-6);
+        Some(Rival {
+            tool: tools.get(best).map(|tool| tool.name.clone()),
+            ratio: share / own,
+            none: shares[tools.len()] / own,
+        })
     }
 
     /// How likely it is that `message` asks for `value` as `argument`: the model's probability

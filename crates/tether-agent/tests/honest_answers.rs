@@ -477,6 +477,9 @@ struct Asker {
     /// question gets the next of these (none left: no probabilities).
     choices: Option<Mutex<Vec<Vec<f64>>>>,
     choice_asked: Mutex<Vec<String>>,
+    /// With scripted choices: what a yes-or-no question scores when it does not quote the answer
+    /// before the message (unset: 0.9 too).
+    yes_alone: Option<f64>,
 }
 
 impl Asker {
@@ -489,6 +492,7 @@ impl Asker {
             fit_asked: Mutex::new(Vec::new()),
             choices: None,
             choice_asked: Mutex::new(Vec::new()),
+            yes_alone: None,
         })
     }
 
@@ -496,6 +500,14 @@ impl Asker {
         let mut asker = Arc::into_inner(Asker::with_logprobs(turns)).unwrap();
         choices.reverse();
         asker.choices = Some(Mutex::new(choices));
+        Arc::new(asker)
+    }
+
+    /// As [`with_choices`](Self::with_choices), but a yes-or-no question that does not quote the
+    /// answer before the message scores `alone`.
+    fn with_choices_alone(turns: Vec<ModelReply>, choices: Vec<Vec<f64>>, alone: f64) -> Arc<Self> {
+        let mut asker = Arc::into_inner(Asker::with_choices(turns, choices)).unwrap();
+        asker.yes_alone = Some(alone);
         Arc::new(asker)
     }
 
@@ -566,7 +578,8 @@ impl ChatModel for Asker {
                 return Ok(None);
             }
             if self.choices.is_some() {
-                return Ok(Some(0.9));
+                let alone = !prompt.starts_with("Your last message: ");
+                return Ok(Some(self.yes_alone.filter(|_| alone).unwrap_or(0.9)));
             }
             let message = prompt.split("Message: \"").nth(1).unwrap();
             if let Some(value) = prompt.split("Does the message ask for ").nth(1) {
@@ -866,14 +879,118 @@ async fn a_call_when_the_message_asks_rather_for_another_action_is_refused_and_t
     );
     assert_eq!(asked.len(), 2, "cart_clear asked about on its own: {asked:?}");
 
-    // Off by default: nothing is asked, and the call runs.
+    // Off by default: the same question is asked (by the no-action check, for a tool the
+    // message does not name), and only "None of these" refuses there: the call runs.
     let model = Asker::with_choices(vec![call("checkout", json!({})), text("Ordered.")], vec![vec![0.1, 0.8, 0.1]]);
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
     let shop = Shop::new();
     *shop.on_cart_page.lock().unwrap() = true;
     common::run(&agent, &shop, "Empty my cart.").await;
     assert_eq!(*shop.ran.lock().unwrap(), ["checkout"]);
+    assert_eq!(model.choice_asked().len(), 1, "{:?}", model.choice_asked());
+}
+
+#[tokio::test]
+async fn a_call_when_none_of_the_apps_actions_is_what_the_message_asks_is_refused() {
+    // "Mark all my emails as read." → archive_email: the fit question passed it (0.8, the 1.5B
+    // model), and asked among the mail app's actions the model found "None of these" 1.59 times
+    // likelier than the archive. Here the page can only place the order or empty the cart.
+    let model = Asker::with_choices(
+        vec![call("checkout", json!({})), text("I can't gift wrap your order here.")],
+        vec![vec![0.3, 0.1, 0.6]],
+    );
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let shop = Shop::new();
+    *shop.on_cart_page.lock().unwrap() = true;
+    let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
+    let history = vec![
+        ChatMessage::User { content: "What is in my cart?".into() },
+        ChatMessage::Assistant { content: "Your cart has a red mug.".into(), tool_calls: Vec::new() },
+    ];
+    let refused = agent.run(&shop, &sink, &"r2".into(), "Gift wrap my order.", history).await;
+    assert!(shop.ran.lock().unwrap().is_empty(), "checkout never reached the page");
+    let results = tool_results(&refused.messages);
+    assert_eq!(
+        results[0],
+        "[denied] Not run: the user's message does not ask for what checkout does (Place the order and pay for \
+         everything in the cart). None of the app's actions seems to be what it asks for: if none does, tell the user \
+         it cannot be done here. Never say it was done."
+    );
+    assert_eq!(refused.answer, "I can't gift wrap your order here.");
+    // The message fit alone, so it is read alone (the answer before it is not quoted), among
+    // the actions that change something.
+    assert_eq!(
+        model.choice_asked(),
+        [
+            "Message: \"Gift wrap my order.\"\n\nWhich of these actions does the message ask for?\nA) Place the order and \
+          pay for everything in the cart.\nB) Empty the cart.\nC) None of these\nAnswer with the letter."
+        ]
+    );
+
+    // "None of these" as likely as the tool (under 1.2 times): the call runs.
+    let model = Asker::with_choices(vec![call("checkout", json!({})), text("Ordered.")], vec![vec![0.4, 0.2, 0.4]]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let shop = Shop::new();
+    *shop.on_cart_page.lock().unwrap() = true;
+    run(&agent, &shop, "Send it off to me.").await;
+    assert_eq!(*shop.ran.lock().unwrap(), ["checkout"]);
+
+    // A message that names the tool called is not asked about.
+    let model = Asker::with_choices(vec![call("checkout", json!({})), text("Ordered.")], vec![vec![0.1, 0.1, 0.8]]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let shop = Shop::new();
+    *shop.on_cart_page.lock().unwrap() = true;
+    run(&agent, &shop, "Check out, please.").await;
+    assert_eq!(*shop.ran.lock().unwrap(), ["checkout"]);
     assert!(model.choice_asked().is_empty(), "{:?}", model.choice_asked());
+}
+
+#[tokio::test]
+async fn the_no_action_check_asks_nothing_among_more_actions_than_it_compares() {
+    // With the storefront's six actions the 1.5B model chose "None of these" for "Take me to my
+    // cart." (2.6 times the cart page's share): past NONE_MOST_ACTIONS, nothing is asked.
+    assert_eq!(NONE_MOST_ACTIONS, 4);
+    let model = Asker::with_choices(
+        vec![call("file_form", json!({})), text("Filed.")],
+        vec![vec![0.1, 0.1, 0.1, 0.1, 0.1, 0.5]],
+    );
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    // A page with five actions that change something.
+    let office = Page::new(
+        ["stamp", "sign", "file", "shred", "copy"]
+            .iter()
+            .map(|verb| spec(&format!("{verb}_form"), &format!("{verb} a form.")))
+            .collect(),
+    );
+    run(&agent, &office, "Put it away for me.").await;
+    assert_eq!(*office.ran.lock().unwrap(), ["file_form"]);
+    assert!(model.choice_asked().is_empty(), "{:?}", model.choice_asked());
+}
+
+#[tokio::test]
+async fn a_short_reply_that_needs_the_answer_before_it_is_read_after_it_by_the_no_action_check() {
+    // "Yes, go ahead." alone asks for none of the actions; after "Shall I place the order?" it
+    // asks for the checkout (the 1.5B model: "None of these" 0.24 times as likely alone with
+    // the storefront's actions, 0.03 after the answer). The fit question needed the answer, so
+    // the no-action question reads it too.
+    let model =
+        Asker::with_choices_alone(vec![call("checkout", json!({})), text("Ordered.")], vec![vec![0.8, 0.1, 0.1]], 0.3);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let shop = Shop::new();
+    *shop.on_cart_page.lock().unwrap() = true;
+    let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
+    let history = vec![
+        ChatMessage::User { content: "What is in my cart?".into() },
+        ChatMessage::Assistant { content: "A red mug, $12. Shall I place the order?".into(), tool_calls: Vec::new() },
+    ];
+    agent.run(&shop, &sink, &"r2".into(), "Yes, go ahead.", history).await;
+    assert_eq!(*shop.ran.lock().unwrap(), ["checkout"]);
+    assert_eq!(
+        model.choice_asked(),
+        ["Your last message: \"A red mug, $12. Shall I place the order?\"\nMessage: \"Yes, go ahead.\"\n\nWhich of \
+          these actions does the message ask for?\nA) Place the order and pay for everything in the cart.\nB) Empty the \
+          cart.\nC) None of these\nAnswer with the letter."]
+    );
 }
 
 #[tokio::test]
@@ -1098,21 +1215,32 @@ async fn a_value_written_in_another_spelling_of_an_allowed_one_runs_as_it() {
     assert!(results[0].starts_with("[invalid_args] Validation args"), "{results:?}");
 }
 
-/// A shop with a tool that waits for approval: `cart_add` (no risk) and `checkout` (critical),
-/// both on the page; the user approves.
-#[derive(Default)]
-struct Till {
+/// A page whose tools only record that they ran (each result is "<tool> done").
+struct Page {
+    tools: Vec<ToolSpec>,
     ran: Mutex<Vec<String>>,
 }
 
-impl ToolHost for Till {
-    fn tools(&self) -> Vec<ToolSpec> {
-        vec![
+impl Page {
+    fn new(tools: Vec<ToolSpec>) -> Self {
+        Page { tools, ran: Mutex::new(Vec::new()) }
+    }
+
+    /// A shop with a tool that waits for approval: `cart_add` (no risk) and `checkout`
+    /// (critical), both on the page; the user approves.
+    fn till() -> Self {
+        Page::new(vec![
             spec("open_cart", "Open the cart page."),
             spec("cart_add", "Add a product to the shopping cart."),
             spec("checkout", "Place the order and pay for everything in the cart.")
                 .with_risk(tether_protocol::Risk::Critical),
-        ]
+        ])
+    }
+}
+
+impl ToolHost for Page {
+    fn tools(&self) -> Vec<ToolSpec> {
+        self.tools.clone()
     }
 
     fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
@@ -1135,7 +1263,7 @@ async fn a_call_that_waits_for_approval_after_everything_asked_is_done_is_refuse
         || vec![call("open_cart", json!({})), call("cart_add", json!({})), call("checkout", json!({})), text("Done.")];
     let model = Asker::with_choices(turns(), Vec::new());
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let page = Till::default();
+    let page = Page::till();
     let done = run(&agent, &page, "Buy me a black T-shirt as well.").await;
     assert_eq!(*page.ran.lock().unwrap(), ["open_cart", "cart_add"], "checkout never reached the page");
     let results = tool_results(&done.outcome.messages);
@@ -1154,14 +1282,14 @@ async fn a_call_that_waits_for_approval_after_everything_asked_is_done_is_refuse
     // Two actions asked, one done: checkout runs.
     let model = Asker::with_choices(turns(), Vec::new());
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let page = Till::default();
+    let page = Page::till();
     run(&agent, &page, "Add a black T-shirt and check out.").await;
     assert_eq!(*page.ran.lock().unwrap(), ["open_cart", "cart_add", "checkout"]);
 
     // Checkout as the run's first change: nothing is counted, nothing asked.
     let model = Asker::with_choices(vec![call("checkout", json!({})), text("Ordered.")], Vec::new());
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let page = Till::default();
+    let page = Page::till();
     run(&agent, &page, "Check out.").await;
     assert_eq!(*page.ran.lock().unwrap(), ["checkout"]);
     assert!(!model.asked().iter().any(|p| p.contains("List the separate actions")));
@@ -1170,7 +1298,7 @@ async fn a_call_that_waits_for_approval_after_everything_asked_is_done_is_refuse
     let model = Asker::with_choices(turns(), Vec::new());
     let agent =
         AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75)).with_action_count(false);
-    let page = Till::default();
+    let page = Page::till();
     run(&agent, &page, "Buy me a black T-shirt as well.").await;
     assert_eq!(*page.ran.lock().unwrap(), ["open_cart", "cart_add", "checkout"]);
 }
@@ -1677,17 +1805,18 @@ async fn a_call_of_a_tool_the_message_does_not_name_when_it_names_another_is_com
     assert_eq!(calendar.ran.lock().unwrap().len(), 1);
     assert_eq!(model.choice_asked().len(), 1);
 
-    // A message that names the tool called, or no tool at all, asks nothing.
-    for (message, arguments) in [
-        ("Move the standup to Wednesday and cancel lunch.", json!({"id": "c1", "day": "Wednesday"})),
-        ("Push the review back an hour.", json!({"id": "c4", "time": "12:00"})),
+    // A message that names the tool called asks nothing; one that names no tool is asked
+    // about once, by the no-action check, among all the actions (no probabilities here: it runs).
+    for (message, arguments, asked) in [
+        ("Move the standup to Wednesday and cancel lunch.", json!({"id": "c1", "day": "Wednesday"}), 0),
+        ("Push the review back an hour.", json!({"id": "c4", "time": "12:00"}), 1),
     ] {
         let model = Asker::with_choices(vec![call("move_event", arguments), text("Moved.")], vec![]);
         let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
         let calendar = Calendar::default();
         run(&agent, &calendar, message).await;
         assert_eq!(calendar.ran.lock().unwrap().len(), 1, "{message}");
-        assert!(model.choice_asked().is_empty(), "{message}: {:?}", model.choice_asked());
+        assert_eq!(model.choice_asked().len(), asked, "{message}: {:?}", model.choice_asked());
     }
 }
 
