@@ -1532,12 +1532,7 @@ impl AgentLoop {
                 return Some(refusal);
             }
             if self.rival_ratio.is_none()
-                && let Some(refusal) = self.named_rival(questions, state, visible, tool, run_id).await
-            {
-                return Some(refusal);
-            }
-            if self.rival_ratio.is_none()
-                && let Some(refusal) = self.no_action(questions, state, visible, tool, alone, run_id).await
+                && let Some(refusal) = self.named_rival(questions, state, visible, tool, alone, run_id).await
             {
                 return Some(refusal);
             }
@@ -1975,7 +1970,9 @@ impl AgentLoop {
     /// review to 18:00, which the fit question passed (0.88); `cancel_event` is 8.3 times likelier
     /// among the three. Unlike the general rival check (off by default: it refused calls that were
     /// asked for), it asks only when the message's own words point at another tool, and never
-    /// about a tool the message names.
+    /// about a tool the message names. A message that names no tool of the page goes to the
+    /// [`no_action`](Self::no_action) check (`alone`: whether the fit question read the message
+    /// alone).
     ///
     /// [`names_tool`]: crate::questions::names_tool
     async fn named_rival(
@@ -1984,6 +1981,7 @@ impl AgentLoop {
         state: &mut RunState,
         visible: &[&ToolSpec],
         tool: &ToolSpec,
+        alone: bool,
         run_id: &RunId,
     ) -> Option<Refusal> {
         let names: Vec<&str> = visible.iter().map(|t| t.name.as_str()).collect();
@@ -1996,13 +1994,13 @@ impl AgentLoop {
             .filter(|other| *other != tool.name && crate::questions::names_tool(&state.request, other, &names))
             .collect();
         if named.is_empty() {
-            return None;
+            return self.no_action(questions, state, visible, tool, alone, run_id).await;
         }
         self.rival(questions, state, visible, tool, RivalRule::Named(&named), run_id).await
     }
 
-    /// The no-action check: when the message names none of the page's tools ([`names_tool`]), the
-    /// rival question is asked among all the actions that change something (at most
+    /// The no-action check, for a message that names none of the page's tools ([`names_tool`],
+    /// found by [`named_rival`](Self::named_rival), which calls it): the rival question is asked among all the actions that change something (at most
     /// [`NONE_MOST_ACTIONS`]; more are not asked about), and the call is
     /// refused when "None of these" is [`NONE_RATIO`] times likelier than the tool: the app seems
     /// to have no action for what the message asks, and the tool called is only the nearest one
@@ -2023,12 +2021,6 @@ impl AgentLoop {
         alone: bool,
         run_id: &RunId,
     ) -> Option<Refusal> {
-        let names: Vec<&str> = visible.iter().map(|t| t.name.as_str()).collect();
-        if names.iter().any(|name| crate::questions::names_tool(&state.request, name, &names)) {
-            // The message names the tool called, or another (the named rival check's case):
-            // the app has an action for what it asks.
-            return None;
-        }
         self.rival(questions, state, visible, tool, RivalRule::NoneOfThese { alone }, run_id).await
     }
 
