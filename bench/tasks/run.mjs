@@ -23,7 +23,7 @@ import { loadavg } from "node:os";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { ROOT, startServer, launchBrowser } from "../../tests/e2e/harness.mjs";
-import { SHOP_TASKS, SHOP_ORDER, TODO_TASKS, TODO_ORDER, TRAVEL_TASKS, TRAVEL_ORDER, MAIL_TASKS, MAIL_ORDER, CALENDAR_TASKS, CALENDAR_ORDER, shuffled } from "./tasks.mjs";
+import { SHOP_TASKS, SHOP_ORDER, TODO_TASKS, TODO_ORDER, TRAVEL_TASKS, TRAVEL_ORDER, MAIL_TASKS, MAIL_ORDER, CALENDAR_TASKS, CALENDAR_ORDER, shuffled, markCopies } from "./tasks.mjs";
 import { startProxy, runTask, openPage, shopState, shopSetUp, todoState, judge } from "./lib.mjs";
 
 const env = process.env;
@@ -151,6 +151,7 @@ function summarise(results) {
     falseClaims: results.filter((r) => r.misleading === "claim").length,
     inventedFacts: results.filter((r) => r.misleading === "invented").length,
     tetherWords: results.filter((r) => r.tetherWords).length,
+    copiedAnswers: results.filter((r) => r.copiedAnswer).length,
     emptyAnswers: results.filter((r) => r.emptyAnswer).length,
     repeatedIdenticalCalls: sum(results.map((r) => r.repeatedIdenticalCalls)),
     medianSeconds: median(results.map((r) => r.seconds)),
@@ -160,13 +161,13 @@ function summarise(results) {
   };
 }
 
-const HEADER = ["app", "mode", "suite", "done", "wrong actions (tasks)", "false claims", "invented facts", "Tether's words", "empty answers", "repeated calls", "median s/task", "model calls/task", "prompt tokens read/task"];
+const HEADER = ["app", "mode", "suite", "done", "wrong actions (tasks)", "false claims", "invented facts", "Tether's words", "copied answers", "empty answers", "repeated calls", "median s/task", "model calls/task", "prompt tokens read/task"];
 
 function row(r) {
   const s = r.summary;
   return [
     r.app, r.mode, r.suite, `${s.ok}/${s.tasks} (${Math.round(s.rate * 100)} %)`, `${s.wrongActions} (${s.tasksWithWrongActions})`, s.falseClaims, s.inventedFacts,
-    s.tetherWords, s.emptyAnswers, s.repeatedIdenticalCalls, s.medianSeconds?.toFixed(1) ?? "-", s.modelCallsPerTask.toFixed(2), Math.round(s.evaluatedTokensPerTask),
+    s.tetherWords, s.copiedAnswers ?? 0, s.emptyAnswers, s.repeatedIdenticalCalls, s.medianSeconds?.toFixed(1) ?? "-", s.modelCallsPerTask.toFixed(2), Math.round(s.evaluatedTokensPerTask),
   ];
 }
 
@@ -177,7 +178,7 @@ function perTask(results) {
   for (const r of results) {
     const reason = r.ok ? "" : r.problems.join("; ").replaceAll("|", "\\|").replaceAll("\n", " ");
     const wrong = r.wrongActions.map((c) => `${c.name} ${JSON.stringify(c.args)}`).join(", ").replaceAll("|", "\\|");
-    lines.push(`| ${r.id} | ${r.ok ? "yes" : "no"} | ${wrong} | ${r.misleading ?? ""}${r.tetherWords ? " Tether's words" : ""} | ${r.status} | ${r.modelCalls} | ${r.seconds.toFixed(1)} | ${reason} |`);
+    lines.push(`| ${r.id} | ${r.ok ? "yes" : "no"} | ${wrong} | ${r.misleading ?? ""}${r.tetherWords ? " Tether's words" : ""}${r.copiedAnswer ? " copied answer" : ""} | ${r.status} | ${r.modelCalls} | ${r.seconds.toFixed(1)} | ${reason} |`);
   }
   return lines.join("\n");
 }
@@ -197,7 +198,8 @@ async function main() {
       if (app.travel) {
         for (const suite of suites()) {
           log(`${name}, tool mode ${mode}, ${suite.name}`);
-          rows.push({ app: name, mode, suite: suite.name, banner: "travel-local", results: await travelSuite(proxy, app, mode, suite) });
+          const results = await travelSuite(proxy, app, mode, suite);
+          rows.push({ app: name, mode, suite: suite.name, banner: "travel-local", results: suite.seed === null ? results : markCopies(results) });
           rows.at(-1).summary = summarise(rows.at(-1).results);
           save();
         }
@@ -208,7 +210,7 @@ async function main() {
       log(`${name}, tool mode ${mode}: ${server.banner()}`);
       try {
         for (const suite of suites()) {
-          const results = await pageSuite(browser, server, proxy, app, suite);
+          const results = await pageSuite(browser, server, proxy, app, suite).then((r) => (suite.seed === null ? r : markCopies(r)));
           rows.push({ app: name, mode, suite: suite.name, banner: server.banner(), summary: summarise(results), results });
           save();
         }

@@ -133,8 +133,30 @@ fn tool_words(name: &str, description: &str) -> Vec<String> {
     if !current.is_empty() {
         words.push(stem(&current));
     }
-    words.extend(description.split(|c: char| !c.is_alphabetic()).filter(|w| !w.is_empty()).map(stem));
+    words.extend(what_it_does(description).split(|c: char| !c.is_alphabetic()).filter(|w| !w.is_empty()).map(stem));
     words
+}
+
+/// Words after which a tool's description says what is around it, not what it does: "Open the
+/// cart page, where the cart can be seen, changed and checked out." (the storefront's
+/// `open_cart`) opens a page and changes nothing, and "The price … has been changed." after it
+/// was measured with the 1.5B model as an answer the description's "changed" backed.
+const AROUND: [&str; 4] = ["where", "which", "whose", "then"];
+
+/// `description` up to where it stops saying what the tool does: a `;`, a `(`, or one of
+/// [`AROUND`].
+fn what_it_does(description: &str) -> &str {
+    let mut end = description.find([';', '(']).unwrap_or(description.len());
+    let mut at = 0;
+    for word in description.split_inclusive(|c: char| !c.is_alphabetic()) {
+        let bare = word.trim_end_matches(|c: char| !c.is_alphabetic());
+        if AROUND.iter().any(|a| bare.eq_ignore_ascii_case(a)) {
+            end = end.min(at);
+            break;
+        }
+        at += word.len();
+    }
+    &description[..end]
 }
 
 /// Whether a tool with these (stemmed) words does what `verb` (a stem) says.
@@ -234,11 +256,31 @@ pub(crate) fn echoes(answer: &str, request: &str) -> bool {
 }
 
 /// Whether `answer` starts by repeating `message` (its first twelve words, or all of them when
-/// fewer): an answer made of a message Tether wrote to the model.
+/// fewer), or is all of it the start of `message` ([`NOTE_WORDS`] words at least): an answer
+/// made of a message Tether wrote to the model. Measured with the 1.5B model, after the value
+/// check's refusal "Not run: the user's message does not ask for id "c2". …": the answer "Not
+/// run: the user's message does not ask for id".
 pub(crate) fn repeats(answer: &str, message: &str) -> bool {
     let (answer, message) = (plain_words(answer), plain_words(message));
     let head = &message[..message.len().min(12)];
-    !head.is_empty() && answer.starts_with(head)
+    !head.is_empty() && (answer.starts_with(head) || (answer.len() >= NOTE_WORDS && message.starts_with(&answer)))
+}
+
+/// Whether `answer` is, word for word, one of `earlier` (the conversation's answers before this
+/// run; [`plain_words`], so case, spaces and punctuation aside). Measured with the 1.5B model in
+/// the calendar's conversation: after "Cancel lunch with Ana." and a `cancel_event` that did it,
+/// the answer was "The dentist appointment is on Tuesday at 15:00.", its answer to the
+/// conversation's first message, and so on for the next four requests it acted on. Answers of
+/// fewer than [`NOTE_WORDS`] words ("Done.") are not compared.
+pub(crate) fn copies_earlier(answer: &str, earlier: &[String]) -> bool {
+    let answer = plain_words(answer);
+    answer.len() >= NOTE_WORDS && earlier.iter().any(|e| plain_words(e) == answer)
+}
+
+/// Whether `text` (an answer still streaming) is so far the start of one of `earlier`, word for
+/// word: it may become a copy ([`copies_earlier`]), so it is not shown yet.
+pub(crate) fn may_copy(text: &str, earlier: &[String]) -> bool {
+    earlier.iter().any(|e| may_echo(text, e))
 }
 
 /// Whether `text` (an answer still streaming) is so far the start of `request`, word for word:
@@ -298,8 +340,15 @@ pub(crate) fn strip_notes(answer: &str, notes: &[String]) -> Option<String> {
     }
     let mut kept = String::new();
     let mut stripped = false;
-    for sentence in sentences(answer) {
+    for (n, sentence) in sentences(answer).into_iter().enumerate() {
         if repeats_note(sentence, notes) {
+            if n == 0 {
+                // An answer that opens with a note is all Tether's: what follows is what the note
+                // framed, cut anywhere (measured: "The app shows the user now, changed since the
+                // request: The inbox: [{'from':'Ana Ruiz <ana@example.com>', …", the app-state
+                // note with its data, cut at the first "." of an address).
+                return Some(String::new());
+            }
             stripped = true;
         } else {
             kept.push_str(sentence);
@@ -588,6 +637,21 @@ mod tests {
         assert_eq!(unbacked_claim("Lunch with Ana has been cancelled.", &cancel), None);
         assert_eq!(unbacked_claim("Lunch with Ana was canceled.", &cancel), None);
         assert_eq!(unbacked_claim("Done! I have completed your request.", &[]).as_deref(), Some("Done"));
+        // What the description says of what is around the tool backs nothing.
+        let open_cart =
+            tools(&[("open_cart", "Open the cart page, where the cart can be seen, changed and checked out.")]);
+        assert_eq!(
+            unbacked_claim("The price of the red mug has been changed to $1.00.", &open_cart).as_deref(),
+            Some("has been changed")
+        );
+        assert_eq!(unbacked_claim("I opened the cart page.", &open_cart), None);
+        let view = tools(&[("product_view", "Open a product's page; then it can be added to the cart.")]);
+        assert!(unbacked_claim("The blue mug has been added to your cart.", &view).is_some());
+        assert_eq!(what_it_does("Add a product to the cart (by its id)."), "Add a product to the cart ");
+        assert_eq!(
+            what_it_does("Go to a page: home, cart, or a product page."),
+            "Go to a page: home, cart, or a product page."
+        );
     }
 
     #[test]
@@ -604,6 +668,12 @@ mod tests {
             refusal
         ));
         assert!(!repeats("I added the mug.", refusal));
+        // All of the answer is the start of the refusal (the model stopped early); fewer than
+        // four words is not taken for it.
+        let value = "Not run: the user's message does not ask for id \"c2\". Never say it was done.";
+        assert!(repeats("Not run: the user's message does not ask for id", value));
+        assert!(!repeats("Not run.", value));
+        assert!(!repeats("The user's message does not ask for it.", value));
         assert!(!may_echo("Going", "Go back to the home page."));
     }
 

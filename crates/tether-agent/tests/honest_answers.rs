@@ -460,6 +460,120 @@ async fn sentences_that_repeat_tethers_notes_to_the_model_never_reach_the_user()
     assert_eq!(last_answer(&third.outcome.messages), third.outcome.answer);
 }
 
+#[tokio::test]
+async fn an_answer_that_opens_with_tethers_words_around_the_apps_data_becomes_what_was_done() {
+    // Measured with the 1.5B model in the mail conversation, after a `delete_email` that did it:
+    // "The app shows the user now, changed since the request: The inbox: [{'from':'Ana Ruiz
+    // <ana@example.com>', …" (the app-state note as the answer); on the storefront after a
+    // navigation: "The app's tools changed. Tools now: navigate, open_cart, …".
+    let shop = || Shop {
+        context: Mutex::new(vec![ContextEntry {
+            key: "cart".into(),
+            description: "The shopping cart".into(),
+            value: json!("empty"),
+        }]),
+        ..Shop::new()
+    };
+    let answers = [
+        "The app shows the user now, changed since the request: The shopping cart: [{'id':'mug.red','n':1}]",
+        "What the app shows the user now: the shopping cart, 1 item.",
+        "The app's tools changed. Tools now: open_cart, checkout, cart_clear.",
+    ];
+    for answer in answers {
+        let model = ReplayModel::new(vec![call("cart_add", json!({})), text(answer)]);
+        let done = run(&AgentLoop::new(model), &shop(), "Add a mug.").await;
+        assert_eq!(done.outcome.answer, "What was done:\n- cart_add: cart_add done", "{answer}");
+        assert_eq!(done.streamed, done.outcome.answer, "nothing of {answer:?} reached the page");
+    }
+    // The app's words in an answer of the model's own are the model's to give.
+    let model = ReplayModel::new(vec![call("cart_add", json!({})), text("Added. The app shows 1 item in the cart.")]);
+    let done = run(&AgentLoop::new(model), &shop(), "Add a mug.").await;
+    assert_eq!(done.outcome.answer, "Added. The app shows 1 item in the cart.");
+}
+
+/// Runs `agent` for `message` after `history` (a conversation's earlier runs), as run `r2`.
+async fn run_after(agent: &AgentLoop, host: &dyn ToolHost, history: Vec<ChatMessage>, message: &str) -> common::Run {
+    let streamed = Mutex::new(String::new());
+    let on_delta = |delta: &str| streamed.lock().unwrap().push_str(delta);
+    let outcome =
+        agent.run(host, &RunSink { on_delta: &on_delta, on_event: &|_| {} }, &"r2".into(), message, history).await;
+    common::Run { outcome, streamed: streamed.into_inner().unwrap(), events: Vec::new() }
+}
+
+#[tokio::test]
+async fn an_answer_that_copies_an_earlier_one_is_asked_again_without_the_history() {
+    // Measured with the 1.5B model in the calendar's conversation: after `cancel_event` did what
+    // "Cancel lunch with Ana." asked, the answer was the conversation's first, "The dentist
+    // appointment is on Tuesday at 15:00.", and so for the next four requests it acted on; on
+    // the storefront, "What's in my cart?" was answered with the first request's "The red mug
+    // has been added to your cart. …", again after being told it claimed an action.
+    let dentist = "The dentist appointment is on Tuesday at 15:00.";
+    let history = || {
+        vec![
+            ChatMessage::User { content: "When is my dentist appointment?".into() },
+            ChatMessage::Assistant {
+                content: format!("{{\"next\": \"answer\", \"answer\": \"{dentist}\"}}"),
+                tool_calls: Vec::new(),
+            },
+        ]
+    };
+    let reads_history = |request: &ChatRequest| {
+        request
+            .messages
+            .iter()
+            .any(|m| matches!(m, ChatMessage::Assistant { content, .. } if content.contains("dentist")))
+    };
+    let model = ReplayModel::new(vec![call("cart_add", json!({})), text(dentist), text("I added a mug to your cart.")]);
+    let copied = run_after(&AgentLoop::new(model.clone()), &Shop::new(), history(), "Add a mug.").await;
+    assert_eq!(copied.outcome.answer, "I added a mug to your cart.");
+    assert_eq!(copied.streamed, copied.outcome.answer, "the copy never reached the page");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(reads_history(&requests[1]));
+    assert!(!reads_history(&requests[2]), "asked again without the history");
+    assert!(
+        requests[2]
+            .messages
+            .iter()
+            .any(|m| matches!(m, ChatMessage::Tool { content, .. } if content == "cart_add done")),
+        "with the run's own messages"
+    );
+    assert!(
+        !copied
+            .outcome
+            .messages
+            .iter()
+            .any(|m| matches!(m, ChatMessage::Assistant { content, .. } if content == dentist)),
+        "the conversation keeps no copy"
+    );
+
+    // A question's copy, without a call, the same; the same words again without the history are
+    // the model's own answer.
+    let model = Asker::new(vec![text(dentist), text(dentist)]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true);
+    let question = run_after(&agent, &Shop::new(), history(), "What's in my cart?").await;
+    assert_eq!(question.outcome.answer, dentist);
+    let turns = model.turns.requests();
+    assert_eq!(turns.len(), 2);
+    assert!(reads_history(&turns[0]) && !reads_history(&turns[1]));
+
+    // Kept at once: an answer to a message that is neither a question nor acted on (it may well
+    // be the same as before), the same answer to the same message asked again, and one that only
+    // starts as the earlier one did.
+    let model = ReplayModel::new(vec![text(dentist)]);
+    let neither = run_after(&AgentLoop::new(model), &Shop::new(), history(), "Remember that.").await;
+    assert_eq!(neither.outcome.answer, dentist);
+    let model = ReplayModel::new(vec![call("open_cart", json!({})), text(dentist)]);
+    let again = run_after(&AgentLoop::new(model), &Shop::new(), history(), "When is my dentist appointment?").await;
+    assert_eq!(again.outcome.answer, dentist);
+    let longer = "The dentist appointment is on Tuesday at 15:00. I added a mug too.";
+    let model = ReplayModel::new(vec![call("cart_add", json!({})), text(longer)]);
+    let own = run_after(&AgentLoop::new(model.clone()), &Shop::new(), history(), "Add a mug.").await;
+    assert_eq!(own.outcome.answer, longer);
+    assert_eq!(own.streamed, longer);
+    assert_eq!(model.requests().len(), 2);
+}
+
 /// A model for the question check: each classifying request (`complete_json`) is answered by a
 /// rule a test can see (a message with `?` is a question; `open_*` tools only read), or fails
 /// when `classify_fails`; turns are answered from `turns`. Counts both at its end.
