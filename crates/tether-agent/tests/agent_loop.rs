@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use common::ReplayModel;
 use serde_json::{Value, json};
-use tether_agent::BoxFuture;
 use tether_agent::*;
 use tether_protocol::{ResultStatus, RunEndEvent, RunEvent, RunStatus, ToolEndEvent, ToolSpec, ToolStartEvent};
+use tether_scripted::Page;
 
 /// The script, then "(script ended)" for every further turn.
 fn replay(replies: Vec<ModelReply>) -> Arc<ReplayModel> {
@@ -27,46 +27,27 @@ fn calls(name: &str, arguments: Value) -> ModelReply {
     }
 }
 
-/// Tools that record their executions.
-struct FakeHost {
-    tools: Vec<ToolSpec>,
-    executed: Mutex<Vec<(String, Value)>>,
-    output: String,
-}
-
-impl FakeHost {
-    fn new(output: &str) -> Self {
-        let schema = json!({"type": "object", "properties": {"seat_class": {"enum": ["first", "tourist"]}}});
-        let tools = ["book_ticket", "cart_clear"]
-            .iter()
-            .map(|name| ToolSpec::new(*name, "d").with_parameters(schema.clone()))
-            .collect();
-        FakeHost { tools, executed: Mutex::new(Vec::new()), output: output.into() }
-    }
-}
-
-impl ToolHost for FakeHost {
-    fn tools(&self) -> Vec<ToolSpec> {
-        self.tools.clone()
-    }
-
-    fn check(&self, name: &str, args: &Value) -> Result<(), ToolOutput> {
-        if args.get("seat_class").is_some_and(|v| v != "first" && v != "tourist") {
-            return Err(ToolOutput::new(
-                ResultStatus::InvalidArgs,
-                format!("Validation args \"{name}\": /seat_class: bad"),
-            ));
-        }
-        Ok(())
-    }
-
-    fn execute<'a>(&'a self, call: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput> {
-        let name = call.name;
-        Box::pin(async move {
-            self.executed.lock().unwrap().push((name.to_string(), args));
-            ToolOutput::new(ResultStatus::Ok, self.output.clone())
+/// `book_ticket` and `cart_clear`, both taking a `seat_class` the page validates, each answered
+/// with `output`; `book_ticket` is `followUp: false` unless `follow_up`.
+fn booking(output: &str, follow_up: bool) -> Page {
+    let schema = json!({"type": "object", "properties": {"seat_class": {"enum": ["first", "tourist"]}}});
+    let mut tools: Vec<ToolSpec> = ["book_ticket", "cart_clear"]
+        .iter()
+        .map(|name| ToolSpec::new(*name, "d").with_parameters(schema.clone()))
+        .collect();
+    tools[0].follow_up = follow_up;
+    let output = output.to_string();
+    Page::new(tools)
+        .checking(|name, args| {
+            if args.get("seat_class").is_some_and(|v| v != "first" && v != "tourist") {
+                return Err(ToolOutput::new(
+                    ResultStatus::InvalidArgs,
+                    format!("Validation args \"{name}\": /seat_class: bad"),
+                ));
+            }
+            Ok(())
         })
-    }
+        .answering(move |_, _| ToolOutput::new(ResultStatus::Ok, output.clone()))
 }
 
 struct Recorded {
@@ -74,7 +55,7 @@ struct Recorded {
     text: Mutex<String>,
 }
 
-async fn run(agent: &AgentLoop, host: &FakeHost) -> (RunOutcome, Vec<RunEvent>, String) {
+async fn run(agent: &AgentLoop, host: &Page) -> (RunOutcome, Vec<RunEvent>, String) {
     let recorded = Recorded { events: Mutex::new(Vec::new()), text: Mutex::new(String::new()) };
     let on_delta = |delta: &str| recorded.text.lock().unwrap().push_str(delta);
     let on_event = |event: RunEvent| recorded.events.lock().unwrap().push(event);
@@ -100,10 +81,10 @@ async fn a_denied_tool_never_runs_and_the_model_reads_the_reason() {
                 Ok(ToolDecision::Allow)
             }
         }));
-    let host = FakeHost::new("booked");
+    let host = booking("booked", true);
     let (outcome, events, _) = run(&agent, &host).await;
     assert_eq!(outcome.status, RunStatus::Completed);
-    assert!(host.executed.lock().unwrap().is_empty(), "the denied tool ran");
+    assert!(host.ran().is_empty(), "the denied tool ran");
     assert_eq!(tool_messages(&model), ["[denied] Blocked by policy: first class needs a manager's approval."]);
     assert!(
         !events.iter().any(|e| matches!(e, RunEvent::ToolExecutionStart(ToolStartEvent { .. }))),
@@ -122,9 +103,9 @@ async fn a_mocked_tool_answers_without_running() {
     let agent = AgentLoop::new(model.clone()).with_hooks(
         Hooks::new().on_before_tool_execution(|_| async { Ok(ToolDecision::Mock { result: json!({"cleared": 0}) }) }),
     );
-    let host = FakeHost::new("real");
+    let host = booking("real", true);
     run(&agent, &host).await;
-    assert!(host.executed.lock().unwrap().is_empty());
+    assert!(host.ran().is_empty());
     assert_eq!(tool_messages(&model), ["{\"cleared\":0}"]);
 }
 
@@ -137,7 +118,7 @@ async fn after_tool_execution_decides_what_the_model_reads_and_the_end_event_car
             Ok(output)
         },
     ));
-    let host = FakeHost::new("Booked for DNI 12.345.678");
+    let host = booking("Booked for DNI 12.345.678", true);
     let (_, events, _) = run(&agent, &host).await;
     assert_eq!(tool_messages(&model), ["Booked for DNI ***"]);
     let end = events.iter().find_map(|e| match e {
@@ -157,13 +138,13 @@ async fn before_provider_call_can_hide_a_tool_and_add_context() {
             Ok(call)
         },
     ));
-    let host = FakeHost::new("cleared");
+    let host = booking("cleared", true);
     run(&agent, &host).await;
     let requests = model.requests();
     assert!(requests[0].tools.iter().all(|t| t.name != "cart_clear"));
     assert_eq!(requests[0].messages[1], ChatMessage::System { content: "Today is 2026-11-30.".into() });
     drop(requests);
-    assert!(host.executed.lock().unwrap().is_empty(), "a hidden tool cannot be called");
+    assert!(host.ran().is_empty(), "a hidden tool cannot be called");
     assert!(tool_messages(&model)[0].starts_with("[unknown_tool] Unknown tool \"cart_clear\""));
 }
 
@@ -176,10 +157,10 @@ async fn invalid_arguments_never_reach_the_hooks_or_the_tool() {
         *counter.lock().unwrap() += 1;
         async { Ok(ToolDecision::Allow) }
     }));
-    let host = FakeHost::new("x");
+    let host = booking("x", true);
     run(&agent, &host).await;
     assert_eq!(*seen.lock().unwrap(), 0);
-    assert!(host.executed.lock().unwrap().is_empty());
+    assert!(host.ran().is_empty());
     assert!(tool_messages(&model)[0].starts_with("[invalid_args] Validation args \"book_ticket\""));
 }
 
@@ -207,7 +188,7 @@ async fn hooks_run_before_their_events_and_turns_are_observed_in_order() {
                 async { Ok(()) }
             }),
     );
-    let host = FakeHost::new("x");
+    let host = booking("x", true);
     let events_log = log.clone();
     let on_delta = |_: &str| {};
     let on_event = move |event: RunEvent| {
@@ -243,12 +224,12 @@ async fn a_hook_error_or_panic_ends_the_run_with_a_clear_error() {
     let model = replay(vec![calls("book_ticket", json!({}))]);
     let agent = AgentLoop::new(model)
         .with_hooks(Hooks::new().on_before_tool_execution(|_| async { Err(HookError::from("policy service down")) }));
-    let host = FakeHost::new("x");
+    let host = booking("x", true);
     let (outcome, events, _) = run(&agent, &host).await;
     assert_eq!(outcome.status, RunStatus::Failed);
     assert_eq!(outcome.error.as_deref(), Some("hook before_tool_execution failed: policy service down"));
     assert!(matches!(events.last(), Some(RunEvent::RunEnd(RunEndEvent { status: RunStatus::Failed, .. }))));
-    assert!(host.executed.lock().unwrap().is_empty());
+    assert!(host.ran().is_empty());
 
     let model = replay(vec![text("hi")]);
     let agent =
@@ -271,10 +252,10 @@ async fn max_turns_ends_a_run_that_never_answers() {
     // Without the loop guard (with it, the repeats below end the run earlier: see loop_guard.rs).
     let model = replay((0..20).map(|_| calls("book_ticket", json!({}))).collect());
     let agent = AgentLoop::new(model).with_max_turns(3).with_loop_guard(LoopGuard::off());
-    let host = FakeHost::new("x");
+    let host = booking("x", true);
     let (outcome, _, streamed) = run(&agent, &host).await;
     assert_eq!((outcome.status, outcome.turns), (RunStatus::MaxTurns, 3));
-    assert_eq!(host.executed.lock().unwrap().len(), 3);
+    assert_eq!(host.ran().len(), 3);
     // Never an empty answer: it says why it stopped and what was done.
     assert!(outcome.answer.starts_with("I stopped at the limit of steps"), "{}", outcome.answer);
     assert_eq!(outcome.answer.matches("- book_ticket: x").count(), 3, "{}", outcome.answer);
@@ -291,7 +272,7 @@ async fn the_stop_gate_can_send_the_answer_back_and_cap_the_run() {
             StopDecision::Capped
         })
     }));
-    let host = FakeHost::new("x");
+    let host = booking("x", true);
     let (outcome, _, streamed) = run(&agent, &host).await;
     assert_eq!(outcome.status, RunStatus::Capped);
     assert_eq!(outcome.answer, "draft two");
@@ -307,7 +288,7 @@ async fn a_malformed_tool_call_is_explained_to_the_model() {
         ModelReply { malformed_tool_call: Some("the tool call is not valid JSON".into()), ..ModelReply::default() };
     let model = replay(vec![broken, text("plain answer")]);
     let agent = AgentLoop::new(model.clone());
-    let host = FakeHost::new("x");
+    let host = booking("x", true);
     let (outcome, _, _) = run(&agent, &host).await;
     assert_eq!((outcome.status, outcome.answer.as_str()), (RunStatus::Completed, "plain answer"));
     let requests = model.requests();
@@ -319,12 +300,11 @@ async fn a_malformed_tool_call_is_explained_to_the_model() {
 async fn a_follow_up_false_tool_ends_the_run_after_its_result_without_another_model_turn() {
     let model = replay(vec![calls("book_ticket", json!({"seat_class": "first"})), text("booked, enjoy")]);
     let agent = AgentLoop::new(model.clone());
-    let mut host = FakeHost::new("seat 12A");
-    host.tools[0].follow_up = false;
+    let host = booking("seat 12A", false);
     let (outcome, events, text) = run(&agent, &host).await;
     assert_eq!(outcome.status, RunStatus::Completed);
     assert_eq!(model.requests().len(), 1, "the model was asked again after a followUp: false tool");
-    assert_eq!(host.executed.lock().unwrap().len(), 1);
+    assert_eq!(host.ran().len(), 1);
     assert_eq!(text, "", "no follow-up answer, and no summary in its place: the result is the answer");
     assert_eq!(outcome.answer, "");
     assert!(
@@ -338,8 +318,7 @@ async fn a_follow_up_false_tool_ends_the_run_after_its_result_without_another_mo
 async fn a_follow_up_false_tool_that_fails_validation_is_still_followed_up() {
     let model = replay(vec![calls("book_ticket", json!({"seat_class": "luxury"})), text("that class does not exist")]);
     let agent = AgentLoop::new(model.clone());
-    let mut host = FakeHost::new("seat 12A");
-    host.tools[0].follow_up = false;
+    let host = booking("seat 12A", false);
     let (outcome, _, text) = run(&agent, &host).await;
     assert_eq!(outcome.status, RunStatus::Completed);
     assert_eq!(model.requests().len(), 2, "a refused call of a followUp: false tool must still be answered");

@@ -14,6 +14,7 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 use tether_agent::*;
 use tether_protocol::{ResultStatus, RunStatus, ToolSpec};
+use tether_scripted::Page;
 
 /// The mock's window, in its own tokens (1 per 4 bytes of the request's messages).
 const WINDOW: usize = 2_000;
@@ -59,22 +60,14 @@ async fn llama(reports: bool) -> (String, Arc<Mutex<Seen>>) {
     (base, seen)
 }
 
-struct Notes;
-
-impl ToolHost for Notes {
-    fn tools(&self) -> Vec<ToolSpec> {
-        vec![ToolSpec::new("note_add", "Add a note.").with_parameters(
+/// A page with one tool, `note_add`, answered "added".
+fn notes() -> Page {
+    Page::new(vec![
+        ToolSpec::new("note_add", "Add a note.").with_parameters(
             json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
-        )]
-    }
-
-    fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
-        Ok(())
-    }
-
-    fn execute<'a>(&'a self, _: CallRef<'a>, _: Value) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async { ToolOutput::new(ResultStatus::Ok, "added") })
-    }
+        ),
+    ])
+    .answering(|_, _| ToolOutput::new(ResultStatus::Ok, "added"))
 }
 
 fn agent(base: &str) -> AgentLoop {
@@ -91,7 +84,7 @@ async fn converse(agent: &AgentLoop) -> Vec<RunOutcome> {
     for n in 0..75 {
         let text = format!("Message {n}: {}", "please remember this sentence about the weather. ".repeat(4));
         let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
-        let outcome = agent.run(&Notes, &sink, &format!("r{n}").into(), &text, history).await;
+        let outcome = agent.run(&notes(), &sink, &format!("r{n}").into(), &text, history).await;
         history = outcome.messages.clone();
         outcomes.push(outcome);
     }
@@ -152,7 +145,7 @@ async fn a_message_too_long_for_the_window_is_refused_before_it_is_sent() {
     let (base, seen) = llama(true).await;
     let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
     let text = "word ".repeat(WINDOW * 4);
-    let outcome = agent(&base).run(&Notes, &sink, &"r1".into(), &text, Vec::new()).await;
+    let outcome = agent(&base).run(&notes(), &sink, &"r1".into(), &text, Vec::new()).await;
     assert_eq!(outcome.status, RunStatus::Failed);
     let error = outcome.error.unwrap();
     assert!(

@@ -13,6 +13,7 @@ use common::{ReplayModel, call, run, text, tool_results};
 use serde_json::{Value, json};
 use tether_agent::*;
 use tether_protocol::{ContextEntry, ResultStatus, RunEvent, RunStatus, ToolSpec};
+use tether_scripted::Page;
 
 fn spec(name: &str, description: &str) -> ToolSpec {
     ToolSpec::new(name, description)
@@ -1077,7 +1078,7 @@ async fn the_no_action_check_asks_nothing_among_more_actions_than_it_compares() 
             .collect(),
     );
     run(&agent, &office, "Put it away for me.").await;
-    assert_eq!(*office.ran.lock().unwrap(), ["file_form"]);
+    assert_eq!(office.ran_names(), ["file_form"]);
     assert!(model.choice_asked().is_empty(), "{:?}", model.choice_asked());
 }
 
@@ -1159,32 +1160,19 @@ async fn a_requests_later_step_is_compared_only_with_what_is_left_and_none_of_th
     assert_eq!(*shop.ran.lock().unwrap(), ["cart_clear"]);
 }
 
-/// A page whose `cart_remove` takes one of the two mugs in the cart; it records the arguments
-/// of each call it runs.
-#[derive(Default)]
-struct Mugs {
-    ran: Mutex<Vec<Value>>,
+/// A page whose `cart_remove` takes one of the two mugs in the cart.
+fn mugs() -> Page {
+    Page::new(vec![spec("cart_remove", "Remove a product from the shopping cart.").with_parameters(json!({
+        "type": "object",
+        "properties": {"productId": {"type": "string", "enum": ["mug-blue", "mug-red"]}},
+        "required": ["productId"]
+    }))])
+    .answering(|_, args| ToolOutput::new(ResultStatus::Ok, format!("removed {}", args["productId"])))
 }
 
-impl ToolHost for Mugs {
-    fn tools(&self) -> Vec<ToolSpec> {
-        vec![spec("cart_remove", "Remove a product from the shopping cart.").with_parameters(json!({
-            "type": "object",
-            "properties": {"productId": {"type": "string", "enum": ["mug-blue", "mug-red"]}},
-            "required": ["productId"]
-        }))]
-    }
-
-    fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
-        Ok(())
-    }
-
-    fn execute<'a>(&'a self, _: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            self.ran.lock().unwrap().push(args.clone());
-            ToolOutput::new(ResultStatus::Ok, format!("removed {}", args["productId"]))
-        })
-    }
+/// The arguments of each call `page` ran.
+fn ran_args(page: &Page) -> Vec<Value> {
+    page.ran().into_iter().map(|(_, args)| args).collect()
 }
 
 #[tokio::test]
@@ -1197,9 +1185,9 @@ async fn a_value_the_message_does_not_ask_for_is_refused_and_the_model_reads_whi
         text("Removed the red mug."),
     ]);
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let page = Mugs::default();
+    let page = mugs();
     let done = run(&agent, &page, "Remove the red mug.").await;
-    assert_eq!(*page.ran.lock().unwrap(), [json!({"productId": "mug-red"})], "the blue mug never left");
+    assert_eq!(ran_args(&page), [json!({"productId": "mug-red"})], "the blue mug never left");
     let results = tool_results(&done.outcome.messages);
     assert!(
         results[0].contains("does not ask for productId \"mug-blue\". It asks rather for productId \"mug-red\""),
@@ -1215,16 +1203,16 @@ async fn a_value_the_message_does_not_ask_for_is_refused_and_the_model_reads_whi
     let model = Asker::with_logprobs(vec![call("cart_remove", json!({"productId": "mug-blue"})), text("Done.")]);
     let agent =
         AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75)).with_value_check(false);
-    let page = Mugs::default();
+    let page = mugs();
     run(&agent, &page, "Remove the red mug.").await;
-    assert_eq!(*page.ran.lock().unwrap(), [json!({"productId": "mug-blue"})]);
+    assert_eq!(ran_args(&page), [json!({"productId": "mug-blue"})]);
 }
 
 #[tokio::test]
 async fn a_value_the_user_edited_before_approving_is_not_asked_about() {
     // The approval dialog's refusal tells the model the user's arguments: its call with them
     // runs although the message named the other mug.
-    struct Edited(Mugs);
+    struct Edited(Page);
     impl ToolHost for Edited {
         fn tools(&self) -> Vec<ToolSpec> {
             self.0.tools()
@@ -1251,9 +1239,9 @@ async fn a_value_the_user_edited_before_approving_is_not_asked_about() {
         text("Removed the blue mug."),
     ]);
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let page = Edited(Mugs::default());
+    let page = Edited(mugs());
     run(&agent, &page, "Remove the red mug.").await;
-    assert_eq!(*page.0.ran.lock().unwrap(), [json!({"productId": "mug-blue"})]);
+    assert_eq!(ran_args(&page.0), [json!({"productId": "mug-blue"})]);
 }
 
 #[tokio::test]
@@ -1279,7 +1267,7 @@ async fn a_value_written_in_another_spelling_of_an_allowed_one_runs_as_it() {
     // Under a grammar without the enum, the 1.5B model wrote `productId: "blue-mug"` for "one
     // blue mug", where the page allows `mug-blue`, and wrote it again after the validation error
     // until the loop guard stopped it (the task benchmark, 2026-12-05). The page validates here.
-    struct Validating(Mugs);
+    struct Validating(Page);
     impl ToolHost for Validating {
         fn tools(&self) -> Vec<ToolSpec> {
             self.0.tools()
@@ -1303,9 +1291,9 @@ async fn a_value_written_in_another_spelling_of_an_allowed_one_runs_as_it() {
     let model =
         ReplayModel::new(vec![call("cart_remove", json!({"productId": "red-mug"})), text("Removed the red mug.")]);
     let agent = AgentLoop::new(model.clone());
-    let page = Validating(Mugs::default());
+    let page = Validating(mugs());
     let done = run(&agent, &page, "Remove the red mug.").await;
-    assert_eq!(*page.0.ran.lock().unwrap(), [json!({"productId": "mug-red"})], "the page ran it as the allowed value");
+    assert_eq!(ran_args(&page.0), [json!({"productId": "mug-red"})], "the page ran it as the allowed value");
     let results = tool_results(&done.outcome.messages);
     assert_eq!(results, ["removed \"mug-red\"\n(productId \"red-mug\" was read as \"mug-red\".)"]);
     let started: Vec<&Value> = done
@@ -1322,49 +1310,23 @@ async fn a_value_written_in_another_spelling_of_an_allowed_one_runs_as_it() {
     // A value with other words than any allowed one is left to the validation.
     let model = ReplayModel::new(vec![call("cart_remove", json!({"productId": "mugs-red"})), text("I could not.")]);
     let agent = AgentLoop::new(model.clone());
-    let page = Validating(Mugs::default());
+    let page = Validating(mugs());
     let done = run(&agent, &page, "Remove the red mugs.").await;
-    assert!(page.0.ran.lock().unwrap().is_empty());
+    assert!(page.0.ran().is_empty());
     let results = tool_results(&done.outcome.messages);
     assert!(results[0].starts_with("[invalid_args] Validation args"), "{results:?}");
 }
 
 /// A page whose tools only record that they ran (each result is "<tool> done").
-struct Page {
-    tools: Vec<ToolSpec>,
-    ran: Mutex<Vec<String>>,
-}
-
-impl Page {
-    fn new(tools: Vec<ToolSpec>) -> Self {
-        Page { tools, ran: Mutex::new(Vec::new()) }
-    }
-
-    /// A shop with a tool that waits for approval: `cart_add` (no risk) and `checkout`
-    /// (critical), both on the page; the user approves.
-    fn till() -> Self {
-        Page::new(vec![
-            spec("open_cart", "Open the cart page."),
-            spec("cart_add", "Add a product to the shopping cart."),
-            spec("checkout", "Place the order and pay for everything in the cart.")
-                .with_risk(tether_protocol::Risk::Critical),
-        ])
-    }
-}
-
-impl ToolHost for Page {
-    fn tools(&self) -> Vec<ToolSpec> {
-        self.tools.clone()
-    }
-
-    fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
-        Ok(())
-    }
-
-    fn execute<'a>(&'a self, call: CallRef<'a>, _: Value) -> BoxFuture<'a, ToolOutput> {
-        self.ran.lock().unwrap().push(call.name.to_string());
-        Box::pin(async move { ToolOutput::new(ResultStatus::Ok, format!("{} done", call.name)) })
-    }
+/// A shop with a tool that waits for approval: `cart_add` (no risk) and `checkout` (critical),
+/// both on the page; the user approves.
+fn till() -> Page {
+    Page::new(vec![
+        spec("open_cart", "Open the cart page."),
+        spec("cart_add", "Add a product to the shopping cart."),
+        spec("checkout", "Place the order and pay for everything in the cart.")
+            .with_risk(tether_protocol::Risk::Critical),
+    ])
 }
 
 #[tokio::test]
@@ -1377,9 +1339,9 @@ async fn a_call_that_waits_for_approval_after_everything_asked_is_done_is_refuse
         || vec![call("open_cart", json!({})), call("cart_add", json!({})), call("checkout", json!({})), text("Done.")];
     let model = Asker::with_choices(turns(), Vec::new());
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let page = Page::till();
+    let page = till();
     let done = run(&agent, &page, "Buy me a black T-shirt as well.").await;
-    assert_eq!(*page.ran.lock().unwrap(), ["open_cart", "cart_add"], "checkout never reached the page");
+    assert_eq!(page.ran_names(), ["open_cart", "cart_add"], "checkout never reached the page");
     let results = tool_results(&done.outcome.messages);
     assert!(
         results[2].contains(
@@ -1396,67 +1358,46 @@ async fn a_call_that_waits_for_approval_after_everything_asked_is_done_is_refuse
     // Two actions asked, one done: checkout runs.
     let model = Asker::with_choices(turns(), Vec::new());
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let page = Page::till();
+    let page = till();
     run(&agent, &page, "Add a black T-shirt and check out.").await;
-    assert_eq!(*page.ran.lock().unwrap(), ["open_cart", "cart_add", "checkout"]);
+    assert_eq!(page.ran_names(), ["open_cart", "cart_add", "checkout"]);
 
     // Checkout as the run's first change: nothing is counted, nothing asked.
     let model = Asker::with_choices(vec![call("checkout", json!({})), text("Ordered.")], Vec::new());
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let page = Page::till();
+    let page = till();
     run(&agent, &page, "Check out.").await;
-    assert_eq!(*page.ran.lock().unwrap(), ["checkout"]);
+    assert_eq!(page.ran_names(), ["checkout"]);
     assert!(!model.asked().iter().any(|p| p.contains("List the separate actions")));
 
     // Off: checkout runs after the add.
     let model = Asker::with_choices(turns(), Vec::new());
     let agent =
         AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75)).with_action_count(false);
-    let page = Page::till();
+    let page = till();
     run(&agent, &page, "Buy me a black T-shirt as well.").await;
-    assert_eq!(*page.ran.lock().unwrap(), ["open_cart", "cart_add", "checkout"]);
+    assert_eq!(page.ran_names(), ["open_cart", "cart_add", "checkout"]);
 }
 
 /// A mailbox: `open_email` reads, `archive_email` and `send_email` change something; the inbox
-/// (with its opaque ids) is the app state.
-#[derive(Default)]
-struct Mailbox {
-    ran: Mutex<Vec<(String, Value)>>,
-    /// The ids are an `enum` of the inbox's (else any string).
-    enum_ids: bool,
-}
-
-impl ToolHost for Mailbox {
-    fn tools(&self) -> Vec<ToolSpec> {
-        let id =
-            if self.enum_ids { json!({"type": "string", "enum": ["e3", "e4"]}) } else { json!({"type": "string"}) };
-        let id = json!({"type": "object", "properties": {"id": id}, "required": ["id"]});
-        vec![
-            spec("open_email", "Open an email and read all of it.").with_parameters(id.clone()),
-            spec("archive_email", "Move an email out of the inbox into the archive.").with_parameters(id),
-            spec("send_email", "Write and send a new email.").with_parameters(
-                json!({"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}}}),
-            ),
-        ]
-    }
-
-    fn context(&self) -> Vec<ContextEntry> {
-        vec![ContextEntry {
-            key: "inbox".into(),
-            description: "The inbox".into(),
-            value: json!([{"id": "e3", "from": "Bob <bob@chen.example>", "subject": "Invoice 221"},
-                          {"id": "e4", "from": "Carla <carla@example.com>", "subject": "Slides"}]),
-        }]
-    }
-
-    fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
-        Ok(())
-    }
-
-    fn execute<'a>(&'a self, call: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput> {
-        self.ran.lock().unwrap().push((call.name.to_string(), args));
-        Box::pin(async move { ToolOutput::new(ResultStatus::Ok, format!("{} done", call.name)) })
-    }
+/// (with its opaque ids) is the app state. With `enum_ids`, the ids are an `enum` of the inbox's
+/// (else any string).
+fn mailbox(enum_ids: bool) -> Page {
+    let id = if enum_ids { json!({"type": "string", "enum": ["e3", "e4"]}) } else { json!({"type": "string"}) };
+    let id = json!({"type": "object", "properties": {"id": id}, "required": ["id"]});
+    Page::new(vec![
+        spec("open_email", "Open an email and read all of it.").with_parameters(id.clone()),
+        spec("archive_email", "Move an email out of the inbox into the archive.").with_parameters(id),
+        spec("send_email", "Write and send a new email.").with_parameters(
+            json!({"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}}}),
+        ),
+    ])
+    .with_context(vec![ContextEntry {
+        key: "inbox".into(),
+        description: "The inbox".into(),
+        value: json!([{"id": "e3", "from": "Bob <bob@chen.example>", "subject": "Invoice 221"},
+                      {"id": "e4", "from": "Carla <carla@example.com>", "subject": "Slides"}]),
+    }])
 }
 
 #[tokio::test]
@@ -1468,9 +1409,9 @@ async fn a_call_the_message_names_by_its_tool_is_not_asked_about() {
     let turns = || vec![call("archive_email", json!({"id": "e4"})), text("Archived.")];
     let model = Asker::with_logprobs(turns());
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let mail = Mailbox::default();
+    let mail = mailbox(false);
     let done = run(&agent, &mail, "Archive Carla's message.").await;
-    assert_eq!(*mail.ran.lock().unwrap(), [("archive_email".to_string(), json!({"id": "e4"}))]);
+    assert_eq!(mail.ran(), [("archive_email".to_string(), json!({"id": "e4"}))]);
     assert_eq!(done.outcome.answer, "Archived.");
     assert!(model.fit_asked().is_empty(), "{:?}", model.fit_asked());
 
@@ -1478,9 +1419,9 @@ async fn a_call_the_message_names_by_its_tool_is_not_asked_about() {
     let model =
         Asker::with_logprobs(vec![call("archive_email", json!({"id": "e4"})), text("That cannot be done here.")]);
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let mail = Mailbox::default();
+    let mail = mailbox(false);
     run(&agent, &mail, "Put Carla's message away.").await;
-    assert!(mail.ran.lock().unwrap().is_empty());
+    assert!(mail.ran().is_empty());
     assert_eq!(model.fit_asked().len(), 1);
 }
 
@@ -1491,9 +1432,9 @@ async fn a_call_with_an_identifier_nobody_wrote_is_refused_as_made_up() {
     let forward = json!({"to": "accountant@example.com", "body": "Please see the invoice."});
     let model = Asker::with_logprobs(vec![call("send_email", forward.clone()), text("I need the address.")]);
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let mail = Mailbox::default();
+    let mail = mailbox(false);
     let done = run(&agent, &mail, "Send the invoice to my accountant.").await;
-    assert!(mail.ran.lock().unwrap().is_empty(), "the page never saw the call");
+    assert!(mail.ran().is_empty(), "the page never saw the call");
     let results = tool_results(&done.outcome.messages);
     assert!(
         results[0].contains(
@@ -1510,23 +1451,23 @@ async fn a_call_with_an_identifier_nobody_wrote_is_refused_as_made_up() {
         let args = json!({"to": to, "body": "Thanks!"});
         let model = Asker::with_logprobs(vec![call("send_email", args.clone()), text("Sent.")]);
         let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-        let mail = Mailbox::default();
+        let mail = mailbox(false);
         run(&agent, &mail, message).await;
-        assert_eq!(*mail.ran.lock().unwrap(), [("send_email".to_string(), args)], "{message}");
+        assert_eq!(mail.ran(), [("send_email".to_string(), args)], "{message}");
     }
 
     // A tool that only reads is not checked; and the check can be turned off.
     let model = Asker::with_logprobs(vec![call("open_email", json!({"id": "e9"})), text("No such email.")]);
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let mail = Mailbox::default();
+    let mail = mailbox(false);
     run(&agent, &mail, "Send me what e9 says.").await;
-    assert_eq!(mail.ran.lock().unwrap().len(), 1);
+    assert_eq!(mail.ran().len(), 1);
     let model = Asker::with_logprobs(vec![call("send_email", forward.clone()), text("Sent.")]);
     let agent =
         AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75)).with_made_up_check(false);
-    let mail = Mailbox::default();
+    let mail = mailbox(false);
     run(&agent, &mail, "Send the invoice to my accountant.").await;
-    assert_eq!(*mail.ran.lock().unwrap(), [("send_email".to_string(), forward)]);
+    assert_eq!(mail.ran(), [("send_email".to_string(), forward)]);
 }
 
 #[tokio::test]
@@ -1537,16 +1478,16 @@ async fn a_value_the_message_points_at_through_the_app_state_is_taken_and_anothe
     let turns = |id: &str| vec![call("archive_email", json!({"id": id})), text("That one cannot be archived.")];
     let model = Asker::with_logprobs(turns("e4"));
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let mail = Mailbox { enum_ids: true, ..Mailbox::default() };
+    let mail = mailbox(true);
     run(&agent, &mail, "Archive Carla's message.").await;
-    assert_eq!(*mail.ran.lock().unwrap(), [("archive_email".to_string(), json!({"id": "e4"}))]);
+    assert_eq!(mail.ran(), [("archive_email".to_string(), json!({"id": "e4"}))]);
     assert!(model.fit_asked().is_empty(), "named, pointed at: nothing asked: {:?}", model.fit_asked());
 
     let model = Asker::with_logprobs(turns("e3"));
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let mail = Mailbox { enum_ids: true, ..Mailbox::default() };
+    let mail = mailbox(true);
     let done = run(&agent, &mail, "Archive Carla's message.").await;
-    assert!(mail.ran.lock().unwrap().is_empty());
+    assert!(mail.ran().is_empty());
     let results = tool_results(&done.outcome.messages);
     assert!(
         results[0]
@@ -1558,9 +1499,9 @@ async fn a_value_the_message_points_at_through_the_app_state_is_taken_and_anothe
     // A message that points at none of them is asked about as before (and refused here).
     let model = Asker::with_logprobs(turns("e3"));
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let mail = Mailbox { enum_ids: true, ..Mailbox::default() };
+    let mail = mailbox(true);
     run(&agent, &mail, "Archive the other email.").await;
-    assert!(mail.ran.lock().unwrap().is_empty());
+    assert!(mail.ran().is_empty());
     assert!(
         model.fit_asked().iter().any(|p| p.contains("Does the message ask for id \"e3\"")),
         "{:?}",
@@ -1732,9 +1673,9 @@ async fn a_value_called_for_a_name_the_app_shows_nowhere_is_refused_without_a_qu
     ];
     let model = Asker::with_logprobs(turns);
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let mail = Mailbox { enum_ids: true, ..Mailbox::default() };
+    let mail = mailbox(true);
     let done = run(&agent, &mail, "Archive the email from Dave.").await;
-    assert!(mail.ran.lock().unwrap().is_empty());
+    assert!(mail.ran().is_empty());
     let results = tool_results(&done.outcome.messages);
     assert!(
         results[0].contains(
@@ -1754,9 +1695,9 @@ async fn a_value_called_for_a_name_the_app_shows_nowhere_is_refused_without_a_qu
     // A name the app shows, in another message, is not refused so.
     let model = Asker::with_logprobs(vec![call("archive_email", json!({"id": "e3"})), text("Archived.")]);
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let mail = Mailbox { enum_ids: true, ..Mailbox::default() };
+    let mail = mailbox(true);
     run(&agent, &mail, "Archive the email from Bob.").await;
-    assert_eq!(*mail.ran.lock().unwrap(), [("archive_email".to_string(), json!({"id": "e3"}))]);
+    assert_eq!(mail.ran(), [("archive_email".to_string(), json!({"id": "e3"}))]);
 }
 
 #[tokio::test]
@@ -1773,9 +1714,9 @@ async fn an_answer_that_hands_a_refusal_back_is_replaced_by_why_nothing_was_done
         text("What is your accountant's email address?"),
     ]);
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let mail = Mailbox::default();
+    let mail = mailbox(false);
     let done = run(&agent, &mail, "Send the invoice to my accountant.").await;
-    assert!(mail.ran.lock().unwrap().is_empty());
+    assert!(mail.ran().is_empty());
     assert_eq!(done.outcome.answer, "What is your accountant's email address?");
     assert!(
         done.outcome.messages.iter().any(|m| matches!(m, ChatMessage::Note { content, .. }
@@ -1787,9 +1728,9 @@ async fn an_answer_that_hands_a_refusal_back_is_replaced_by_why_nothing_was_done
     // Twice: the user reads why nothing was done.
     let model = Asker::with_logprobs(vec![call("send_email", forward), echo(), echo()]);
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let mail = Mailbox::default();
+    let mail = mailbox(false);
     let done = run(&agent, &mail, "Send the invoice to my accountant.").await;
-    assert!(mail.ran.lock().unwrap().is_empty());
+    assert!(mail.ran().is_empty());
     assert_eq!(done.outcome.answer, "Nothing was done: I do not know the \"to\" to use. Please tell me what it is.");
 }
 
@@ -1805,9 +1746,9 @@ async fn an_answer_in_the_shape_of_tethers_list_of_what_was_done_is_not_delivere
         text("Sent."),
     ]);
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
-    let mail = Mailbox::default();
+    let mail = mailbox(false);
     let done = run(&agent, &mail, "Send carla@example.com a thank-you for the slides.").await;
-    assert_eq!(mail.ran.lock().unwrap().len(), 1, "asked again, the model sent it");
+    assert_eq!(mail.ran().len(), 1, "asked again, the model sent it");
     assert_eq!(done.outcome.answer, "Sent.");
 
     // Twice, with nothing done and no call refused: the user reads that nothing was done (was

@@ -466,22 +466,12 @@ async fn a_provider_failure_ends_the_run_with_a_clear_error() {
     }))
     .await;
     let agent = AgentLoop::new(Arc::new(provider(&mock.base)));
-    struct NoTools;
-    impl ToolHost for NoTools {
-        fn tools(&self) -> Vec<ToolSpec> {
-            Vec::new()
-        }
-        fn check(&self, _: &str, _: &Value) -> Result<(), ToolOutput> {
-            Ok(())
-        }
-        fn execute<'a>(&'a self, _: CallRef<'a>, _: Value) -> BoxFuture<'a, ToolOutput> {
-            unreachable!()
-        }
-    }
+    let no_tools = tether_scripted::Page::new(Vec::new());
     let on_delta = |_: &str| {};
     let on_event = |_| {};
-    let outcome =
-        agent.run(&NoTools, &RunSink { on_delta: &on_delta, on_event: &on_event }, &"r".into(), "hi", Vec::new()).await;
+    let outcome = agent
+        .run(&no_tools, &RunSink { on_delta: &on_delta, on_event: &on_event }, &"r".into(), "hi", Vec::new())
+        .await;
     assert_eq!(outcome.status, tether_protocol::RunStatus::Failed);
     assert_eq!(outcome.error.as_deref(), Some("model provider returned HTTP 401: invalid api key"));
 }

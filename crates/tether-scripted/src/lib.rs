@@ -12,8 +12,10 @@
 //! (used to show declarative hooks end to end). Its whole contract is [`SCRIPTED_CONTRACT`],
 //! which `tether serve --help` prints and the README quotes.
 
+mod page;
 mod replay;
 
+pub use page::Page;
 pub use replay::Replay;
 
 use serde_json::{Map, Value};
