@@ -3,6 +3,7 @@
 # questions for what the app cannot do, and an answer checked against the data"). Asks a model
 # server started by serve.py (`python serve.py MODEL.gguf PORT`):
 #   python action_probes.py [PORT] none     the no-action check's ratio ("None of these" ÷ the call's share)
+#   python action_probes.py [PORT] orders   the same with the actions as listed, reversed, and both averaged
 #   python action_probes.py [PORT] pair     the same with only the call's action and "None of these", and the storefront's six
 #   python action_probes.py [PORT] replies  the same for short replies, alone and after the answer before them
 #   python action_probes.py [PORT] can      three yes-or-no wordings of "can the app's actions do it?"
@@ -21,6 +22,16 @@ def none_ratio(message, app, action, before=None):
     prompt = f'{said}Message: "{message}"\n\nWhich of these actions does the message ask for?\n{lines}Answer with the letter.'
     s = shares(prompt, list(LETTERS[: len(actions) + 1]))
     return s[-1] / max(s[actions.index(action)], 1e-6)
+
+
+def none_shares(message, actions, action, before=None):
+    """The rival question's shares over `actions` in the order given, "None of these" last: the
+    action's share and the share of "None of these"."""
+    lines = "".join(f"{LETTERS[i]}) {a}\n" for i, a in enumerate(actions)) + f"{LETTERS[len(actions)]}) None of these\n"
+    said = f'Your last message: "{before}"\n' if before else ""
+    prompt = f'{said}Message: "{message}"\n\nWhich of these actions does the message ask for?\n{lines}Answer with the letter.'
+    s = shares(prompt, list(LETTERS[: len(actions) + 1]))
+    return s[actions.index(action)], s[-1]
 
 
 def pair_ratio(message, action, before=None):
@@ -179,7 +190,28 @@ def probe_verify():
         listing(f"{key} false answers", false)
 
 
-PROBES = {"none": probe_none, "pair": probe_pair, "replies": probe_replies, "can": probe_can, "goal": probe_goal, "verify": probe_verify}
+def probe_orders():
+    """The no-action ratio with the actions in the app's order, reversed, and both shares averaged
+    (a small model prefers some letters over others whatever they say)."""
+    actions = set(sum(APPS.values(), []))
+    fits = [(m, a) for m, a in POS + POS_SHOP + FITS_NEW if a in actions]
+    cant = [(m, a) for m, a in NEG if m not in DOABLE and a in actions] + CANT_NEW
+    out = {}
+    for label, pairs in (("fits", fits), ("no action of the app", cant)):
+        for m, a in pairs:
+            listed = APPS[app_of(a)]
+            own1, none1 = none_shares(m, listed, a)
+            own2, none2 = none_shares(m, listed[::-1], a)
+            ratios = {"as listed": none1 / max(own1, 1e-6), "reversed": none2 / max(own2, 1e-6),
+                      "averaged": (none1 + none2) / max(own1 + own2, 1e-6)}
+            for key, r in ratios.items():
+                out.setdefault((label, key), []).append(r)
+            print(f"{label} | {m} | {a} | " + " ".join(f"{k} {r:.2f}" for k, r in ratios.items()), flush=True)
+    for (label, key), values in out.items():
+        listing(f"{label}, {key}", values)
+
+
+PROBES = {"orders": probe_orders, "none": probe_none, "pair": probe_pair, "replies": probe_replies, "can": probe_can, "goal": probe_goal, "verify": probe_verify}
 chosen = [a for a in sys.argv[1:] if not a.isdigit()] or ["none"]
 unknown = [c for c in chosen if c not in PROBES]
 if unknown:
