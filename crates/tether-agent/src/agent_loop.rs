@@ -1094,7 +1094,7 @@ impl AgentLoop {
                 other => other?,
             };
             // What was streamed but held back as a possible claim; shown below unless withdrawn.
-            let mut unshown = gate.into_inner().expect("claim gate").finish();
+            let (shown, mut unshown) = gate.into_inner().expect("claim gate").finish();
             let show = |text: &str| {
                 if !text.is_empty() {
                     (sink.on_delta)(text);
@@ -1282,45 +1282,68 @@ impl AgentLoop {
                 }
                 if self.loop_guard.check_claims && !summarised {
                     if let Some(claim) = claims::unbacked_claim(&reply.text, &state.succeeded) {
-                        if !state.claim_nudged {
-                            // Not delivered: the model is told that nothing did it, once.
-                            state.claim_nudged = true;
+                        // After calls that succeeded, the sentences before the claim were checked
+                        // and shown: the user has read what was done, and asked again the model
+                        // writes a second answer after them (measured: "The order T-1001 has been
+                        // placed. The cart is now empty." shown, "The order confirmation page has
+                        // been opened." held, then the withdrawn claim's "I could not do that: …"
+                        // after the first two). In a run that did nothing, the model is told, as
+                        // it then often calls what it claimed.
+                        let after_shown = !hold_text
+                            && !cleaned
+                            && !state.succeeded.is_empty()
+                            && !shown.trim().is_empty()
+                            && reply.text.starts_with(shown.as_str());
+                        if after_shown {
+                            // The claim and what follows it are left out; the answer is what was shown.
                             tracing::info!(
                                 run = %run_id,
                                 claim,
-                                "the answer claims an action no tool took; asked again"
+                                "a later sentence of the answer claims an action no tool took; left out"
                             );
-                            state.messages.push(ChatMessage::Assistant { content, tool_calls: Vec::new() });
-                            let nudge = if state.question {
-                                claims::question_nudge(&claim)
+                            reply.text = shown.trim_end().to_string();
+                            cleaned = true;
+                        } else {
+                            if !state.claim_nudged {
+                                // Not delivered: the model is told that nothing did it, once.
+                                state.claim_nudged = true;
+                                tracing::info!(
+                                    run = %run_id,
+                                    claim,
+                                    "the answer claims an action no tool took; asked again"
+                                );
+                                state.messages.push(ChatMessage::Assistant { content, tool_calls: Vec::new() });
+                                let nudge = if state.question {
+                                    claims::question_nudge(&claim)
+                                } else {
+                                    let offered: Vec<(&str, &str)> =
+                                        visible.iter().map(|t| (t.name.as_str(), t.description.as_str())).collect();
+                                    claims::nudge(&claim, &claims::backers(&claim, &offered))
+                                };
+                                state.messages.push(ChatMessage::note(NoteKind::Hook, nudge));
+                                self.end_turn(sink, &info, reply.text, 0).await?;
+                                continue;
+                            }
+                            tracing::warn!(
+                                run = %run_id,
+                                claim,
+                                "the answer claims an action no tool took, again; withheld"
+                            );
+                            // What streamed before the claim stays; the claim is not delivered (nor
+                            // the rest of an answer that confused: measured, its other sentences were
+                            // wrong too).
+                            let done =
+                                (!state.done.is_empty()).then(|| state.summary(RunStatus::Completed, self.max_turns));
+                            reply.text = if state.question {
+                                claims::QUESTION_WITHDRAWN.to_string()
                             } else {
-                                let offered: Vec<(&str, &str)> =
-                                    visible.iter().map(|t| (t.name.as_str(), t.description.as_str())).collect();
-                                claims::nudge(&claim, &claims::backers(&claim, &offered))
+                                claims::withdrawn(done.as_deref())
                             };
-                            state.messages.push(ChatMessage::note(NoteKind::Hook, nudge));
-                            self.end_turn(sink, &info, reply.text, 0).await?;
-                            continue;
-                        }
-                        tracing::warn!(
-                            run = %run_id,
-                            claim,
-                            "the answer claims an action no tool took, again; withheld"
-                        );
-                        // What streamed before the claim stays; the claim is not delivered (nor
-                        // the rest of an answer that confused: measured, its other sentences were
-                        // wrong too).
-                        let done =
-                            (!state.done.is_empty()).then(|| state.summary(RunStatus::Completed, self.max_turns));
-                        reply.text = if state.question {
-                            claims::QUESTION_WITHDRAWN.to_string()
-                        } else {
-                            claims::withdrawn(done.as_deref())
-                        };
-                        if hold_text {
-                            held.lock().expect("held text").clone_from(&reply.text);
-                        } else {
-                            show(&reply.text);
+                            if hold_text {
+                                held.lock().expect("held text").clone_from(&reply.text);
+                            } else {
+                                show(&reply.text);
+                            }
                         }
                     } else if !hold_text {
                         show(&unshown);
@@ -2862,9 +2885,9 @@ impl ClaimGate {
         out
     }
 
-    /// What was held back.
-    fn finish(self) -> String {
-        self.pending
+    /// What was passed on, and what was held back.
+    fn finish(self) -> (String, String) {
+        (self.released, self.pending)
     }
 }
 

@@ -278,6 +278,35 @@ async fn a_claim_a_successful_call_backs_streams_at_once() {
 }
 
 #[tokio::test]
+async fn a_claim_after_sentences_already_shown_is_left_out_and_nothing_is_written_after_them() {
+    // Measured on the storefront (stop 49): "The order T-1001 has been placed. The cart is now
+    // empty." was shown, "The order confirmation page has been opened." held; asked again, the
+    // model claimed it again, and the page read the first two sentences, then "I could not do
+    // that: no tool call in this request did it …".
+    let model = ReplayModel::new(vec![
+        call("cart_add", json!({})),
+        text("Added one red mug to your cart. Your order has been placed."),
+    ]);
+    let run = run(&AgentLoop::new(model.clone()), &Shop::new(), "Add the red mug.").await;
+    assert_eq!(run.outcome.answer, "Added one red mug to your cart.");
+    assert_eq!(run.streamed.trim_end(), run.outcome.answer, "the claim never reached the page");
+    assert_eq!(model.requests().len(), 2, "not asked again: a second answer would follow the first");
+    assert!(
+        matches!(run.outcome.messages.last(), Some(ChatMessage::Assistant { content, .. }) if content == "Added one red mug to your cart."),
+        "the conversation keeps what the user read"
+    );
+    // A claim in the first sentence is still sent back to the model, as before.
+    let model = ReplayModel::new(vec![
+        call("cart_add", json!({})),
+        text("Your order has been placed."),
+        text("Added one red mug to your cart."),
+    ]);
+    let first = self::run(&AgentLoop::new(model.clone()), &Shop::new(), "Add the red mug.").await;
+    assert_eq!(first.outcome.answer, "Added one red mug to your cart.");
+    assert_eq!(model.requests().len(), 3);
+}
+
+#[tokio::test]
 async fn a_call_that_changes_the_tools_says_which_there_are_now() {
     let model = ReplayModel::new(vec![call("open_cart", json!({})), call("cart_clear", json!({})), text("Emptied.")]);
     let agent = AgentLoop::new(model.clone());
