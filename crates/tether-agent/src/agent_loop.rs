@@ -1303,27 +1303,26 @@ impl AgentLoop {
                             );
                             reply.text = shown.trim_end().to_string();
                             cleaned = true;
+                        } else if !state.claim_nudged {
+                            // Not delivered: the model is told that nothing did it, once.
+                            state.claim_nudged = true;
+                            tracing::info!(
+                                run = %run_id,
+                                claim,
+                                "the answer claims an action no tool took; asked again"
+                            );
+                            state.messages.push(ChatMessage::Assistant { content, tool_calls: Vec::new() });
+                            let nudge = if state.question {
+                                claims::question_nudge(&claim)
+                            } else {
+                                let offered: Vec<(&str, &str)> =
+                                    visible.iter().map(|t| (t.name.as_str(), t.description.as_str())).collect();
+                                claims::nudge(&claim, &claims::backers(&claim, &offered))
+                            };
+                            state.messages.push(ChatMessage::note(NoteKind::Hook, nudge));
+                            self.end_turn(sink, &info, reply.text, 0).await?;
+                            continue;
                         } else {
-                            if !state.claim_nudged {
-                                // Not delivered: the model is told that nothing did it, once.
-                                state.claim_nudged = true;
-                                tracing::info!(
-                                    run = %run_id,
-                                    claim,
-                                    "the answer claims an action no tool took; asked again"
-                                );
-                                state.messages.push(ChatMessage::Assistant { content, tool_calls: Vec::new() });
-                                let nudge = if state.question {
-                                    claims::question_nudge(&claim)
-                                } else {
-                                    let offered: Vec<(&str, &str)> =
-                                        visible.iter().map(|t| (t.name.as_str(), t.description.as_str())).collect();
-                                    claims::nudge(&claim, &claims::backers(&claim, &offered))
-                                };
-                                state.messages.push(ChatMessage::note(NoteKind::Hook, nudge));
-                                self.end_turn(sink, &info, reply.text, 0).await?;
-                                continue;
-                            }
                             tracing::warn!(
                                 run = %run_id,
                                 claim,
@@ -2646,8 +2645,7 @@ impl RunState {
     fn last_answer(&self) -> Option<String> {
         self.messages[..self.run_start].iter().rev().find_map(|m| match m {
             ChatMessage::Assistant { content, tool_calls } if tool_calls.is_empty() && !content.trim().is_empty() => {
-                let wrapped = serde_json::from_str::<Value>(content.trim()).ok();
-                Some(wrapped.as_ref().and_then(crate::model::answer_of).unwrap_or_else(|| content.clone()))
+                Some(crate::model::answer_text(content))
             }
             _ => None,
         })
@@ -2675,8 +2673,7 @@ impl RunState {
                     if message.is_some_and(|m| claims::echoes(m, &self.request)) {
                         continue;
                     }
-                    let wrapped = serde_json::from_str::<Value>(content.trim()).ok();
-                    answers.push(wrapped.as_ref().and_then(crate::model::answer_of).unwrap_or_else(|| content.clone()));
+                    answers.push(crate::model::answer_text(content));
                 }
                 _ => {}
             }

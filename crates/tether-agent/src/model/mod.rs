@@ -11,7 +11,7 @@ mod tool_text;
 pub use openai::{MAX_RETRY_AFTER, OpenAiConfig, OpenAiProvider};
 pub use partial::{partial_object, partial_value};
 pub use tool_text::{ReadReply, json_values, read_reply};
-pub(crate) use tool_text::{answer_of, with_answer};
+pub(crate) use tool_text::{answer_text, with_answer};
 
 use std::future::Future;
 use std::pin::Pin;

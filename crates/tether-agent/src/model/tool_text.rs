@@ -119,6 +119,13 @@ pub(crate) fn with_answer(written: &str, answer: &str) -> String {
     }
 }
 
+/// The answer in `written` (an answer the conversation keeps, [`with_answer`]'s inverse): the
+/// answer of a `{"next": "answer", "answer": …}` object, else all of it.
+pub(crate) fn answer_text(written: &str) -> String {
+    let wrapped = serde_json::from_str::<Value>(written.trim()).ok();
+    wrapped.as_ref().and_then(answer_of).unwrap_or_else(|| written.to_string())
+}
+
 /// Trims and removes runs of blank lines left where calls were cut out.
 pub(crate) fn tidy(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
