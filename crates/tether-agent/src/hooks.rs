@@ -99,6 +99,61 @@ pub struct ToolUse {
     pub name: String,
     /// The arguments.
     pub args: Value,
+    /// The tool as the model was offered it this turn (`None`: the model named a tool it was
+    /// not offered).
+    pub tool: Option<ToolSpec>,
+    /// The calls of this run that ran before this one, oldest first.
+    pub earlier: Arc<[EarlierCall]>,
+}
+
+impl ToolUse {
+    /// The latest earlier call of this run with the same tool and the same arguments, the
+    /// tool's top-level defaults filled in on both sides and key order ignored.
+    pub fn same_earlier_call(&self) -> Option<&EarlierCall> {
+        same_call(&self.earlier, self.tool.as_ref(), &self.name, &self.args)
+    }
+
+    /// How many calls of this tool ran earlier in the run.
+    pub fn earlier_calls_of_tool(&self) -> usize {
+        self.earlier.iter().filter(|earlier| earlier.name == self.name).count()
+    }
+}
+
+/// A call of the run that ran (a call that a check or a hook refused did not), as the tool
+/// hooks see it in [`ToolUse::earlier`] and a run's checkpoint keeps it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EarlierCall {
+    /// The tool's name.
+    pub name: String,
+    /// The arguments the model gave.
+    pub args: Value,
+    /// Its result as the model read it.
+    pub result: String,
+}
+
+/// The latest of `earlier` that called `name` with `args` ([`ToolUse::same_earlier_call`]).
+pub(crate) fn same_call<'a>(
+    earlier: &'a [EarlierCall],
+    tool: Option<&ToolSpec>,
+    name: &str,
+    args: &Value,
+) -> Option<&'a EarlierCall> {
+    let args = with_defaults(tool, args);
+    earlier.iter().rev().find(|call| call.name == name && with_defaults(tool, &call.args) == args)
+}
+
+/// `args` with the top-level defaults of `tool`'s schema filled in where they are missing.
+pub(crate) fn with_defaults(tool: Option<&ToolSpec>, args: &Value) -> Value {
+    let mut args = args.clone();
+    let properties = tool.and_then(|tool| tool.parameters.get("properties")).and_then(Value::as_object);
+    if let (Some(properties), Value::Object(object)) = (properties, &mut args) {
+        for (name, property) in properties {
+            if let Some(default) = property.get("default") {
+                object.entry(name.clone()).or_insert_with(|| default.clone());
+            }
+        }
+    }
+    args
 }
 
 /// What `before_tool_execution` decides.
@@ -239,6 +294,8 @@ type Hook<I, O> = Arc<dyn Fn(I) -> BoxFuture<'static, HookResult<O>> + Send + Sy
 /// A set of hooks. Build it with the `on_*` methods; the loop runs several sets in order.
 #[derive(Clone, Default)]
 pub struct Hooks {
+    /// What traces call the set (`tether.hook.name` on its hooks' spans).
+    pub(crate) name: Option<Arc<str>>,
     pub(crate) before_run: Option<Hook<RunBegin, RunBeginDecision>>,
     pub(crate) before_turn: Option<Hook<TurnStart, ()>>,
     pub(crate) before_provider_call: Option<Hook<ProviderCall, ProviderCall>>,
@@ -251,6 +308,7 @@ pub struct Hooks {
 impl std::fmt::Debug for Hooks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Hooks")
+            .field("name", &self.name)
             .field("before_run", &self.before_run.is_some())
             .field("before_turn", &self.before_turn.is_some())
             .field("before_provider_call", &self.before_provider_call.is_some())
@@ -274,6 +332,14 @@ impl Hooks {
     /// A set with no hooks.
     pub fn new() -> Self {
         Hooks::default()
+    }
+
+    /// Names the set: its hooks' spans carry the name as `tether.hook.name`, so a trace tells
+    /// them from another set's (the loop guard's set is `loop_guard`).
+    #[must_use]
+    pub fn named(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.name = Some(name.into());
+        self
     }
 
     /// Called once per run with the user's message, before anything else: go on (adding context

@@ -13,6 +13,7 @@ mod claims;
 mod error;
 mod grounding;
 pub mod hooks;
+mod loop_guard;
 mod made_up;
 pub mod model;
 mod questions;
@@ -21,15 +22,15 @@ mod window;
 
 pub use agent_loop::{
     AgentLoop, CONTEXT_CHANGED_LABEL, CONTEXT_LABEL, CallRef, DATA_RULE, DEFAULT_FIT_THRESHOLD, DEFAULT_INSTRUCTIONS,
-    DEFAULT_MAX_CALLS_PER_TOOL, DEFAULT_MAX_TURNS, DEFAULT_RUN_TIMEOUT, DEFAULT_SYSTEM_PROMPT, LoopGuard,
-    MAX_TOOL_RESULT_BYTES, NONE_MOST_ACTIONS, NONE_RATIO, RIVAL_RATIO, RunCheckpoint, RunOutcome, RunSink, ToolHost,
-    context_changes, context_message,
+    DEFAULT_MAX_TURNS, DEFAULT_RUN_TIMEOUT, DEFAULT_SYSTEM_PROMPT, MAX_TOOL_RESULT_BYTES, NONE_MOST_ACTIONS,
+    NONE_RATIO, RIVAL_RATIO, RunCheckpoint, RunOutcome, RunSink, ToolHost, context_changes, context_message,
 };
 pub use error::AgentError;
 pub use hooks::{
-    EventEmitter, HOOK_LABEL, HookError, HookResult, Hooks, ProviderCall, RunBegin, RunBeginDecision, RunInfo,
-    StopCheck, StopDecision, ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart,
+    EarlierCall, EventEmitter, HOOK_LABEL, HookError, HookResult, Hooks, ProviderCall, RunBegin, RunBeginDecision,
+    RunInfo, StopCheck, StopDecision, ToolDecision, ToolOutput, ToolUse, TurnEnd, TurnStart,
 };
+pub use loop_guard::{DEFAULT_MAX_CALLS_PER_TOOL, LoopGuard};
 pub use model::{
     BoxFuture, ChatMessage, ChatModel, ChatRequest, DeltaSink, ModelReply, ModelToolCall, NoteKind, ReadReply,
     RefusedTool, StepRule, Streams, ToolCallDelta, ToolDeltaSink, ToolMode, json_values, partial_object, partial_value,

@@ -240,3 +240,121 @@ async fn a_tool_the_provider_refused_is_reported_once_per_run_and_the_run_goes_o
     assert_eq!((run.outcome.status, run.outcome.answer.as_str()), (RunStatus::Completed, "added"));
     assert_eq!(*shop.refused.lock().unwrap(), ["cart_view"]);
 }
+
+#[tokio::test]
+async fn the_loop_guard_is_the_first_hook_and_tool_hooks_see_the_tool_and_the_calls_that_ran() {
+    // An operator's hook after the guard: it sees each call with the tool as offered and the
+    // calls of the run that ran before it; a repeat never reaches it (the guard denied it first).
+    let model = ReplayModel::new(vec![
+        call("cart_add", json!({"productId": "mug-red"})),
+        call("cart_add", json!({"productId": "mug-red", "quantity": 1})),
+        call("cart_view", json!({})),
+        text("Done."),
+    ]);
+    // Per call: the tool's name, its description as offered, the calls that ran before it.
+    type Seen = Vec<(String, Option<String>, Vec<EarlierCall>)>;
+    let seen: std::sync::Arc<Mutex<Seen>> = Default::default();
+    let record = seen.clone();
+    let hooks = Hooks::new().on_before_tool_execution(move |call: ToolUse| {
+        let tool = call.tool.as_ref().map(|t| t.description.clone());
+        record.lock().unwrap().push((call.name.clone(), tool, call.earlier.to_vec()));
+        async { Ok(ToolDecision::Allow) }
+    });
+    let shop = Shop::default();
+    let run = run(&AgentLoop::new(model).with_hooks(hooks), &shop, "Add the red mug, then show my cart").await;
+    assert_eq!(run.outcome.status, RunStatus::Completed);
+    let seen = seen.lock().unwrap();
+    let added = EarlierCall {
+        name: "cart_add".into(),
+        args: json!({"productId": "mug-red"}),
+        result: "added 1 × \"mug-red\"; cart: 1 items".into(),
+    };
+    assert_eq!(
+        *seen,
+        [
+            ("cart_add".to_string(), Some("Add.".to_string()), vec![]),
+            ("cart_view".to_string(), Some("View.".to_string()), vec![added])
+        ]
+    );
+    // The page saw the repeat end too (denied), as every call the model asked for.
+    let ends = run.events.iter().filter(|e| matches!(e, RunEvent::ToolExecutionEnd(_))).count();
+    assert_eq!(ends, 3);
+}
+
+#[test]
+fn the_guard_alone_decides_from_the_calls_that_ran() {
+    let tool = ToolSpec::new("cart_add", "Add.").with_parameters(json!({
+        "type": "object",
+        "properties": {"productId": {"type": "string"}, "quantity": {"type": "integer", "default": 1}}
+    }));
+    let earlier = |calls: &[(&str, Value)]| -> std::sync::Arc<[EarlierCall]> {
+        calls
+            .iter()
+            .map(|(name, args)| EarlierCall { name: (*name).into(), args: args.clone(), result: "ok".into() })
+            .collect()
+    };
+    let use_of = |args: Value, before: std::sync::Arc<[EarlierCall]>| ToolUse {
+        run: RunInfo {
+            run_id: "r1".into(),
+            agent_name: "t".into(),
+            turn: 1,
+            max_turns: 10,
+            events: EventEmitter::default(),
+        },
+        call_id: "c".into(),
+        name: "cart_add".into(),
+        args,
+        tool: Some(tool.clone()),
+        earlier: before,
+    };
+    let guard = LoopGuard { max_calls_per_tool: 2, ..LoopGuard::default() };
+    // The default written out, keys in another order: the same call.
+    let repeat = use_of(json!({"quantity": 1, "productId": "a"}), earlier(&[("cart_add", json!({"productId": "a"}))]));
+    assert!(
+        matches!(guard.decide(&repeat), ToolDecision::Deny { reason } if reason.starts_with("Not run again: cart_add"))
+    );
+    let other = use_of(json!({"productId": "a", "quantity": 2}), earlier(&[("cart_add", json!({"productId": "a"}))]));
+    assert_eq!(guard.decide(&other), ToolDecision::Allow);
+    let third = use_of(
+        json!({"productId": "c"}),
+        earlier(&[("cart_add", json!({"productId": "a"})), ("cart_add", json!({"productId": "b"}))]),
+    );
+    assert!(
+        matches!(guard.decide(&third), ToolDecision::Deny { reason } if reason == "Not run: cart_add was called 2 times in this request, the most allowed. Answer the user.")
+    );
+    // Another tool's calls do not count, and repeats may be allowed.
+    let after_view = use_of(json!({"productId": "a"}), earlier(&[("cart_view", json!({}))]));
+    assert_eq!(guard.decide(&after_view), ToolDecision::Allow);
+    let allowed = LoopGuard { refuse_repeats: false, ..LoopGuard::default() };
+    assert_eq!(allowed.decide(&repeat), ToolDecision::Allow);
+}
+
+#[tokio::test]
+async fn a_checkpoint_written_before_the_calls_that_ran_were_kept_still_refuses_a_repeat() {
+    // The loop guard's memory as a checkpoint of an older server wrote it: results by the tool's
+    // name and the arguments' JSON, NUL between.
+    let checkpoint: RunCheckpoint = serde_json::from_value(json!({
+        "runId": "r1", "request": "add a red mug", "runStart": 0, "turns": 1,
+        "messages": [
+            {"role": "user", "content": "add a red mug"},
+            {"role": "assistant", "content": "", "toolCalls": [{"id": "c1", "name": "cart_add", "arguments": {"productId": "mug-red"}}]},
+            {"role": "tool", "callId": "c1", "name": "cart_add", "content": "added 1 × \"mug-red\"; cart: 1 items"}
+        ],
+        "seen": {"cart_add\u{0}{\"productId\":\"mug-red\",\"quantity\":1}": "added 1 × \"mug-red\"; cart: 1 items"},
+        "callsPerTool": {"cart_add": 1}, "repeats": 0, "done": [], "refusalsReported": [], "succeeded": [],
+        "refusals": [], "claimNudged": false, "echoNudged": false, "nudgedEmpty": false, "rejections": 0,
+        "unreadableInARow": 0
+    }))
+    .unwrap();
+    let model = ReplayModel::new(vec![call("cart_add", json!({"productId": "mug-red"})), text("Added.")]);
+    let shop = Shop::default();
+    let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
+    // (The claim check off: the old checkpoint's "succeeded" is empty, so "Added." would be a claim.)
+    let agent =
+        AgentLoop::new(model.clone()).with_loop_guard(LoopGuard { check_claims: false, ..LoopGuard::default() });
+    let outcome = agent.resume(&shop, &sink, checkpoint, std::future::pending()).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert!(shop.executed.lock().unwrap().is_empty(), "the repeat did not run");
+    let results = tool_results(&model.requests()[1]);
+    assert!(results.last().unwrap().starts_with("[denied] Not run again: cart_add"), "{results:?}");
+}

@@ -251,6 +251,7 @@ async fn a_runs_spans_reach_an_otlp_collector_as_one_tree_and_metrics_count_it()
             "tether.tool.location",
             "tether.tool.risk",
             "tether.tool.outcome",
+            "tether.hook.name",
             "tether.hook.decision",
             "tether.store",
         ];
@@ -317,11 +318,16 @@ async fn a_runs_spans_reach_an_otlp_collector_as_one_tree_and_metrics_count_it()
     let (cleared, a) = tool("cart_clear");
     assert_eq!(a["tether.tool.outcome"], "refused_by_hook");
     assert_eq!(a["error.type"], "refused_by_hook");
-    let hook = run
+    // Under the refused call: the loop guard's hook (the first, named), then the operator's.
+    let hooks: Vec<(Option<String>, String)> = run
         .iter()
-        .find(|s| s.parent_span_id == cleared.span_id && s.name == "hook before_tool_execution")
-        .unwrap_or_else(|| panic!("the hook's span under the refused call: {tree:#?}"));
-    assert_eq!(attributes(hook)["tether.hook.decision"], "deny");
+        .filter(|s| s.parent_span_id == cleared.span_id && s.name == "hook before_tool_execution")
+        .map(|s| {
+            let a = attributes(s);
+            (a.get("tether.hook.name").cloned(), a["tether.hook.decision"].clone())
+        })
+        .collect();
+    assert_eq!(hooks, [(Some("loop_guard".into()), "allow".into()), (None, "deny".into())], "{tree:#?}");
     assert!(run.iter().any(|s| s.name == "tether.store.write"), "the run's store writes are in its trace: {tree:#?}");
 
     // The provider was told which trace each request is part of: the chat span's.
@@ -366,7 +372,8 @@ async fn a_runs_spans_reach_an_otlp_collector_as_one_tree_and_metrics_count_it()
     expect(r#"tether_tool_call_duration_seconds_count{gen_ai_tool_name="cart_clear",outcome="refused_by_hook"}"#, 1.0);
     expect(r#"tether_approvals_total{outcome="granted"}"#, 1.0);
     expect(r#"tether_hook_decisions_total{point="before_tool_execution",decision="deny"}"#, 1.0);
-    expect(r#"tether_hook_decisions_total{point="before_tool_execution",decision="allow"}"#, 1.0);
+    // Each call's loop guard, and the operator's hook for the call it let through.
+    expect(r#"tether_hook_decisions_total{point="before_tool_execution",decision="allow"}"#, 3.0);
     assert!(
         sample(&metrics, r#"tether_store_write_duration_seconds_count{store="sqlite",outcome="ok"}"#).unwrap_or(0.0)
             >= 1.0,
