@@ -9,6 +9,9 @@
 #   python action_probes.py [PORT] can      three yes-or-no wordings of "can the app's actions do it?"
 #   python action_probes.py [PORT] goal     the goal or the verb written first, then a yes-or-no question
 #   python action_probes.py [PORT] verify   "is this answer true of the app's data?", a true and a false answer
+#   python action_probes.py [PORT] answers  "does the answer give what the question asks?", answers and non-answers
+#   python action_probes.py [PORT] same     the call written back as a request, then "do both ask for the same thing?"
+#   python action_probes.py [PORT] kind     the request-or-question check with the message first (as now) or last
 from probe_pairs import *
 
 LETTERS = "ABCDEFGHIJ"
@@ -211,7 +214,135 @@ def probe_orders():
         listing(f"{label}, {key}", values)
 
 
-PROBES = {"orders": probe_orders, "none": probe_none, "pair": probe_pair, "replies": probe_replies, "can": probe_can, "goal": probe_goal, "verify": probe_verify}
+# Questions with an answer that gives what they ask, and with one that does not (the benchmark's
+# "Where am I having lunch on Friday?" answered with the lunch's time).
+ANSWERED = [
+    ("Where am I having lunch on Friday?", "You are having lunch on Friday at 13:00.", False),
+    ("Where am I having lunch on Friday?", "You are having lunch at Cafe Roma.", True),
+    ("When is my dentist appointment?", "Your dentist appointment is on Tuesday at 15:00.", True),
+    ("How many events do I have this week?", "There are 4 events this week.", True),
+    ("What did Carla send me?", "Carla Diaz sent you the slides for Monday.", True),
+    ("How much does the blue mug hold?", "The blue mug holds 350 ml.", True),
+    ("How much would three space posters cost altogether?", "The total cost of three space posters is $45.00.", True),
+    ("Where is the project review?", "The project review is on Thursday at 11:00.", False),
+    ("Where is the project review?", "The project review is in Room 2.", True),
+    ("What is Ana's email address?", "Ana sent you 2 emails.", False),
+    ("What is Ana's email address?", "Ana's address is ana@example.com.", True),
+    ("Who is the lunch on Friday with?", "The lunch is on Friday at 13:00.", False),
+    ("How big is the space poster?", "The space poster costs $15.00.", False),
+    ("How big is the space poster?", "The space poster is 50 × 70 cm.", True),
+    ("Which is cheaper, a mug or the poster?", "The mug is cheaper, at $12.00.", True),
+    ("Do I have unread mail from Bob?", "No, you do not have any unread mail from Bob.", True),
+    ("What time does the evening train leave?", "The evening train goes to Mar del Plata.", False),
+    ("What time does the evening train leave?", "The evening train leaves at 17:30.", True),
+    ("What is the phone number of the restaurant?", "The restaurant is open until 22:00.", False),
+    ("What can you do?", "You can add an item to the to-do list.", True),
+]
+ANSWER_WORDINGS = {
+    "gives": 'Question: "{q}"\nAnswer: "{a}"\n\nDoes the answer give what the question asks for? Answer yes or no.',
+    "says": 'Question: "{q}"\nAnswer: "{a}"\n\nDoes the answer say what the question asks? Answer yes or no.',
+    "missing (no)": 'Question: "{q}"\nAnswer: "{a}"\n\nIs something the question asks for missing from the answer? Answer yes or no.',
+}
+
+
+def probe_answers():
+    for key, wording in ANSWER_WORDINGS.items():
+        answers, others = [], []
+        for q, a, gives in ANSWERED:
+            p = yes(wording.format(q=q, a=a))
+            (answers if gives else others).append(1 - p if key.endswith("(no)") else p)
+        listing(f"{key}: answers", answers)
+        listing(f"{key}: non-answers", others)
+
+
+# Calls with what the app shows of the item they name: 10 a message asks for, 8 it does not.
+CALLS = [
+    (True, "Move my dentist appointment to 4pm.", "Change the day or the time of an event.", {"id": "c2", "time": "16:00"}, "c2: Dentist, Tuesday 15:00"),
+    (True, "Push the project review back an hour.", "Change the day or the time of an event.", {"id": "c4", "time": "12:00"}, "c4: Project review with Bob, Thursday 11:00"),
+    (True, "Cancel lunch with Ana.", "Cancel an event and take it off the calendar.", {"id": "c3"}, "c3: Lunch with Ana, Friday 13:00"),
+    (True, "Put a haircut on Saturday at 10am.", "Put a new event on the calendar.", {"day": "Saturday", "time": "10:00", "title": "Haircut"}, ""),
+    (True, "Add two space posters.", "Add a product to the shopping cart.", {"productId": "poster-space", "quantity": 2}, ""),
+    (True, "Archive the email from Dave.", "Archive an email: it leaves the inbox.", {"id": "m4"}, "m4: from Dave Lee, 'Team lunch'"),
+    (True, "Remove 'buy milk' from my list.", "Remove an item from the to-do list.", {"title": "buy milk"}, ""),
+    (True, "Get rid of the bank email.", "Archive an email: it leaves the inbox.", {"id": "m2"}, "m2: from Bank, 'Your statement'"),
+    (True, "Skip this song.", "Play the next track.", {}, ""),
+    (True, "Turn off the kitchen lights.", "Switch a light on or off.", {"room": "kitchen", "on": False}, ""),
+    (False, "Invite Bob to the project review.", "Put a new event on the calendar.", {"day": "Thursday", "time": "11:00", "title": "Project review with Bob"}, ""),
+    (False, "Remind me about the dentist an hour before.", "Change the day or the time of an event.", {"id": "c2", "time": "14:00"}, "c2: Dentist, Tuesday 15:00"),
+    (False, "Mark all my emails as read.", "Archive an email: it leaves the inbox.", {"id": "m1"}, "m1: from Ana Ruiz, 'Lunch on Friday?'"),
+    (False, "Remove the space poster from my cart.", "Add a product to the shopping cart.", {"productId": "poster-space", "quantity": 1}, ""),
+    (False, "Lock the front door.", "Switch a light on or off.", {"room": "hall", "on": False}, ""),
+    (False, "Block Bob.", "Follow a person.", {"user": "bob"}, ""),
+    (False, "Translate this post to Spanish.", "Write a new post.", {"text": "Hola a todos"}, ""),
+    (False, "Move my 3pm meeting to 4pm.", "Cancel an event and take it off the calendar.", {"id": "c2"}, "c2: Dentist, Tuesday 15:00"),
+]
+
+
+def written(prompt):
+    body = {"model": "m", "messages": [{"role": "user", "content": prompt}], "temperature": 0, "max_tokens": 40, "stream": False}
+    return post(body)["choices"][0]["message"]["content"].strip().split("\n")[0].strip('"')
+
+
+def probe_same():
+    fits, others = [], []
+    for asked, message, action, args, item in CALLS:
+        about = f" ({item})" if item else ""
+        request = written(f"An app's action: {action}\nCalled with: {json.dumps(args)}{about}\n\n"
+                          "Write, in one short sentence, what a user would ask the app for to get exactly this done.")
+        p = yes(f'Message 1: "{message}"\nMessage 2: "{request}"\n\nDo both messages ask the app for the same thing? Answer yes or no.')
+        (fits if asked else others).append(p)
+        print(f"{asked} {p:.2f} {message} | {request}", flush=True)
+    listing("asked for", fits)
+    listing("not asked for", others)
+
+
+KIND_WORDINGS = {
+    "message first (as now)": lambda m: (
+        f'The user\'s message: "{m}"\n\nIs it a request to do something in the app (add, remove, change, open, order… '
+        "— a short reply that picks or confirms what your last message offered counts), or only a question asking for "
+        'information? Reply {"kind": "request"} or {"kind": "question"}.'),
+    "message last": lambda m: (
+        "Is the user's message below a request to do something in the app (add, remove, change, open, order… — a short "
+        "reply that picks or confirms what your last message offered counts), or only a question asking for information? "
+        f'Reply {{"kind": "request"}} or {{"kind": "question"}}.\n\nThe user\'s message: "{m}"'),
+    "message between": lambda m: (
+        "Decide whether the user's message is a request to do something in the app (add, remove, change, open, order… — "
+        "a short reply that picks or confirms what your last message offered counts), or only a question asking for "
+        f'information.\n\nThe user\'s message: "{m}"\n\nA request, or only a question? Reply {{"kind": "request"}} or '
+        '{"kind": "question"}.'),
+}
+
+
+def probe_kind():
+    """The benchmark's 69 messages (tasks.mjs), each asked alone as the loop asks it; what the model
+    server read anew for each (its prompt cache keeps what the last question began with)."""
+    import subprocess
+    script = ('import("./tasks.mjs").then((m) => { const all = []; for (const v of Object.values(m)) if (Array.isArray(v)) '
+              'for (const t of v) if (t && t.say) all.push({ id: t.id, kind: t.kind, say: t.say }); console.log(JSON.stringify(all)); })')
+    here = __import__("os").path.dirname(__import__("os").path.abspath(__file__))
+    tasks = json.loads(subprocess.run(["node", "-e", script], cwd=here, capture_output=True, text=True, check=True).stdout)
+    schema = {"type": "object", "additionalProperties": False, "required": ["kind"],
+              "properties": {"kind": {"type": "string", "enum": ["request", "question"]}}}
+    for key, wording in KIND_WORDINGS.items():
+        right, read, wrong = 0, [], []
+        for t in tasks:
+            body = {"model": "m", "temperature": 0, "max_tokens": 12, "stream": False,
+                    "messages": [{"role": "system", "content": "Reply with only the JSON answer asked for."},
+                                 {"role": "user", "content": wording(t["say"])}],
+                    "response_format": {"type": "json_schema", "json_schema": {"name": "reply", "strict": False, "schema": schema}}}
+            reply = post(body)
+            kind = json.loads(reply["choices"][0]["message"]["content"]).get("kind")
+            read.append(reply.get("timings", {}).get("prompt_n", 0))
+            if kind == ("question" if t["kind"] == "question" else "request"):
+                right += 1
+            else:
+                wrong.append(t["say"])
+        read.sort()
+        print(f"{key}: {right} of {len(tasks)} right, {read[len(read) // 2]} prompt tokens read (median); wrong: {wrong}", flush=True)
+
+
+PROBES = {"orders": probe_orders, "none": probe_none, "pair": probe_pair, "replies": probe_replies, "can": probe_can, "goal": probe_goal, "verify": probe_verify,
+          "answers": probe_answers, "same": probe_same, "kind": probe_kind}
 chosen = [a for a in sys.argv[1:] if not a.isdigit()] or ["none"]
 unknown = [c for c in chosen if c not in PROBES]
 if unknown:

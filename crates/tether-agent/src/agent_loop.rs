@@ -11,8 +11,9 @@
 //! The [`LoopGuard`] keeps a confused model from acting twice: it is the first
 //! `before_tool_execution` hook, and denies a call identical to one made earlier in the run (the
 //! model reads the earlier result and that it was not repeated) and calls over a tool's per-run
-//! limit; the loop ends a run whose model keeps repeating as `loop_detected`. A run never ends with an empty answer after tool calls: when the model gives none, the
-//! answer is a summary of what was done.
+//! limit; the loop ends a run whose model keeps repeating as `loop_detected`. A run never ends
+//! with an empty answer after tool calls: when the model gives none, the answer is a summary of
+//! what was done.
 
 use std::any::Any;
 use std::collections::{HashMap, HashSet};

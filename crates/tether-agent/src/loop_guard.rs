@@ -48,11 +48,16 @@ impl LoopGuard {
         LoopGuard { refuse_repeats: false, max_repeats: 0, max_calls_per_tool: 0, check_claims: false }
     }
 
-    /// The guard as a hook set named `loop_guard`: denies a call identical to one that already ran in the run
-    /// (`refuse_repeats`) and a call over the per-tool limit (`max_calls_per_tool`); allows
-    /// everything else.
+    /// The guard as a hook set named `loop_guard`: denies a call identical to one that already
+    /// ran in the run (`refuse_repeats`) and a call over the per-tool limit
+    /// (`max_calls_per_tool`); allows everything else. A guard that refuses nothing
+    /// ([`LoopGuard::off`]) is a set with no hook.
     pub fn hooks(self) -> Hooks {
-        Hooks::new().named("loop_guard").on_before_tool_execution(move |call: ToolUse| {
+        let guard = Hooks::new().named("loop_guard");
+        if !self.refuse_repeats && self.max_calls_per_tool == 0 {
+            return guard;
+        }
+        guard.on_before_tool_execution(move |call: ToolUse| {
             let decision = self.decide(&call);
             async move { Ok(decision) }
         })

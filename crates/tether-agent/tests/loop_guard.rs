@@ -325,6 +325,9 @@ fn the_guard_alone_decides_from_the_calls_that_ran() {
     // Another tool's calls do not count, and repeats may be allowed.
     let after_view = use_of(json!({"productId": "a"}), earlier(&[("cart_view", json!({}))]));
     assert_eq!(guard.decide(&after_view), ToolDecision::Allow);
+    // A guard that refuses nothing adds no hook (no span per call).
+    assert!(format!("{:?}", LoopGuard::off().hooks()).contains("before_tool_execution: false"));
+    assert!(format!("{:?}", guard.hooks()).contains("before_tool_execution: true"));
     let allowed = LoopGuard { refuse_repeats: false, ..LoopGuard::default() };
     assert_eq!(allowed.decide(&repeat), ToolDecision::Allow);
 }
