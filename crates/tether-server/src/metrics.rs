@@ -70,11 +70,13 @@ struct Outcome {
     outcome: String,
 }
 
-/// A hook call's labels: where in the loop it ran and what it decided.
+/// A hook call's labels: where in the loop it ran, what it decided, and the name of its set
+/// (`Hooks::named`: `loop_guard` for the loop guard; empty for a set without one).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct HookDecision {
     point: String,
     decision: String,
+    hook: String,
 }
 
 /// A declarative hook's labels: its id in the configuration, its event, what it decided.
@@ -446,7 +448,8 @@ where
                 let error = watched.get("error.type");
                 let decision = if error.is_empty() { watched.get("tether.hook.decision") } else { error };
                 let point = watched.get("tether.hook.point");
-                metrics.hook_decisions.get_or_create(&HookDecision { point: point.clone(), decision }).inc();
+                let hook = watched.get("tether.hook.name");
+                metrics.hook_decisions.get_or_create(&HookDecision { point: point.clone(), decision, hook }).inc();
                 ("hook", point)
             }
             "tether.store.write" => {

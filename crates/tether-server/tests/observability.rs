@@ -371,9 +371,10 @@ async fn a_runs_spans_reach_an_otlp_collector_as_one_tree_and_metrics_count_it()
     expect(r#"tether_tool_call_duration_seconds_count{gen_ai_tool_name="cart_add",outcome="ok"}"#, 1.0);
     expect(r#"tether_tool_call_duration_seconds_count{gen_ai_tool_name="cart_clear",outcome="refused_by_hook"}"#, 1.0);
     expect(r#"tether_approvals_total{outcome="granted"}"#, 1.0);
-    expect(r#"tether_hook_decisions_total{point="before_tool_execution",decision="deny"}"#, 1.0);
+    expect(r#"tether_hook_decisions_total{point="before_tool_execution",decision="deny",hook=""}"#, 1.0);
     // Each call's loop guard, and the operator's hook for the call it let through.
-    expect(r#"tether_hook_decisions_total{point="before_tool_execution",decision="allow"}"#, 3.0);
+    expect(r#"tether_hook_decisions_total{point="before_tool_execution",decision="allow",hook="loop_guard"}"#, 2.0);
+    expect(r#"tether_hook_decisions_total{point="before_tool_execution",decision="allow",hook=""}"#, 1.0);
     assert!(
         sample(&metrics, r#"tether_store_write_duration_seconds_count{store="sqlite",outcome="ok"}"#).unwrap_or(0.0)
             >= 1.0,
