@@ -467,6 +467,15 @@ impl AgentLoop {
         std::iter::once(&self.guard_hooks).chain(self.hooks.iter())
     }
 
+    /// The hooks set at one point, in the order they run: each with its set's place (0: the loop
+    /// guard's) and name.
+    fn hooks_at<H: Clone>(&self, point: impl Fn(&Hooks) -> &Option<H>) -> Vec<(usize, Option<Arc<str>>, H)> {
+        self.hook_sets()
+            .enumerate()
+            .filter_map(|(place, set)| Some((place, set.name.clone(), point(set).clone()?)))
+            .collect()
+    }
+
     /// The loop guard.
     pub fn loop_guard(&self) -> LoopGuard {
         self.loop_guard
@@ -846,9 +855,7 @@ impl AgentLoop {
     ) -> Result<RunBeginDecision, AgentError> {
         let mut context = Vec::new();
         let info = self.info(run_id, 0, events);
-        for (set, hook) in
-            self.hook_sets().filter_map(|h| Some((h.name.clone(), h.before_run.clone()?))).collect::<Vec<_>>()
-        {
+        for (_, set, hook) in self.hooks_at(|h| &h.before_run) {
             let input = RunBegin { run: info.clone(), text: text.to_string(), first };
             match guarded("before_run", set.as_deref(), || hook(input)).await.inspect(|_| forward(sink, &info))? {
                 RunBeginDecision::Continue { context: more } => context.extend(more),
@@ -945,9 +952,7 @@ impl AgentLoop {
             let info = self.info(run_id, state.turns, &state.events);
             if self.hook_sets().any(|h| h.before_turn.is_some()) {
                 let messages: Arc<[ChatMessage]> = state.messages.clone().into();
-                for (set, hook) in
-                    self.hook_sets().filter_map(|h| Some((h.name.clone(), h.before_turn.clone()?))).collect::<Vec<_>>()
-                {
+                for (_, set, hook) in self.hooks_at(|h| &h.before_turn) {
                     let input = TurnStart { run: info.clone(), messages: messages.clone() };
                     guarded("before_turn", set.as_deref(), || hook(input)).await.inspect(|_| forward(sink, &info))?;
                 }
@@ -975,11 +980,7 @@ impl AgentLoop {
             if let Some(content) = context_changes(shown, &context) {
                 call.messages.push(ChatMessage::note(NoteKind::AppStateChanged, content));
             }
-            for (set, hook) in self
-                .hook_sets()
-                .filter_map(|h| Some((h.name.clone(), h.before_provider_call.clone()?)))
-                .collect::<Vec<_>>()
-            {
+            for (_, set, hook) in self.hooks_at(|h| &h.before_provider_call) {
                 call = guarded("before_provider_call", set.as_deref(), || hook(call))
                     .await
                     .inspect(|_| forward(sink, &info))?;
@@ -2143,9 +2144,7 @@ impl AgentLoop {
         reply: String,
         tool_calls: usize,
     ) -> Result<(), AgentError> {
-        for (set, hook) in
-            self.hook_sets().filter_map(|h| Some((h.name.clone(), h.after_turn.clone()?))).collect::<Vec<_>>()
-        {
+        for (_, set, hook) in self.hooks_at(|h| &h.after_turn) {
             let input = TurnEnd { run: info.clone(), reply: reply.clone(), tool_calls };
             guarded("after_turn", set.as_deref(), || hook(input)).await.inspect(|_| forward(sink, info))?;
         }
@@ -2161,12 +2160,12 @@ impl AgentLoop {
         rejections: u32,
         messages: &[ChatMessage],
     ) -> Result<StopDecision, AgentError> {
-        let gates: Vec<_> = self.hook_sets().filter_map(|h| Some((h.name.clone(), h.stop.clone()?))).collect();
+        let gates = self.hooks_at(|h| &h.stop);
         if gates.is_empty() {
             return Ok(StopDecision::Accept);
         }
         let messages: Arc<[ChatMessage]> = messages.to_vec().into();
-        for (set, gate) in gates {
+        for (_, set, gate) in gates {
             let input = StopCheck {
                 run: info.clone(),
                 final_output: answer.to_string(),
@@ -2260,9 +2259,7 @@ impl AgentLoop {
         tool_use: &ToolUse,
         mut output: ToolOutput,
     ) -> Result<ToolOutput, AgentError> {
-        for (set, hook) in
-            self.hook_sets().filter_map(|h| Some((h.name.clone(), h.after_tool_execution.clone()?))).collect::<Vec<_>>()
-        {
+        for (_, set, hook) in self.hooks_at(|h| &h.after_tool_execution) {
             let input = (tool_use.clone(), output);
             output = guarded("after_tool_execution", set.as_deref(), || hook(input))
                 .await
@@ -2292,9 +2289,7 @@ impl AgentLoop {
     ) -> Result<(ToolOutput, Option<&'static str>), AgentError> {
         let mut ask: Option<String> = None;
         let mut changed = false;
-        let hooks: Vec<_> = self.hook_sets().map(|h| (h.name.clone(), h.before_tool_execution.clone())).collect();
-        for (n, (set, hook)) in hooks.into_iter().enumerate() {
-            let Some(hook) = hook else { continue };
+        for (place, set, hook) in self.hooks_at(|h| &h.before_tool_execution) {
             let input = tool_use.clone();
             match guarded("before_tool_execution", set.as_deref(), || hook(input))
                 .await
@@ -2303,7 +2298,7 @@ impl AgentLoop {
                 ToolDecision::Allow => {}
                 ToolDecision::Deny { reason } => {
                     // The first set is the loop guard's: its refusal is the loop's own.
-                    let outcome = if n == 0 { NOT_RUN } else { "refused_by_hook" };
+                    let outcome = if place == 0 { NOT_RUN } else { "refused_by_hook" };
                     return Ok((ToolOutput::new(ResultStatus::Denied, reason), Some(outcome)));
                 }
                 ToolDecision::Mock { result } => {
