@@ -12,6 +12,7 @@
 #   python action_probes.py [PORT] answers  "does the answer give what the question asks?", answers and non-answers
 #   python action_probes.py [PORT] same     the call written back as a request, then "do both ask for the same thing?"
 #   python action_probes.py [PORT] kind     the request-or-question check with the message first (as now) or last
+#   python action_probes.py [PORT] better   the better-fit check: the fit question about the call and each other action of its app
 from probe_pairs import *
 
 LETTERS = "ABCDEFGHIJ"
@@ -341,7 +342,31 @@ def probe_kind():
         print(f"{key}: {right} of {len(tasks)} right, {read[len(read) // 2]} prompt tokens read (median); wrong: {wrong}", flush=True)
 
 
-PROBES = {"orders": probe_orders, "none": probe_none, "pair": probe_pair, "replies": probe_replies, "can": probe_can, "goal": probe_goal, "verify": probe_verify,
+FIT = lambda m, a: f'Message: "{m}"\nAction: {a}\n\nDid the message ask for this action? Answer yes or no.'
+
+
+def probe_better():
+    """The better-fit check: the fit question about the action called and about each other action of its
+    app; the ratio is how many times likelier "no" is for the call than for the best other. Calls that fit,
+    calls of a near action where another action of the app does it, and calls where none does."""
+    def actions_of(action):
+        return next((acts for acts in APPS.values() if action in acts), APPS["shop"] + [action])
+    reminder = "Remind me about the dentist an hour before."
+    kinds = (("fits", POS + POS_SHOP + FITS_NEW),
+             ("another action of the app does it", [(m, a) for m, a in NEG if m in DOABLE] + NEG_SHOP + [(reminder, CAL_MOVE), ("Cancel my meeting with Dave.", CAL_MOVE), ("Cancel lunch with Ana.", CAL_MOVE)]),
+             ("no action of the app", [(m, a) for m, a in NEG if m not in DOABLE] + CANT_NEW))
+    for label, pairs in kinds:
+        ratios = []
+        for m, a in pairs:
+            called = yes(FIT(m, a))
+            best, other = max((yes(FIT(m, o)), o) for o in actions_of(a) if o != a)
+            ratio = (1 - called) / max(1 - best, 1e-6)
+            ratios.append(ratio)
+            print(f"  {ratio:5.2f}  called {called:.2f}, best other {best:.2f}  {m[:55]:57} {a[:35]:37} > {other[:35]}", flush=True)
+        listing(label, ratios)
+
+
+PROBES = {"better": probe_better, "orders": probe_orders, "none": probe_none, "pair": probe_pair, "replies": probe_replies, "can": probe_can, "goal": probe_goal, "verify": probe_verify,
           "answers": probe_answers, "same": probe_same, "kind": probe_kind}
 chosen = [a for a in sys.argv[1:] if not a.isdigit()] or ["none"]
 unknown = [c for c in chosen if c not in PROBES]

@@ -45,9 +45,15 @@ pub fn model(cli: &Cli) -> Result<Arc<OpenAiProvider>> {
     Ok(Arc::new(OpenAiProvider::new(config)?))
 }
 
-/// `agent` with the checks `tether serve` turns on for OpenAI-compatible models.
+/// `agent` with the checks `tether serve` turns on for OpenAI-compatible models. The better-fit
+/// check's ratio can be set as `tether serve --better-fit-ratio` sets it, by the environment
+/// variable `TETHER_BETTER_FIT_RATIO` (0: off), so that a benchmark can compare the two.
 pub fn as_served(agent: AgentLoop) -> AgentLoop {
-    agent.with_question_check(true).with_fit_check(Some(tether_agent::DEFAULT_FIT_THRESHOLD))
+    let agent = agent.with_question_check(true).with_fit_check(Some(tether_agent::DEFAULT_FIT_THRESHOLD));
+    match std::env::var("TETHER_BETTER_FIT_RATIO").ok().and_then(|ratio| ratio.parse::<f64>().ok()) {
+        Some(ratio) => agent.with_better_fit_check((ratio > 0.0).then_some(ratio)),
+        None => agent,
+    }
 }
 
 fn now_ms() -> u128 {

@@ -21,9 +21,10 @@ mod respell;
 mod window;
 
 pub use agent_loop::{
-    AgentLoop, CONTEXT_CHANGED_LABEL, CONTEXT_LABEL, CallRef, DATA_RULE, DEFAULT_FIT_THRESHOLD, DEFAULT_INSTRUCTIONS,
-    DEFAULT_MAX_TURNS, DEFAULT_RUN_TIMEOUT, DEFAULT_SYSTEM_PROMPT, MAX_TOOL_RESULT_BYTES, NONE_MOST_ACTIONS,
-    NONE_RATIO, RIVAL_RATIO, RunCheckpoint, RunOutcome, RunSink, ToolHost, context_changes, context_message,
+    AgentLoop, BETTER_FIT_CEILING, BETTER_FIT_RATIO, CONTEXT_CHANGED_LABEL, CONTEXT_LABEL, CallRef, DATA_RULE,
+    DEFAULT_FIT_THRESHOLD, DEFAULT_INSTRUCTIONS, DEFAULT_MAX_TURNS, DEFAULT_RUN_TIMEOUT, DEFAULT_SYSTEM_PROMPT,
+    MAX_TOOL_RESULT_BYTES, NONE_MOST_ACTIONS, NONE_RATIO, RIVAL_RATIO, RunCheckpoint, RunOutcome, RunSink, ToolHost,
+    context_changes, context_message,
 };
 pub use error::AgentError;
 pub use hooks::{
@@ -58,7 +59,7 @@ pub use made_up::{looks_like_identifier, made_up_value};
 #[cfg(feature = "openai")]
 pub use model::{MAX_RETRY_AFTER, OpenAiConfig, OpenAiProvider};
 pub use questions::{
-    Fit, MOST_VALUES, MessageKind, QuestionCheck, Rival, VALUE_SURE, ValueVerdict, judge_values, names_tool,
+    BetterFit, Fit, MOST_VALUES, MessageKind, QuestionCheck, Rival, VALUE_SURE, ValueVerdict, judge_values, names_tool,
     names_value,
 };
 pub use respell::{Respelled, respell};

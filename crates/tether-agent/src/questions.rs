@@ -312,6 +312,17 @@ pub struct Rival {
     pub none: f64,
 }
 
+/// Another action that fits the message better than the tool called ([`QuestionCheck::better_fit`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BetterFit {
+    /// The tool whose action fits best, among the others asked about.
+    pub tool: String,
+    /// Its probability of "yes" to the fit question.
+    pub probability: f64,
+    /// How many times likelier "no" is for the tool called than for this one.
+    pub ratio: f64,
+}
+
 /// What the fit question concluded about a call ([`QuestionCheck::fit`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fit {
@@ -518,6 +529,43 @@ impl QuestionCheck {
             tool: tools.get(best).map(|tool| tool.name.clone()),
             ratio: share / own,
             none: shares[tools.len()] / own,
+        })
+    }
+
+    /// Whether another of `others` (the app's other actions that change something) fits the
+    /// message better than the tool called, whose fit question scored `called`: the same
+    /// yes-or-no question ([`fit_prompt`]) is asked about each of them, one at a time and in the
+    /// same reading (after `last_answer` when given), and the one whose "no" is least likely is
+    /// returned with how many times likelier "no" is for the tool called. Asked one tool at a
+    /// time, the answer does not depend on where a tool stands in a list (the multiple choice
+    /// of [`rival`](Self::rival) does). `None` when there are no others, or the provider gives
+    /// no token probabilities or could not be asked (the call then runs as before).
+    pub async fn better_fit(
+        &self,
+        model: &dyn ChatModel,
+        message: &str,
+        last_answer: Option<&str>,
+        called: f64,
+        others: &[&ToolSpec],
+    ) -> Option<BetterFit> {
+        let mut best: Option<(f64, &ToolSpec)> = None;
+        for tool in others.iter().take(MOST_RIVALS) {
+            let probability = match model.yes_probability(&fit_prompt(message, last_answer, tool)).await {
+                Ok(probability) => probability?,
+                Err(error) => {
+                    tracing::warn!(tool = tool.name, %error, "could not ask whether the message asks for another action; the call runs");
+                    return None;
+                }
+            };
+            if best.is_none_or(|(known, _)| probability > known) {
+                best = Some((probability, tool));
+            }
+        }
+        let (probability, tool) = best?;
+        Some(BetterFit {
+            tool: tool.name.clone(),
+            probability,
+            ratio: (1.0 - called).max(0.0) / (1.0 - probability).max(1e-6),
         })
     }
 

@@ -624,6 +624,9 @@ struct Asker {
     /// With scripted choices: what a yes-or-no question scores when it does not quote the answer
     /// before the message (unset: 0.9 too).
     yes_alone: Option<f64>,
+    /// With scripted choices: what the fit question scores for each action (by the start of its
+    /// description; 0.3 for one not listed) instead of 0.9.
+    fits: Option<Vec<(&'static str, f64)>>,
 }
 
 impl Asker {
@@ -637,7 +640,16 @@ impl Asker {
             choices: None,
             choice_asked: Mutex::new(Vec::new()),
             yes_alone: None,
+            fits: None,
         })
+    }
+
+    /// As [`with_choices`](Self::with_choices), but the fit question scores each action by
+    /// `fits`.
+    fn with_fits(turns: Vec<ModelReply>, choices: Vec<Vec<f64>>, fits: Vec<(&'static str, f64)>) -> Arc<Self> {
+        let mut asker = Arc::into_inner(Asker::with_choices(turns, choices)).unwrap();
+        asker.fits = Some(fits);
+        Arc::new(asker)
     }
 
     fn with_choices(turns: Vec<ModelReply>, mut choices: Vec<Vec<f64>>) -> Arc<Self> {
@@ -720,6 +732,10 @@ impl ChatModel for Asker {
             self.fit_asked.lock().unwrap().push(prompt.to_string());
             if !self.logprobs {
                 return Ok(None);
+            }
+            if let Some(fits) = &self.fits {
+                let action = prompt.split("Action: ").nth(1).unwrap();
+                return Ok(Some(fits.iter().find(|(start, _)| action.starts_with(start)).map_or(0.3, |(_, p)| *p)));
             }
             if self.choices.is_some() {
                 let alone = !prompt.starts_with("Your last message: ");
@@ -1087,6 +1103,82 @@ async fn a_call_when_none_of_the_apps_actions_is_what_the_message_asks_is_refuse
     run(&agent, &shop, "Check out, please.").await;
     assert_eq!(*shop.ran.lock().unwrap(), ["checkout"]);
     assert!(model.choice_asked().is_empty(), "{:?}", model.choice_asked());
+}
+
+/// A calendar page: add, move and cancel an event (none of them only reads).
+fn calendar() -> Page {
+    Page::new(vec![
+        spec("add_event", "Put a new event on the calendar."),
+        spec("move_event", "Change the day or the time of an event."),
+        spec("cancel_event", "Cancel an event and take it off the calendar."),
+    ])
+}
+
+const ADD: &str = "Put a new event";
+const MOVE: &str = "Change the day";
+
+#[tokio::test]
+async fn a_call_when_another_action_fits_the_message_better_is_refused_and_the_model_reads_which() {
+    // "Remind me about the dentist an hour before." → move_event of the dentist to 14:00 (1.5B
+    // model, every run of the calendar): the fit question passed it (0.81), the no-action check
+    // too ("None of these" 0.14 times its share); asked the same yes-or-no question, adding an
+    // event scored 0.92, so "no" was 2.4 times likelier for the move.
+    let remind = "Remind me about the dentist an hour before.";
+    let turns =
+        || vec![call("move_event", json!({})), call("add_event", json!({})), text("Added a reminder at 14:00.")];
+    // The no-action check's multiple choice for each call (add, move, cancel, none).
+    let choices = || vec![vec![0.1, 0.8, 0.05, 0.05], vec![0.8, 0.1, 0.05, 0.05]];
+    let moved = || vec![call("move_event", json!({})), text("Moved.")];
+    let model = Asker::with_fits(turns(), choices(), vec![(MOVE, 0.82), (ADD, 0.93)]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let page = calendar();
+    let refused = run(&agent, &page, remind).await;
+    assert_eq!(page.ran_names(), ["add_event"], "the move never reached the page");
+    assert_eq!(
+        tool_results(&refused.outcome.messages)[0],
+        "[denied] Not run: the user's message does not ask for what move_event does (Change the day or the time of an \
+         event). It asks rather for what add_event does (Put a new event on the calendar): call that one if so. Never \
+         say it was done."
+    );
+    assert_eq!(refused.outcome.answer, "Added a reminder at 14:00.");
+    // Asked at the model's end: the move, then the same question about each other action, the
+    // message alone; add_event (0.93) is sure enough not to be compared.
+    let question = |action: &str| {
+        format!("Message: \"{remind}\"\nAction: {action}\n\nDid the message ask for this action? Answer yes or no.")
+    };
+    assert_eq!(
+        model.fit_asked(),
+        [
+            question("Change the day or the time of an event."),
+            question("Put a new event on the calendar."),
+            question("Cancel an event and take it off the calendar."),
+            question("Put a new event on the calendar."),
+        ]
+    );
+
+    // Under twice as likely (0.18 against 0.12: 1.5 times), the call runs.
+    let model = Asker::with_fits(moved(), choices(), vec![(MOVE, 0.82), (ADD, 0.88)]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let page = calendar();
+    run(&agent, &page, remind).await;
+    assert_eq!(page.ran_names(), ["move_event"]);
+
+    // Off: nothing compared, the call runs.
+    let model = Asker::with_fits(moved(), choices(), vec![(MOVE, 0.82), (ADD, 0.93)]);
+    let agent =
+        AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75)).with_better_fit_check(None);
+    let page = calendar();
+    run(&agent, &page, remind).await;
+    assert_eq!(page.ran_names(), ["move_event"]);
+    assert_eq!(model.fit_asked(), [question("Change the day or the time of an event.")]);
+
+    // A message that names the tool called ("Move …") is not compared, however the others score.
+    let model = Asker::with_fits(moved(), choices(), vec![(MOVE, 0.8), (ADD, 0.99)]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let page = calendar();
+    run(&agent, &page, "Move the dentist an hour earlier.").await;
+    assert_eq!(page.ran_names(), ["move_event"]);
+    assert!(model.fit_asked().is_empty(), "{:?}", model.fit_asked());
 }
 
 #[tokio::test]

@@ -99,6 +99,13 @@ struct ServeArgs {
     /// for. See docs/models.md.
     #[arg(long, value_parser = ratio)]
     rival_ratio: Option<f64>,
+    /// With the fit check on, a call for a message that names none of the page's tools, which
+    /// the fit question passed under 0.9, is compared with each other action of the page that
+    /// changes something (the same question, one at a time), and refused when "no" is this many
+    /// times likelier for it than for another (above 1; 0 turns the comparison off). See
+    /// docs/models.md.
+    #[arg(long, default_value_t = tether_agent::BETTER_FIT_RATIO, value_parser = ratio_or_off)]
+    better_fit_ratio: f64,
     /// With the fit check on, do not check the values a call gives arguments that allow only a
     /// few (an `enum`). By default, unless the message names the value itself, the model is
     /// asked, alone, whether the message asks for it (and, when unsure, for each allowed value),
@@ -253,6 +260,14 @@ fn ratio(text: &str) -> Result<f64, String> {
     }
 }
 
+/// A ratio above 1, or 0 for off (`--better-fit-ratio`).
+fn ratio_or_off(text: &str) -> Result<f64, String> {
+    if text.parse::<f64>() == Ok(0.0) {
+        return Ok(0.0);
+    }
+    ratio(text).map_err(|error| format!("{error}, or 0 for off"))
+}
+
 /// A probability from 0 to 1 (`--fit-threshold`).
 fn probability(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
@@ -347,6 +362,7 @@ async fn serve(args: ServeArgs, metrics: Arc<tether_server::metrics::Metrics>) -
         .with_question_check(args.model != "scripted" && !args.no_question_check)
         .with_fit_check((args.fit_threshold > 0.0).then_some(args.fit_threshold))
         .with_rival_check(args.rival_ratio)
+        .with_better_fit_check((args.better_fit_ratio > 0.0).then_some(args.better_fit_ratio))
         .with_value_check(!args.no_value_check)
         .with_action_count(!args.no_action_count)
         .with_made_up_check(!args.no_made_up_check)
