@@ -2079,6 +2079,25 @@ impl AgentLoop {
         self.rival(questions, state, visible, tool, RivalRule::NoneOfThese { alone }, run_id).await
     }
 
+    /// The names of the page's tools that change something and have not succeeded in this run:
+    /// the actions a call is compared with (each tool's effect is asked once per server,
+    /// remembered by name and description).
+    async fn changing_actions(
+        &self,
+        questions: &QuestionCheck,
+        state: &RunState,
+        visible: &[&ToolSpec],
+    ) -> HashSet<String> {
+        let offered: Vec<ToolSpec> = visible.iter().map(|t| (*t).clone()).collect();
+        let read_only = questions.read_only(self.model.as_ref(), &offered).await;
+        let done: HashSet<&str> = state.succeeded.iter().map(|(name, _)| name.as_str()).collect();
+        visible
+            .iter()
+            .filter(|t| !read_only.contains(&t.name) && !done.contains(t.name.as_str()))
+            .map(|t| t.name.clone())
+            .collect()
+    }
+
     /// The better-fit check ([`AgentLoop::with_better_fit_check`]), for a message that names none
     /// of the page's tools and a call whose fit passed under [`BETTER_FIT_CEILING`]: the fit
     /// question about each other action that changes something and has not succeeded in this
@@ -2098,24 +2117,14 @@ impl AgentLoop {
         if fit.probability >= BETTER_FIT_CEILING {
             return None;
         }
-        let offered: Vec<ToolSpec> = visible.iter().map(|t| (*t).clone()).collect();
-        let read_only = questions.read_only(self.model.as_ref(), &offered).await;
-        let done: HashSet<&str> = state.succeeded.iter().map(|(name, _)| name.as_str()).collect();
-        let others: Vec<&ToolSpec> = visible
-            .iter()
-            .copied()
-            .filter(|t| t.name != tool.name && !read_only.contains(&t.name) && !done.contains(t.name.as_str()))
-            .collect();
+        let changing = self.changing_actions(questions, state, visible).await;
+        let others: Vec<&ToolSpec> =
+            visible.iter().copied().filter(|t| t.name != tool.name && changing.contains(&t.name)).collect();
         if others.is_empty() {
             return None;
         }
         let last_answer = if fit.alone { None } else { state.last_answer() };
-        let key = format!(
-            "{} against {}{}",
-            tool.name,
-            others.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(","),
-            if last_answer.is_some() { " after the answer" } else { "" }
-        );
+        let key = asked_key(tool, "against", &others, last_answer.is_some());
         let better = match state.better_fits.get(&key) {
             Some(known) => known.clone(),
             None => {
@@ -2153,18 +2162,13 @@ impl AgentLoop {
             RivalRule::Named(named) => Some(named),
             _ => None,
         };
-        let offered: Vec<ToolSpec> = visible.iter().map(|t| (*t).clone()).collect();
-        // Each tool's effect is asked once per server (remembered by name and description).
-        let read_only = questions.read_only(self.model.as_ref(), &offered).await;
-        let done: HashSet<&str> = state.succeeded.iter().map(|(name, _)| name.as_str()).collect();
+        let changing = self.changing_actions(questions, state, visible).await;
         let actions: Vec<&ToolSpec> = visible
             .iter()
             .copied()
             .filter(|t| {
                 t.name == tool.name
-                    || (!read_only.contains(&t.name)
-                        && !done.contains(t.name.as_str())
-                        && only.is_none_or(|only| only.contains(&t.name.as_str())))
+                    || (changing.contains(&t.name) && only.is_none_or(|only| only.contains(&t.name.as_str())))
             })
             .collect();
         if actions.len() < 2 {
@@ -2178,12 +2182,7 @@ impl AgentLoop {
             RivalRule::NoneOfThese { alone: false } => state.last_answer(),
             _ => None,
         };
-        let key = format!(
-            "{} among {}{}",
-            tool.name,
-            actions.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(","),
-            if last_answer.is_some() { " after the answer" } else { "" }
-        );
+        let key = asked_key(tool, "among", &actions, last_answer.is_some());
         let rival = match state.rivals.get(&key) {
             Some(known) => known.clone(),
             None => {
@@ -2447,6 +2446,17 @@ fn asks_rather(tool: &ToolSpec, other: Option<&ToolSpec>) -> Refusal {
     } else {
         Refusal::new(for_model, NO_ACTION_FOR_IT)
     }
+}
+
+/// What a question about `tool` and `tools` is remembered by in a run (`how`: how they are
+/// compared), and whether it read the answer before the message.
+fn asked_key(tool: &ToolSpec, how: &str, tools: &[&ToolSpec], after_answer: bool) -> String {
+    format!(
+        "{} {how} {}{}",
+        tool.name,
+        tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(","),
+        if after_answer { " after the answer" } else { "" }
+    )
 }
 
 fn for_user(output: &ToolOutput) -> String {
