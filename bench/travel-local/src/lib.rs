@@ -47,9 +47,13 @@ pub fn model(cli: &Cli) -> Result<Arc<OpenAiProvider>> {
 
 /// `agent` with the checks `tether serve` turns on for OpenAI-compatible models. The better-fit
 /// check's ratio can be set as `tether serve --better-fit-ratio` sets it, by the environment
-/// variable `TETHER_BETTER_FIT_RATIO` (0: off), so that a benchmark can compare the two.
+/// variable `TETHER_BETTER_FIT_RATIO` (0: off), and the look-up turned off as `--no-look-up`
+/// does by `TETHER_LOOK_UP=0`, so that a benchmark can compare.
 pub fn as_served(agent: AgentLoop) -> AgentLoop {
-    let agent = agent.with_question_check(true).with_fit_check(Some(tether_agent::DEFAULT_FIT_THRESHOLD));
+    let agent = agent
+        .with_question_check(true)
+        .with_fit_check(Some(tether_agent::DEFAULT_FIT_THRESHOLD))
+        .with_look_up(std::env::var("TETHER_LOOK_UP").as_deref() != Ok("0"));
     match std::env::var("TETHER_BETTER_FIT_RATIO").ok().and_then(|ratio| ratio.parse::<f64>().ok()) {
         Some(ratio) => agent.with_better_fit_check((ratio > 0.0).then_some(ratio)),
         None => agent,

@@ -215,6 +215,8 @@ pub struct AgentLoop {
     rival_ratio: Option<f64>,
     /// See [`AgentLoop::with_better_fit_check`].
     better_fit_ratio: Option<f64>,
+    /// See [`AgentLoop::with_look_up`].
+    look_up: bool,
     /// See [`AgentLoop::with_value_check`].
     value_check: bool,
     /// See [`AgentLoop::with_action_count`].
@@ -460,6 +462,7 @@ impl AgentLoop {
             fit_threshold: None,
             rival_ratio: None,
             better_fit_ratio: Some(BETTER_FIT_RATIO),
+            look_up: true,
             value_check: true,
             action_count: true,
             made_up_check: true,
@@ -569,6 +572,23 @@ impl AgentLoop {
     #[must_use]
     pub fn with_better_fit_check(mut self, ratio: Option<f64>) -> Self {
         self.better_fit_ratio = ratio;
+        self
+    }
+
+    /// With the question check on (the default: `true`), a question that points at one entry
+    /// of the app's data, where the page has one tool that only reads and takes that entry
+    /// (its one argument an `enum` of strings), is answered after that tool's result: the
+    /// loop calls it itself as the run's first step, and the model answers with what it shows.
+    /// The message points at the entry through what the app says about it, as the value check
+    /// reads it ([`grounded_values`](crate::grounded_values)): "Where am I having lunch on
+    /// Friday?" at `c3`, whose entry has "Lunch with Ana" on "Friday". This is what keeps a
+    /// small model from answering from the app state alone when only the tool shows what is
+    /// asked (the place, which only `open_event` shows: "You are having lunch on Friday at
+    /// 13:00."). No question is asked of the model, and that first step makes no request to
+    /// it; the call goes through the hooks, the page and the events as the model's own would.
+    #[must_use]
+    pub fn with_look_up(mut self, on: bool) -> Self {
+        self.look_up = on;
         self
     }
 
@@ -1091,7 +1111,16 @@ impl AgentLoop {
             // at 0.52 against 0.44 for the answer. A question's run, or one that called, answers
             // as the model writes.
             let rule = if state.question || state.called() { StepRule::AsWritten } else { StepRule::CallIfLikelier };
-            let result = self.model.complete_step(&request, rule, timed).instrument(span.clone()).await;
+            let look_up = if state.question && state.turns == 1 && self.look_up && self.questions.is_some() {
+                let gone_too = self.fit_threshold.is_some() && self.value_check;
+                look_up_call(state, &request.tools, &host_context(host), gone_too, run_id)
+            } else {
+                None
+            };
+            let result = match look_up {
+                Some(call) => Ok(crate::ModelReply { tool_calls: vec![call], ..crate::ModelReply::default() }),
+                None => self.model.complete_step(&request, rule, timed).instrument(span.clone()).await,
+            };
             if let Err(error) = &result {
                 span.record("error.type", &*error.kind());
             }
@@ -1591,6 +1620,9 @@ impl AgentLoop {
             if !self.value_check {
                 return None;
             }
+            if let Some(refusal) = Self::copy(tool, tool_call, probability, &context, run_id) {
+                return Some(refusal);
+            }
             if let Some(refusal) = Self::left_out(state, tool, tool_call, &context, run_id) {
                 return Some(refusal);
             }
@@ -1612,6 +1644,34 @@ impl AgentLoop {
             ),
             NO_ACTION_FOR_IT,
         ))
+    }
+
+    /// Part of the value check: the refusal of a call the fit question passed under
+    /// [`BETTER_FIT_CEILING`] (so the message does not name its tool), whose arguments only copy
+    /// an entry of the app state ([`copied_entry`](crate::grounding::copied_entry): two values or
+    /// more, each one of the entry's own). Measured with the 1.5B model on a calendar it was not
+    /// tuned on: "Invite Bob to the project review." was `add_event {"title": "Project review
+    /// with Bob", "day": "Thursday", "time": "11:00"}`, the review's own values (the fit question
+    /// 0.84-0.87, and the no-action check's "None of these" at its threshold, so it ran in some
+    /// runs). Such a call makes a second copy of what the app has, or sets an entry to what it is
+    /// already: not what a message asks for when the model is not sure of the action. No question
+    /// is asked, and the model reads that no action seems to do what was asked.
+    fn copy(
+        tool: &ToolSpec,
+        tool_call: &ModelToolCall,
+        probability: f64,
+        context: &[Value],
+        run_id: &RunId,
+    ) -> Option<Refusal> {
+        if probability >= BETTER_FIT_CEILING {
+            return None;
+        }
+        let entry = crate::grounding::copied_entry(&tool_call.arguments, context)?;
+        let entry = Value::Object(entry.clone()).to_string();
+        tracing::info!(run = %run_id, tool = tool.name, probability, entry, "the call only copies what the app has; refused");
+        // The no-action check's words: told why ("the app has it already"), the model answered
+        // that it was "already scheduled", not that it cannot be done.
+        Some(asks_rather(tool, None))
     }
 
     /// Part of the value check: the refusal of a call that leaves out an argument whose value the
@@ -1671,10 +1731,12 @@ impl AgentLoop {
 
     /// The gone check, part of the value check ([`AgentLoop::with_value_check`]): the refusal of
     /// a call whose message points, through what an earlier call's result said, at a value the
-    /// tool does not take now. "Forward the invoice to my accountant." after the invoice was
-    /// deleted, called on another email: `e3` is no longer among `id`'s values, and "invoice" is
-    /// a word only the result of the call that deleted `e3` has (`deleted "Invoice 221 …" from Bob
-    /// Chen`). A value the message names itself, or that a result in this run gave the
+    /// tool does not take now, or that calls such a value itself (the
+    /// [look-up](AgentLoop::with_look_up) of a question about it, or the model's own call), which
+    /// the validation would refuse listing only what is left. "Forward the invoice to my
+    /// accountant." after the invoice was deleted, called on another email: `e3` is no longer
+    /// among `id`'s values, and "invoice" is a word only the result of the call that deleted
+    /// `e3` has (`deleted "Invoice 221 …" from Bob Chen`). A value the message names itself, or that a result in this run gave the
     /// argument, is not checked; nor is a message that points at least as much at a value the
     /// tool takes now. No question is asked, and read-only tools (a question's run included)
     /// are checked too: nothing the message means is there to read either.
@@ -1693,12 +1755,28 @@ impl AgentLoop {
         let about_tool = format!("{} {}", tool.name, tool.description);
         let said = call_part(&state.request, tool, visible);
         let mut sources: Option<Vec<Value>> = None;
+        // A request cannot be done; a question has its answer.
+        let tell =
+            if state.question { "that it is no longer there" } else { "it cannot be done: it is no longer there" };
         for (argument, value, allowed) in enum_arguments(&tool_call.arguments, &tool.parameters) {
-            let Some(called) = allowed.iter().position(|v| *v == value) else { continue };
+            let former = state.former_values(argument, &allowed);
+            let Some(called) = allowed.iter().position(|v| *v == value) else {
+                // The value itself is gone (the look-up of a question about it, or the model's
+                // own call): said so, where the validation would only list what is left.
+                let Some((_, result)) = former.iter().find(|(gone, _)| gone == value) else { continue };
+                tracing::info!(run = %run_id, tool = tool.name, argument, value, "a value an earlier call took away; refused");
+                return Some(Refusal::new(
+                    format!(
+                        "Not run: {} does not take {argument} \"{value}\" now: it is no longer there (an earlier \
+                         result said: {result}). Tell the user {tell}. Never say it was done.",
+                        tool.name
+                    ),
+                    format!("Nothing was done: what you asked about is no longer there (earlier: {result})."),
+                ));
+            };
             if crate::questions::names_value(said, value) || state.told_in_run(&tool.name, argument, value) {
                 continue;
             }
-            let former = state.former_values(argument, &allowed);
             if former.is_empty() {
                 continue;
             }
@@ -1733,9 +1811,6 @@ impl AgentLoop {
                 gone,
                 "the message points at a value an earlier call took away; refused"
             );
-            // A request cannot be done; a question has its answer.
-            let tell =
-                if state.question { "that it is no longer there" } else { "it cannot be done: it is no longer there" };
             return Some(Refusal::new(
                 format!(
                     "Not run: the user's message speaks of {argument} \"{gone}\" (an earlier result said: {result}), \
@@ -2447,6 +2522,62 @@ fn asks_rather(tool: &ToolSpec, other: Option<&ToolSpec>) -> Refusal {
     } else {
         Refusal::new(for_model, NO_ACTION_FOR_IT)
     }
+}
+
+/// The app state's values as the checks read them.
+fn host_context(host: &dyn ToolHost) -> Vec<Value> {
+    host.context().into_iter().map(|entry| entry.value).collect()
+}
+
+/// The look-up ([`AgentLoop::with_look_up`]): the call of the one tool among `tools` (a
+/// question's run offers only those that change nothing) that takes one argument, an `enum` of
+/// strings, of which the run's message points at one value through the app's data (`context`:
+/// the app state's values, and the run's results: [`grounded_values`](crate::grounded_values)),
+/// the value its words point at most, alone. With `gone_too` (the gone check is on, which
+/// refuses it and tells the model it is no longer there), that may be a value an earlier call
+/// took away, through what its result said: "Where am I having lunch on Friday?" after the
+/// lunch was cancelled. `None` when no tool or several do, or the message points at no one
+/// value.
+fn look_up_call(
+    state: &RunState,
+    tools: &[ToolSpec],
+    context: &[Value],
+    gone_too: bool,
+    run_id: &RunId,
+) -> Option<ModelToolCall> {
+    let data = state.app_data(context);
+    let mut found = tools.iter().filter_map(|tool| {
+        let properties = tool.parameters.get("properties")?.as_object()?;
+        let [(argument, schema)] = properties.iter().collect::<Vec<_>>()[..] else { return None };
+        let allowed: Vec<&str> = schema.get("enum")?.as_array()?.iter().map(Value::as_str).collect::<Option<_>>()?;
+        let former = if gone_too { state.former_values(argument, &allowed) } else { Vec::new() };
+        if allowed.len() + former.len() < 2 {
+            return None;
+        }
+        let mut data = data.clone();
+        data.push(Value::Array(
+            former.iter().map(|(value, result)| serde_json::json!({ argument: value, "result": result })).collect(),
+        ));
+        let values: Vec<&str> = allowed.iter().copied().chain(former.iter().map(|(v, _)| v.as_str())).collect();
+        let about_tool = format!("{} {}", tool.name, tool.description);
+        let said = crate::grounding::grounded_values(&state.request, &values, &data, &about_tool).said;
+        let most = *said.iter().max()?;
+        if most == 0 || said.iter().filter(|n| **n == most).count() > 1 {
+            return None;
+        }
+        let value = values[said.iter().position(|n| *n == most)?];
+        Some((tool, argument.clone(), value.to_string()))
+    });
+    let (tool, argument, value) = found.next()?;
+    if found.next().is_some() {
+        return None;
+    }
+    tracing::info!(run = %run_id, tool = tool.name, argument, value, "a question about one entry: looked up first");
+    Some(ModelToolCall {
+        id: format!("{run_id}.{}.0", state.turns).into(),
+        name: tool.name.clone(),
+        arguments: serde_json::json!({ argument: value }),
+    })
 }
 
 /// What a question about `tool` and `tools` is remembered by in a run (`how`: how they are

@@ -182,6 +182,42 @@ pub fn unknown_names(message: &str, shown: &str) -> Vec<String> {
     names
 }
 
+/// The entry of the app's data (`sources`: the app state's values) that a call's arguments
+/// (`args`) only copy: an object, anywhere in the data, among whose own strings, numbers and
+/// booleans is every value the call gives, two of them or more, none of them empty. Strings are
+/// compared without case or the spaces around them. A call like that makes a second copy of
+/// what the app has ("Invite Bob to the project review." → `add_event {"title": "Project review
+/// with Bob", "day": "Thursday", "time": "11:00"}`, the review's own values) or sets an entry to
+/// what it is already; it is found from the values alone, whatever the app and the message's
+/// words.
+pub(crate) fn copied_entry<'a>(args: &Value, sources: &'a [Value]) -> Option<&'a serde_json::Map<String, Value>> {
+    let given = args.as_object()?;
+    if given.len() < 2 {
+        return None;
+    }
+    let same = |a: &Value, b: &Value| match (a, b) {
+        (Value::String(a), Value::String(b)) => !a.trim().is_empty() && a.trim().eq_ignore_ascii_case(b.trim()),
+        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+        (Value::Bool(a), Value::Bool(b)) => a == b,
+        _ => false,
+    };
+    fn find<'a>(
+        value: &'a Value,
+        copies: &dyn Fn(&serde_json::Map<String, Value>) -> bool,
+    ) -> Option<&'a serde_json::Map<String, Value>> {
+        match value {
+            Value::Object(fields) if copies(fields) => Some(fields),
+            Value::Object(fields) => fields.values().find_map(|field| find(field, copies)),
+            Value::Array(items) => items.iter().find_map(|item| find(item, copies)),
+            _ => None,
+        }
+    }
+    let copies = |fields: &serde_json::Map<String, Value>| {
+        given.values().all(|arg| fields.values().any(|field| same(arg, field)))
+    };
+    sources.iter().find_map(|source| find(source, &copies))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,6 +230,30 @@ mod tests {
             {"id": "e3", "from": "Bob Chen <bob@chen.example>", "subject": "Invoice 221 for the website"},
             {"id": "e4", "from": "Carla Diaz <carla@example.com>", "subject": "Slides for Monday"},
         ])]
+    }
+
+    #[test]
+    fn a_call_that_gives_only_an_entrys_own_values_copies_it() {
+        let calendar = vec![json!({"events": [
+            {"id": "c1", "title": "Team standup", "day": "Monday", "time": "09:00"},
+            {"id": "c4", "title": "Project review with Bob", "day": "Thursday", "time": "11:00", "seats": 4},
+        ]})];
+        let copy = json!({"title": " project review with bob", "day": "Thursday", "time": "11:00"});
+        assert_eq!(copied_entry(&copy, &calendar).map(|e| e["id"].clone()), Some(json!("c4")));
+        // Numbers compare as numbers; an id and another value of the same entry copy it too.
+        assert!(copied_entry(&json!({"id": "c4", "seats": 4.0}), &calendar).is_some());
+        // One value of its own: a new entry.
+        assert!(copied_entry(&json!({"title": "Gym", "day": "Thursday", "time": "11:00"}), &calendar).is_none());
+        // Values of two entries together copy neither.
+        assert!(copied_entry(&json!({"title": "Team standup", "day": "Thursday"}), &calendar).is_none());
+        // One value alone, an empty one, or one that is not a string, number or boolean is too
+        // little to tell.
+        assert!(copied_entry(&json!({"title": "Team standup"}), &calendar).is_none());
+        assert!(copied_entry(&json!({"title": "", "day": "Monday"}), &calendar).is_none());
+        assert!(copied_entry(&json!({"title": ["Team standup"], "day": "Monday"}), &calendar).is_none());
+        assert!(copied_entry(&json!("c4"), &calendar).is_none());
+        // Text the app shows is not an entry.
+        assert!(copied_entry(&copy, &[json!("Project review with Bob, Thursday, 11:00")]).is_none());
     }
 
     const IDS: [&str; 4] = ["e1", "e2", "e3", "e4"];

@@ -1181,6 +1181,68 @@ async fn a_call_when_another_action_fits_the_message_better_is_refused_and_the_m
     assert!(model.fit_asked().is_empty(), "{:?}", model.fit_asked());
 }
 
+/// [`calendar`] with this week's events as the app state.
+fn calendar_with_events() -> Page {
+    calendar().with_context(vec![ContextEntry {
+        key: "events".into(),
+        description: "This week's events".into(),
+        value: json!([
+            {"id": "c1", "title": "Team standup", "day": "Monday", "time": "09:00"},
+            {"id": "c4", "title": "Project review with Bob", "day": "Thursday", "time": "11:00"},
+        ]),
+    }])
+}
+
+#[tokio::test]
+async fn a_call_that_only_copies_an_entry_of_the_app_is_refused_when_the_model_is_not_sure_of_it() {
+    // "Invite Bob to the project review." → add_event with the review's own title, day and time
+    // (1.5B model, the calendar): the fit question passed it (0.84-0.87) and the no-action
+    // check's "None of these" sat at its threshold, so a copy of the review was made in some runs.
+    let invite = "Invite Bob to the project review.";
+    let copy = json!({"title": "project review with Bob", "day": "Thursday", "time": "11:00"});
+    // The no-action check's multiple choice (add, move, cancel, none) passes the call.
+    let choices = || vec![vec![0.8, 0.1, 0.05, 0.05]];
+    let model = Asker::with_fits(
+        vec![call("add_event", copy.clone()), text("I can't invite people from here.")],
+        choices(),
+        vec![(ADD, 0.85)],
+    );
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let page = calendar_with_events();
+    let refused = run(&agent, &page, invite).await;
+    assert!(page.ran().is_empty(), "the copy never reached the page");
+    assert_eq!(
+        tool_results(&refused.outcome.messages)[0],
+        "[denied] Not run: the user's message does not ask for what add_event does (Put a new event on the \
+         calendar). None of the app's actions seems to be what it asks for: if none does, tell the user it cannot be \
+         done here. Never say it was done."
+    );
+    assert_eq!(refused.outcome.answer, "I can't invite people from here.");
+
+    // One value the review does not have: a new event, which runs.
+    let gym = json!({"title": "Gym", "day": "Thursday", "time": "11:00"});
+    let model = Asker::with_fits(vec![call("add_event", gym.clone()), text("Added.")], choices(), vec![(ADD, 0.85)]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let page = calendar_with_events();
+    run(&agent, &page, "Gym on Thursday at 11.").await;
+    assert_eq!(page.ran(), [("add_event".to_string(), gym)]);
+
+    // The model sure of the action (0.9 or more): a second one is what was asked.
+    let model = Asker::with_fits(vec![call("add_event", copy.clone()), text("Added.")], choices(), vec![(ADD, 0.95)]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let page = calendar_with_events();
+    run(&agent, &page, "I want that review twice.").await;
+    assert_eq!(page.ran_names(), ["add_event"]);
+
+    // With the value check off, nothing is compared with the app's data.
+    let model = Asker::with_fits(vec![call("add_event", copy), text("Added.")], choices(), vec![(ADD, 0.85)]);
+    let agent =
+        AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75)).with_value_check(false);
+    let page = calendar_with_events();
+    run(&agent, &page, invite).await;
+    assert_eq!(page.ran_names(), ["add_event"]);
+}
+
 #[tokio::test]
 async fn the_no_action_check_asks_nothing_among_more_actions_than_it_compares() {
     // With the storefront's six actions the 1.5B model chose "None of these" for "Take me to my
@@ -1710,6 +1772,75 @@ async fn a_call_of_one_of_two_tools_a_message_names_takes_its_value_from_its_own
     assert_eq!(*inbox.ran.lock().unwrap(), [("archive_email".to_string(), json!({"id": "e4"}))]);
     let results = tool_results(&done.messages);
     assert!(results[0].contains("It asks rather for id \"e4\": call archive_email with that if so."), "{results:?}");
+}
+
+#[tokio::test]
+async fn a_question_about_one_entry_is_answered_after_the_tool_that_shows_it() {
+    // "Where am I having lunch on Friday?" was answered "You are having lunch on Friday at
+    // 13:00." in every run (1.5B model, the calendar): the place is only in what `open_event`
+    // shows, and the step's probabilities were `answer` 0.84, `open_event` 0.02.
+    let model = Asker::with_logprobs(vec![text("Carla sent you the slides for Monday.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let inbox = Inbox::new();
+    let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
+    let done = agent.run(&inbox, &sink, &"r1".into(), "What did Carla send me?", Vec::new()).await;
+    assert_eq!(done.status, RunStatus::Completed);
+    assert_eq!(*inbox.ran.lock().unwrap(), [("open_email".to_string(), json!({"id": "e4"}))]);
+    assert_eq!(done.answer, "Carla sent you the slides for Monday.");
+    // The model was asked once, for the answer, with the call and its result as its own.
+    let requests = model.turns.requests();
+    assert_eq!(requests.len(), 1);
+    let messages = &requests[0].messages;
+    assert!(
+        matches!(&messages[messages.len() - 2], ChatMessage::Assistant { tool_calls, .. }
+            if tool_calls.len() == 1 && tool_calls[0].name == "open_email" && tool_calls[0].arguments == json!({"id": "e4"})),
+        "{messages:?}"
+    );
+    assert_eq!(tool_results(messages), ["From Carla Diaz <carla@example.com>, \"Slides for Monday\""],);
+
+    // Once Carla's email is archived, the question points at it through what the archive's
+    // result said: looked up, refused as no longer there, and the model reads so.
+    let model = Asker::with_logprobs(vec![
+        call("archive_email", json!({"id": "e4"})),
+        text("Archived."),
+        text("Carla's email is no longer in the inbox: it was archived."),
+    ]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let inbox = Inbox::new();
+    let first = agent.run(&inbox, &sink, &"r1".into(), "Archive Carla's message.", Vec::new()).await;
+    let second = agent.run(&inbox, &sink, &"r2".into(), "What did Carla send me?", first.messages).await;
+    assert_eq!(*inbox.ran.lock().unwrap(), [("archive_email".to_string(), json!({"id": "e4"}))]);
+    let results = tool_results(&second.messages);
+    assert_eq!(
+        results.last().unwrap(),
+        "[denied] Not run: open_email does not take id \"e4\" now: it is no longer there (an earlier result said: \
+         archived \"Slides for Monday\" from Carla Diaz <carla@example.com>). Tell the user that it is no longer \
+         there. Never say it was done."
+    );
+    assert_eq!(second.answer, "Carla's email is no longer in the inbox: it was archived.");
+
+    // A question that points at no one entry, or at two as much: the model takes its own step.
+    for question in ["How many emails do I have?", "Did Ana or Carla write?"] {
+        let model = Asker::with_logprobs(vec![text("Three.")]);
+        let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+        let inbox = Inbox::new();
+        let done = agent.run(&inbox, &sink, &"r1".into(), question, Vec::new()).await;
+        assert!(inbox.ran.lock().unwrap().is_empty(), "{question}");
+        assert_eq!(done.answer, "Three.");
+    }
+
+    // A request about the same email is the model's to do; off, the question is too.
+    let model = Asker::with_logprobs(vec![text("Which email?")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let inbox = Inbox::new();
+    agent.run(&inbox, &sink, &"r1".into(), "Deal with Carla's email.", Vec::new()).await;
+    assert!(inbox.ran.lock().unwrap().is_empty());
+    let model = Asker::with_logprobs(vec![text("The slides.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75)).with_look_up(false);
+    let inbox = Inbox::new();
+    let done = agent.run(&inbox, &sink, &"r1".into(), "What did Carla send me?", Vec::new()).await;
+    assert!(inbox.ran.lock().unwrap().is_empty());
+    assert_eq!(done.answer, "The slides.");
 }
 
 #[tokio::test]

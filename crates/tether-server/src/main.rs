@@ -120,6 +120,13 @@ struct ServeArgs {
     /// asked). See docs/models.md.
     #[arg(long)]
     no_action_count: bool,
+    /// With the question check on, do not look up the entry a question points at. By default a
+    /// question that points, through what the app's data says, at one value of the one argument
+    /// of a tool that only reads (an `enum`: `open_event`'s event ids) is answered after that
+    /// tool's result, called by the server as the run's first step (the place of a lunch only
+    /// `open_event` shows). See docs/models.md.
+    #[arg(long)]
+    no_look_up: bool,
     /// With the fit check on, do not refuse made-up identifiers. By default a call of a tool that
     /// changes something is refused when an argument reads as an address, a link or an id that
     /// appears nowhere the model could have read it (the user's messages, the app state, the
@@ -366,6 +373,7 @@ async fn serve(args: ServeArgs, metrics: Arc<tether_server::metrics::Metrics>) -
         .with_value_check(!args.no_value_check)
         .with_action_count(!args.no_action_count)
         .with_made_up_check(!args.no_made_up_check)
+        .with_look_up(!args.no_look_up)
         .with_trace_content(args.trace_content);
     if !args.hooks.is_empty() {
         // Invalid hooks refuse to start the server, with a message naming the hook and the field.
