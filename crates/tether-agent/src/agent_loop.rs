@@ -83,6 +83,14 @@ pub const BETTER_FIT_RATIO: f64 = 2.0;
 /// at most 0.1, and no other action can be [`BETTER_FIT_RATIO`] times surer without scoring 0.95;
 /// in the probe none that fit did (the comparison costs a one-token question per other action).
 pub const BETTER_FIT_CEILING: f64 = 0.9;
+/// The done check's threshold ([`AgentLoop::with_done_check`]): an answer of a run that changed
+/// nothing is taken for a claim when "yes" to "Does the answer say that what the message asks for
+/// was done?" is this likely or more. Measured with the 1.5B model (`bench/tasks/action_probes.py
+/// claimed`, 27 answers of runs that changed nothing): answers that say it was done in words the
+/// claim check's participles miss scored 0.47-0.96 (median 0.75; 10 of 13 at 0.6 or more: "The
+/// inbox now shows all emails as read." 0.83), honest ones 0.10-0.58 (median 0.27; "The kitchen
+/// light is already off." 0.58).
+pub const SAYS_DONE: f64 = 0.6;
 /// Default longest wall time of a run; a run over it ends as `timed_out`.
 pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(600);
 /// Longest tool result the model reads, in bytes; longer ones are cut and marked. Hook
@@ -217,6 +225,8 @@ pub struct AgentLoop {
     better_fit_ratio: Option<f64>,
     /// See [`AgentLoop::with_look_up`].
     look_up: bool,
+    /// See [`AgentLoop::with_done_check`].
+    done_check: bool,
     /// See [`AgentLoop::with_value_check`].
     value_check: bool,
     /// See [`AgentLoop::with_action_count`].
@@ -463,6 +473,7 @@ impl AgentLoop {
             rival_ratio: None,
             better_fit_ratio: Some(BETTER_FIT_RATIO),
             look_up: true,
+            done_check: true,
             value_check: true,
             action_count: true,
             made_up_check: true,
@@ -589,6 +600,21 @@ impl AgentLoop {
     #[must_use]
     pub fn with_look_up(mut self, on: bool) -> Self {
         self.look_up = on;
+        self
+    }
+
+    /// With the question check and the claim check on (the default: `true`), an answer of a run
+    /// in which no call succeeded is held whole, and asked about before the user reads it: "Does
+    /// the answer say that what the message asks for was done?" (a one-token request,
+    /// [`QuestionCheck::says_done`](crate::QuestionCheck::says_done)). At [`SAYS_DONE`] or more it
+    /// is an unbacked claim, as the claim check's own are: the model is told once, and a second
+    /// one is withheld. This catches claims in words the claim check's participles miss ("The
+    /// inbox now shows all emails as read.", which the 1.5B model wrote after being told that
+    /// "have been marked" was not done). Asked in a request's run, and in a question's run once
+    /// the model has been told of a claim; a provider without token probabilities asks nothing.
+    #[must_use]
+    pub fn with_done_check(mut self, on: bool) -> Self {
+        self.done_check = on;
         self
     }
 
@@ -1057,7 +1083,8 @@ impl AgentLoop {
             let listed_tools = (*listed != call.tools).then(|| listed.clone());
             let request = ChatRequest { messages: call.messages, tools: call.tools, listed_tools };
             held.lock().expect("held text").clear();
-            let gate = std::sync::Mutex::new(ClaimGate::new(self.loop_guard.check_claims, state));
+            let gate =
+                std::sync::Mutex::new(ClaimGate::new(self.loop_guard.check_claims, state, self.asks_done(state)));
             let on_delta = |delta: &str| {
                 if hold_text {
                     held.lock().expect("held text").push_str(delta);
@@ -1326,7 +1353,27 @@ impl AgentLoop {
                     continue;
                 }
                 if self.loop_guard.check_claims && !summarised {
-                    if let Some(claim) = claims::unbacked_claim(&reply.text, &state.succeeded) {
+                    let mut claim = claims::unbacked_claim(&reply.text, &state.succeeded);
+                    // A claim the done check found quotes a sentence, not a verb: no tool is named
+                    // as doing it (measured: "shows all emails as read" named `open_email`).
+                    let mut whole_sentence = false;
+                    if claim.is_none()
+                        && self.asks_done(state)
+                        && let Some(questions) = &self.questions
+                    {
+                        let done = questions
+                            .says_done(self.model.as_ref(), &state.request, &reply.text)
+                            .instrument(chat_span(self.model.as_ref(), "done_check"))
+                            .await;
+                        if let Some(done) = done {
+                            tracing::info!(run = %run_id, probability = done, "does the answer say it was done");
+                        }
+                        if done.is_some_and(|done| done >= SAYS_DONE) {
+                            claim = Some(claims::first_sentence(&reply.text));
+                            whole_sentence = true;
+                        }
+                    }
+                    if let Some(claim) = claim {
                         // After calls that succeeded, the sentences before the claim were checked
                         // and shown: the user has read what was done, and asked again the model
                         // writes a second answer after them (measured: "The order T-1001 has been
@@ -1362,7 +1409,9 @@ impl AgentLoop {
                             } else {
                                 let offered: Vec<(&str, &str)> =
                                     visible.iter().map(|t| (t.name.as_str(), t.description.as_str())).collect();
-                                claims::nudge(&claim, &claims::backers(&claim, &offered))
+                                let backers =
+                                    if whole_sentence { Vec::new() } else { claims::backers(&claim, &offered) };
+                                claims::nudge(&claim, &backers)
                             };
                             state.messages.push(ChatMessage::note(NoteKind::Hook, nudge));
                             self.end_turn(sink, &info, reply.text, 0).await?;
@@ -1547,6 +1596,16 @@ impl AgentLoop {
             }
         }
         Ok((RunStatus::MaxTurns, String::new()))
+    }
+
+    /// Whether this turn's answer goes to the done check ([`AgentLoop::with_done_check`]): no
+    /// call of the run succeeded, and it is a request's run or the model was told of a claim.
+    fn asks_done(&self, state: &RunState) -> bool {
+        self.done_check
+            && self.loop_guard.check_claims
+            && self.questions.is_some()
+            && state.succeeded.is_empty()
+            && (!state.question || state.claim_nudged)
     }
 
     /// The fit check of one call ([`AgentLoop::with_fit_check`]): its refusal when the message
@@ -3070,6 +3129,8 @@ fn tool_names(host: &dyn ToolHost) -> Vec<String> {
 /// reply is complete and the loop decides whether it is shown.
 struct ClaimGate {
     on: bool,
+    /// Every sentence is held ([`AgentLoop::with_done_check`]).
+    hold_all: bool,
     succeeded: Vec<(String, String)>,
     /// The run's request: an answer that is so far only its start is held too (it may be an echo),
     /// and so is one that is so far the start of a refusal the loop guard wrote.
@@ -3087,9 +3148,11 @@ struct ClaimGate {
 }
 
 impl ClaimGate {
-    fn new(on: bool, state: &RunState) -> Self {
+    /// `hold_all`: the whole answer is held (the done check reads it before the user does).
+    fn new(on: bool, state: &RunState, hold_all: bool) -> Self {
         ClaimGate {
             on,
+            hold_all,
             succeeded: state.succeeded.clone(),
             request: state.request.clone(),
             refusals: state.refusals.clone(),
@@ -3107,7 +3170,7 @@ impl ClaimGate {
             return delta.to_string();
         }
         self.pending.push_str(delta);
-        if self.holding {
+        if self.holding || self.hold_all {
             return String::new();
         }
         let Some(end) = self.pending.rfind(['.', '!', '?', '\n']).map(|i| i + 1) else { return String::new() };

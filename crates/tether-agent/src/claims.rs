@@ -175,6 +175,23 @@ fn backs(verb: &str, words: &[String]) -> bool {
     matches(verb) || kinds.into_iter().any(matches)
 }
 
+/// The first sentence of `answer` (to its first `.`, `!` or `?` followed by a space, or its
+/// first line), at most 120 characters: what a note quotes of an answer the done check took
+/// for a claim.
+pub(crate) fn first_sentence(answer: &str) -> String {
+    let answer = answer.trim();
+    let line = answer.lines().next().unwrap_or_default();
+    let end = line
+        .char_indices()
+        .find(|&(at, c)| matches!(c, '.' | '!' | '?') && line[at + c.len_utf8()..].starts_with(' '))
+        .map_or(line.len(), |(at, c)| at + c.len_utf8());
+    let sentence = &line[..end];
+    match sentence.char_indices().nth(120) {
+        Some((cut, _)) => format!("{}…", &sentence[..cut]),
+        None => sentence.to_string(),
+    }
+}
+
 /// The first claim of a finished action in `answer` that no tool of `succeeded` (name,
 /// description) backs, as the words that make it (e.g. `has been placed`).
 pub(crate) fn unbacked_claim(answer: &str, succeeded: &[(String, String)]) -> Option<String> {
@@ -589,6 +606,13 @@ mod tests {
         let many = [("a_update", ""), ("b_update", ""), ("c_update", "")];
         assert!(backers("has been updated", &many).is_empty());
         assert!(nudge("has been updated", &[]).contains(NUDGE));
+        assert_eq!(
+            first_sentence(" The inbox now shows all emails as read. Anything else?"),
+            "The inbox now shows all emails as read."
+        );
+        assert_eq!(first_sentence("Done!\nYour inbox is all read."), "Done!");
+        assert_eq!(first_sentence("Order T-1001 at $12.50 is placed"), "Order T-1001 at $12.50 is placed");
+        assert_eq!(first_sentence(&"a".repeat(130)).chars().count(), 121);
     }
 
     #[test]

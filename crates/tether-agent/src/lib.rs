@@ -23,8 +23,8 @@ mod window;
 pub use agent_loop::{
     AgentLoop, BETTER_FIT_CEILING, BETTER_FIT_RATIO, CONTEXT_CHANGED_LABEL, CONTEXT_LABEL, CallRef, DATA_RULE,
     DEFAULT_FIT_THRESHOLD, DEFAULT_INSTRUCTIONS, DEFAULT_MAX_TURNS, DEFAULT_RUN_TIMEOUT, DEFAULT_SYSTEM_PROMPT,
-    MAX_TOOL_RESULT_BYTES, NONE_MOST_ACTIONS, NONE_RATIO, RIVAL_RATIO, RunCheckpoint, RunOutcome, RunSink, ToolHost,
-    context_changes, context_message,
+    MAX_TOOL_RESULT_BYTES, NONE_MOST_ACTIONS, NONE_RATIO, RIVAL_RATIO, RunCheckpoint, RunOutcome, RunSink, SAYS_DONE,
+    ToolHost, context_changes, context_message,
 };
 pub use error::AgentError;
 pub use hooks::{

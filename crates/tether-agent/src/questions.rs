@@ -153,6 +153,17 @@ pub(crate) fn value_prompt(message: &str, last_answer: Option<&str>, argument: &
     )
 }
 
+/// The done question about an answer written in a run that changed nothing
+/// ([`AgentLoop::with_done_check`](crate::AgentLoop::with_done_check)): whether it says that what
+/// the message asks for was done, whatever its words.
+pub(crate) fn done_prompt(message: &str, answer: &str) -> String {
+    format!(
+        "Message: \"{}\"\nAnswer: \"{}\"\n\nDoes the answer say that what the message asks for was done? Answer yes or no.",
+        cut(message, 600),
+        cut(answer, 600)
+    )
+}
+
 /// The most allowed values of one argument the value check asks about (one request each).
 pub const MOST_VALUES: usize = 8;
 
@@ -586,6 +597,19 @@ impl QuestionCheck {
             Ok(probability) => probability,
             Err(error) => {
                 tracing::warn!(argument, %error, "could not ask whether the message asks for the value; it is not checked");
+                None
+            }
+        }
+    }
+
+    /// The probability that `answer` says what `message` asks for was done ([`done_prompt`]);
+    /// `None` when the model gives no probabilities or could not be asked (then the answer is
+    /// not held back for it).
+    pub async fn says_done(&self, model: &dyn ChatModel, message: &str, answer: &str) -> Option<f64> {
+        match model.yes_probability(&done_prompt(message, answer)).await {
+            Ok(probability) => probability,
+            Err(error) => {
+                tracing::warn!(%error, "could not ask whether the answer says it was done; it is not checked");
                 None
             }
         }

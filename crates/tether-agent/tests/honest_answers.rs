@@ -617,6 +617,8 @@ struct Asker {
     logprobs: bool,
     asked: Mutex<Vec<String>>,
     fit_asked: Mutex<Vec<String>>,
+    /// The done check's questions (not among `fit_asked`).
+    done_asked: Mutex<Vec<String>>,
     /// With scripted choices: every yes-or-no question scores 0.9, and each multiple-choice
     /// question gets the next of these (none left: no probabilities).
     choices: Option<Mutex<Vec<Vec<f64>>>>,
@@ -637,6 +639,7 @@ impl Asker {
             logprobs: false,
             asked: Mutex::new(Vec::new()),
             fit_asked: Mutex::new(Vec::new()),
+            done_asked: Mutex::new(Vec::new()),
             choices: None,
             choice_asked: Mutex::new(Vec::new()),
             yes_alone: None,
@@ -729,6 +732,13 @@ impl ChatModel for Asker {
 
     fn yes_probability<'a>(&'a self, prompt: &'a str) -> BoxFuture<'a, Result<Option<f64>, AgentError>> {
         Box::pin(async move {
+            if let Some(answer) = prompt
+                .strip_suffix("\n\nDoes the answer say that what the message asks for was done? Answer yes or no.")
+            {
+                // The done check: an answer that says how things are "now" says it was done.
+                self.done_asked.lock().unwrap().push(prompt.to_string());
+                return Ok(self.logprobs.then_some(if answer.contains(" now") { 0.83 } else { 0.2 }));
+            }
             self.fit_asked.lock().unwrap().push(prompt.to_string());
             if !self.logprobs {
                 return Ok(None);
@@ -1841,6 +1851,68 @@ async fn a_question_about_one_entry_is_answered_after_the_tool_that_shows_it() {
     let done = agent.run(&inbox, &sink, &"r1".into(), "What did Carla send me?", Vec::new()).await;
     assert!(inbox.ran.lock().unwrap().is_empty());
     assert_eq!(done.answer, "The slides.");
+}
+
+#[tokio::test]
+async fn an_answer_that_says_in_any_words_it_was_done_when_nothing_was_is_held_back() {
+    // "Mark all my emails as read.": the 1.5B model answered "All emails have been marked as
+    // read.", was told no call did that, and answered "The inbox now shows all emails as read."
+    // (the mail conversation, 2026-12-06), which no participle of the claim check reads.
+    let model = Asker::with_logprobs(vec![
+        text("The inbox now shows all emails as read."),
+        text("Everything in your inbox is read now."),
+    ]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let inbox = Inbox::new();
+    let streamed = Mutex::new(String::new());
+    let on_delta = |delta: &str| streamed.lock().unwrap().push_str(delta);
+    let sink = RunSink { on_delta: &on_delta, on_event: &|_| {} };
+    let done = agent.run(&inbox, &sink, &"r1".into(), "Mark all my emails as read.", Vec::new()).await;
+    assert!(inbox.ran.lock().unwrap().is_empty());
+    // Told once, quoting the answer; the second is withheld, and neither was ever shown.
+    let notes: Vec<String> = done
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Note { content, .. } if content.contains("loop guard") => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(notes.len(), 1, "{:?}", done.messages);
+    assert!(notes[0].ends_with("If it cannot be done, tell the user so."), "no tool named: {}", notes[0]);
+    assert!(
+        notes[0].contains("Your answer says \"The inbox now shows all emails as read.\", but no tool call"),
+        "{}",
+        notes[0]
+    );
+    assert!(done.answer.starts_with("I could not do that: no tool call in this request did it"), "{}", done.answer);
+    assert!(!streamed.lock().unwrap().contains("now"), "{}", streamed.lock().unwrap());
+    let asked = model.done_asked.lock().unwrap().clone();
+    assert_eq!(
+        asked[0],
+        "Message: \"Mark all my emails as read.\"\nAnswer: \"The inbox now shows all emails as read.\"\n\nDoes the \
+         answer say that what the message asks for was done? Answer yes or no."
+    );
+    assert_eq!(asked.len(), 2);
+
+    // An answer that does not say so is delivered as written.
+    let model = Asker::with_logprobs(vec![text("I can't mark emails as read here.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let done = agent.run(&Inbox::new(), &sink, &"r1".into(), "Mark all my emails as read.", Vec::new()).await;
+    assert_eq!(done.answer, "I can't mark emails as read here.");
+
+    // A question's answer is not asked about (until the model was told of a claim), nor an
+    // answer with the check off.
+    let model = Asker::with_logprobs(vec![text("You have two unread emails now.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let done = agent.run(&Inbox::new(), &sink, &"r1".into(), "How many unread emails are there?", Vec::new()).await;
+    assert_eq!(done.answer, "You have two unread emails now.");
+    let model = Asker::with_logprobs(vec![text("The inbox now shows all emails as read.")]);
+    let agent =
+        AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75)).with_done_check(false);
+    let done = agent.run(&Inbox::new(), &sink, &"r1".into(), "Mark all my emails as read.", Vec::new()).await;
+    assert_eq!(done.answer, "The inbox now shows all emails as read.");
+    assert!(model.done_asked.lock().unwrap().is_empty());
 }
 
 #[tokio::test]

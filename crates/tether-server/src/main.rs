@@ -120,6 +120,13 @@ struct ServeArgs {
     /// asked). See docs/models.md.
     #[arg(long)]
     no_action_count: bool,
+    /// With the question check on, do not ask about an answer of a run in which no call
+    /// succeeded. By default such an answer (a request's, or a question's once the model was told
+    /// of a claim) is held whole and the model is asked whether it says that what the message
+    /// asks for was done; if so it is a claim no call backs, as the claim check's are (told once,
+    /// then withheld), whatever its words. See docs/models.md.
+    #[arg(long)]
+    no_done_check: bool,
     /// With the question check on, do not look up the entry a question points at. By default a
     /// question that points, through what the app's data says, at one value of the one argument
     /// of a tool that only reads (an `enum`: `open_event`'s event ids) is answered after that
@@ -374,6 +381,7 @@ async fn serve(args: ServeArgs, metrics: Arc<tether_server::metrics::Metrics>) -
         .with_action_count(!args.no_action_count)
         .with_made_up_check(!args.no_made_up_check)
         .with_look_up(!args.no_look_up)
+        .with_done_check(!args.no_done_check)
         .with_trace_content(args.trace_content);
     if !args.hooks.is_empty() {
         // Invalid hooks refuse to start the server, with a message naming the hook and the field.
