@@ -1842,11 +1842,7 @@ impl AgentLoop {
             let sources = sources.get_or_insert_with(|| {
                 state.app_data(&host.context().into_iter().map(|entry| entry.value).collect::<Vec<_>>())
             });
-            let mut data = sources.clone();
-            data.push(Value::Array(
-                former.iter().map(|(value, result)| serde_json::json!({ argument: value, "result": result })).collect(),
-            ));
-            let values: Vec<&str> = allowed.iter().copied().chain(former.iter().map(|(v, _)| v.as_str())).collect();
+            let (data, values) = with_former(sources, argument, &allowed, &former);
             // How many of the message's words point at each value, the former ones last.
             let pointed = crate::grounding::grounded_values(said, &values, &data, &about_tool).said;
             // A message that points at the value called too asks for it as well ("Delete the
@@ -2588,6 +2584,22 @@ fn host_context(host: &dyn ToolHost) -> Vec<Value> {
     host.context().into_iter().map(|entry| entry.value).collect()
 }
 
+/// The app's data with what earlier results said of the values an earlier call took away
+/// (`former`: [`RunState::former_values`]), and the values to point at: `allowed`, then those.
+fn with_former<'a>(
+    data: &[Value],
+    argument: &str,
+    allowed: &[&'a str],
+    former: &'a [(String, String)],
+) -> (Vec<Value>, Vec<&'a str>) {
+    let mut data = data.to_vec();
+    data.push(Value::Array(
+        former.iter().map(|(value, result)| serde_json::json!({ argument: value, "result": result })).collect(),
+    ));
+    let values = allowed.iter().copied().chain(former.iter().map(|(v, _)| v.as_str())).collect();
+    (data, values)
+}
+
 /// The look-up ([`AgentLoop::with_look_up`]): the call of the one tool among `tools` (a
 /// question's run offers only those that change nothing) that takes one argument, an `enum` of
 /// strings, of which the run's message points at one value through the app's data (`context`:
@@ -2613,11 +2625,7 @@ fn look_up_call(
         if allowed.len() + former.len() < 2 {
             return None;
         }
-        let mut data = data.clone();
-        data.push(Value::Array(
-            former.iter().map(|(value, result)| serde_json::json!({ argument: value, "result": result })).collect(),
-        ));
-        let values: Vec<&str> = allowed.iter().copied().chain(former.iter().map(|(v, _)| v.as_str())).collect();
+        let (data, values) = with_former(&data, argument, &allowed, &former);
         let about_tool = format!("{} {}", tool.name, tool.description);
         let said = crate::grounding::grounded_values(&state.request, &values, &data, &about_tool).said;
         let most = *said.iter().max()?;
