@@ -1624,7 +1624,7 @@ impl AgentLoop {
     ) -> Option<Refusal> {
         let tool = visible.iter().find(|tool| tool.name == tool_call.name)?;
         // The app state's values, read once for the made-up check and the value check.
-        let context: Vec<Value> = host.context().into_iter().map(|entry| entry.value).collect();
+        let context = host_context(host);
         if let Some(refusal) = self.made_up(questions, state, visible, tool, tool_call, &context, run_id).await {
             return Some(refusal);
         }
@@ -1795,9 +1795,9 @@ impl AgentLoop {
     /// the validation would refuse listing only what is left. "Forward the invoice to my
     /// accountant." after the invoice was deleted, called on another email: `e3` is no longer
     /// among `id`'s values, and "invoice" is a word only the result of the call that deleted
-    /// `e3` has (`deleted "Invoice 221 …" from Bob Chen`). A value the message names itself, or that a result in this run gave the
-    /// argument, is not checked; nor is a message that points at least as much at a value the
-    /// tool takes now. No question is asked, and read-only tools (a question's run included)
+    /// `e3` has (`deleted "Invoice 221 …" from Bob Chen`). A value the message names itself, or
+    /// that a result in this run gave the argument, is not checked; nor is a message that points
+    /// at least as much at a value the tool takes now. No question is asked, and read-only tools (a question's run included)
     /// are checked too: nothing the message means is there to read either.
     fn gone_value(
         &self,
@@ -1818,10 +1818,10 @@ impl AgentLoop {
         let tell =
             if state.question { "that it is no longer there" } else { "it cannot be done: it is no longer there" };
         for (argument, value, allowed) in enum_arguments(&tool_call.arguments, &tool.parameters) {
-            let former = state.former_values(argument, &allowed);
             let Some(called) = allowed.iter().position(|v| *v == value) else {
                 // The value itself is gone (the look-up of a question about it, or the model's
                 // own call): said so, where the validation would only list what is left.
+                let former = state.former_values(argument, &allowed);
                 let Some((_, result)) = former.iter().find(|(gone, _)| gone == value) else { continue };
                 tracing::info!(run = %run_id, tool = tool.name, argument, value, "a value an earlier call took away; refused");
                 return Some(Refusal::new(
@@ -1836,12 +1836,11 @@ impl AgentLoop {
             if crate::questions::names_value(said, value) || state.told_in_run(&tool.name, argument, value) {
                 continue;
             }
+            let former = state.former_values(argument, &allowed);
             if former.is_empty() {
                 continue;
             }
-            let sources = sources.get_or_insert_with(|| {
-                state.app_data(&host.context().into_iter().map(|entry| entry.value).collect::<Vec<_>>())
-            });
+            let sources = sources.get_or_insert_with(|| state.app_data(&host_context(host)));
             let (data, values) = with_former(sources, argument, &allowed, &former);
             // How many of the message's words point at each value, the former ones last.
             let pointed = crate::grounding::grounded_values(said, &values, &data, &about_tool).said;
