@@ -273,8 +273,13 @@ export async function runTask(page, frames, calls, task, app, { fresh }) {
     pageToolCalls: toolCalls.length, toolEnds: serverEnded, repeatedIdenticalCalls: repeated, modelCalls: modelCalls.length,
     promptTokens: modelCalls.map((c) => c.promptTokens).filter((n) => n != null),
     evaluatedTokens: modelCalls.map((c) => c.evaluatedTokens).filter((n) => n != null),
-    model: modelCalls.map((c) => ({ seconds: c.end && (c.end - c.start) / 1000, promptTokens: c.promptTokens, evaluatedTokens: c.evaluatedTokens, completionTokens: c.completionTokens, last: c.messages?.slice(-2), reply: c.reply })),
+    model: modelCalls.map(modelCall),
   });
+}
+
+/** One model request as results.json keeps it: its seconds, tokens, the last two messages and the reply. */
+export function modelCall(c) {
+  return { seconds: c.end && (c.end - c.start) / 1000, promptTokens: c.promptTokens, evaluatedTokens: c.evaluatedTokens, completionTokens: c.completionTokens, last: c.messages?.slice(-2), reply: c.reply };
 }
 
 /** A task's outcome from what happened: done, wrong actions, a misleading answer, Tether's words. */

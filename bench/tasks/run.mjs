@@ -24,7 +24,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { ROOT, startServer, launchBrowser } from "../../tests/e2e/harness.mjs";
 import { SHOP_TASKS, SHOP_ORDER, TODO_TASKS, TODO_ORDER, TRAVEL_TASKS, TRAVEL_ORDER, MAIL_TASKS, MAIL_ORDER, CALENDAR_TASKS, CALENDAR_ORDER, shuffled, markCopies } from "./tasks.mjs";
-import { startProxy, runTask, openPage, shopState, shopSetUp, todoState, judge } from "./lib.mjs";
+import { startProxy, runTask, openPage, shopState, shopSetUp, todoState, judge, modelCall } from "./lib.mjs";
 
 const env = process.env;
 const execFileAsync = promisify(execFile);
@@ -123,6 +123,7 @@ async function travelSuite(proxy, app, mode, suite) {
       before: run.before ?? {}, after: {}, answer: run.answer, bookings: run.bookings, effects: run.effects, timedOut: false, seconds: run.seconds, status: run.status,
       calledTools: run.calls, pageToolCalls: run.calls.length, repeatedIdenticalCalls: 0, modelCalls: calls.length,
       promptTokens: calls.map((c) => c.promptTokens).filter((x) => x != null), evaluatedTokens: calls.map((c) => c.evaluatedTokens).filter((x) => x != null),
+      model: calls.map(modelCall),
     });
     log(`  ${suite.name} ${result.ok ? "ok  " : "FAIL"} ${task.id} ${result.seconds.toFixed(1)} s${result.wrongActions.length ? ` WRONG ${JSON.stringify(result.wrongActions)}` : ""}${result.misleading ? ` ${result.misleading.toUpperCase()}` : ""} ${result.ok ? "" : result.problems.join("; ")}`);
     return result;
