@@ -956,6 +956,31 @@ impl AgentLoop {
         self.hook_sets().any(|h| h.stop.is_some())
     }
 
+    /// The tool that changes something that a message without a question mark names
+    /// ([`names_tool`](crate::questions::names_tool): "Move my dentist appointment to 4pm." for
+    /// `move_event` beside `add_event`, `cancel_event` and `open_event`), if any: such a message
+    /// asks for that change, whatever the kind question said. Measured with the 1.5B model in
+    /// the calendar conversation: after "I cannot invite Bob to the project review.", that
+    /// message was a question to it, the move was not offered, and the answer was "You should
+    /// move it to 4pm.". Which tools change nothing is the question check's own verdict, asked
+    /// once per tool (a question's run asks it anyway).
+    async fn named_change(&self, questions: &QuestionCheck, message: &str, tools: &[ToolSpec]) -> Option<String> {
+        if message.trim_end().ends_with('?') {
+            return None;
+        }
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        let named: Vec<&ToolSpec> =
+            tools.iter().filter(|t| crate::questions::names_tool(message, &t.name, &names)).collect();
+        if named.is_empty() {
+            return None;
+        }
+        let read_only = questions
+            .read_only(self.model.as_ref(), tools)
+            .instrument(chat_span(self.model.as_ref(), "read_only_check"))
+            .await;
+        named.into_iter().find(|t| !read_only.contains(&t.name)).map(|t| t.name.clone())
+    }
+
     /// Leaves the oldest runs of the conversation out when the next request would not fit
     /// `budget` (`window.rs`); a run that does not fit alone fails here, before anything is sent.
     fn fit_window(
@@ -1017,6 +1042,12 @@ impl AgentLoop {
                 .instrument(chat_span(self.model.as_ref(), "question_check"))
                 .await
                 == MessageKind::Question;
+            if state.question
+                && let Some(tool) = self.named_change(questions, &state.request, &host.tools()).await
+            {
+                tracing::info!(run = %run_id, tool, "a message read as a question names a tool that changes something");
+                state.question = false;
+            }
             tracing::info!(run = %run_id, question = state.question, "what the message asks for");
         }
         while state.turns < self.max_turns {
@@ -1083,8 +1114,15 @@ impl AgentLoop {
             let listed_tools = (*listed != call.tools).then(|| listed.clone());
             let request = ChatRequest { messages: call.messages, tools: call.tools, listed_tools };
             held.lock().expect("held text").clear();
-            let gate =
-                std::sync::Mutex::new(ClaimGate::new(self.loop_guard.check_claims, state, self.asks_done(state)));
+            // What backs a claim in this turn's answer: the run's calls that succeeded, and the
+            // earlier calls the gone check told the model of.
+            let backing = state.backing(request.listed_tools.as_deref().unwrap_or(&request.tools));
+            let gate = std::sync::Mutex::new(ClaimGate::new(
+                self.loop_guard.check_claims,
+                state,
+                backing.clone(),
+                self.asks_done(state),
+            ));
             let on_delta = |delta: &str| {
                 if hold_text {
                     held.lock().expect("held text").push_str(delta);
@@ -1353,7 +1391,7 @@ impl AgentLoop {
                     continue;
                 }
                 if self.loop_guard.check_claims && !summarised {
-                    let mut claim = claims::unbacked_claim(&reply.text, &state.succeeded);
+                    let mut claim = claims::unbacked_claim(&reply.text, &backing);
                     // A claim the done check found quotes a sentence, not a verb: no tool is named
                     // as doing it (measured: "shows all emails as read" named `open_email`).
                     let mut whole_sentence = false;
@@ -1879,7 +1917,8 @@ impl AgentLoop {
     }
 
     /// The made-up check ([`AgentLoop::with_made_up_check`]): the refusal of a call of a tool
-    /// that changes something when it gives an argument an identifier the model read nowhere.
+    /// that changes something when it gives an argument an identifier the model read nowhere
+    /// (or, when the call is about what an earlier call took away, [`Self::about_gone`]'s).
     #[allow(clippy::too_many_arguments)]
     async fn made_up(
         &self,
@@ -1896,8 +1935,11 @@ impl AgentLoop {
         }
         let seen = crate::made_up::seen_text(&self.system_prompt, &state.messages, state.run_start, context, visible);
         let (path, value) = crate::made_up::made_up_value(&tool_call.arguments, &tool.parameters, &seen)?;
-        tracing::info!(run = %run_id, tool = tool.name, path, value, "a value the model read nowhere; refused");
         let argument = path.trim_start_matches('/').split('/').next().unwrap_or_default();
+        if let Some(refusal) = Self::about_gone(state, visible, tool, tool_call, argument, context, run_id) {
+            return Some(refusal);
+        }
+        tracing::info!(run = %run_id, tool = tool.name, path, value, "a value the model read nowhere; refused");
         Some(Refusal::new(
             format!(
                 "Not run: \"{value}\" is not in the user's messages or anything the app showed, so it was made up. \
@@ -1906,6 +1948,64 @@ impl AgentLoop {
             ),
             format!("Nothing was done: I do not know the \"{argument}\" to use. Please tell me what it is."),
         ))
+    }
+
+    /// Part of the made-up check: a call that made a value up (`made_up`, the argument) and, in
+    /// another argument, copies what an earlier result said of something an earlier call took
+    /// away, is about that gone thing, and asking the user for the made-up value would not make
+    /// it possible. Measured with the 1.5B model in the mail conversation: "Forward the invoice
+    /// to my accountant." after the invoice was deleted was `send_email {"subject": "Invoice 221
+    /// for the website", "to": "accountant@example.com", …}`; told to ask for the address, it
+    /// answered "Please provide the recipient's email address for the invoice.", as if it could
+    /// then be sent. The copy is a string of two words or more, eight characters or more, that
+    /// the first line of a gone value's last result has ([`RunState::gone_values`]), that the app
+    /// state does not show now, and whose words the message does not all say (a user may ask
+    /// for it by name). No question is asked; the model reads that it is no longer there.
+    fn about_gone(
+        state: &RunState,
+        visible: &[&ToolSpec],
+        tool: &ToolSpec,
+        tool_call: &ModelToolCall,
+        made_up: &str,
+        context: &[Value],
+        run_id: &RunId,
+    ) -> Option<Refusal> {
+        let given = tool_call.arguments.as_object()?;
+        let gone = state.gone_values(visible);
+        if gone.is_empty() {
+            return None;
+        }
+        let now = Value::Array(context.to_vec()).to_string().to_lowercase();
+        for (argument, value) in given.iter().filter(|(argument, _)| *argument != made_up) {
+            let Some(text) = value.as_str().map(str::trim) else { continue };
+            if text.split_whitespace().count() < 2 || text.chars().count() < 8 {
+                continue;
+            }
+            let copied = text.to_lowercase();
+            if now.contains(&copied) || crate::questions::names_value(&state.request, text) {
+                continue;
+            }
+            let Some((_, result)) = gone.iter().find(|(_, result)| result.to_lowercase().contains(&copied)) else {
+                continue;
+            };
+            tracing::info!(
+                run = %run_id,
+                tool = tool.name,
+                argument,
+                result,
+                "a call that made a value up is about what an earlier call took away; refused"
+            );
+            let tell =
+                if state.question { "that it is no longer there" } else { "it cannot be done: it is no longer there" };
+            return Some(Refusal::new(
+                format!(
+                    "Not run: {argument} \"{text}\" is what an earlier call took away (an earlier result said: \
+                     {result}): it is no longer there. Tell the user {tell}. Never say it was done."
+                ),
+                format!("Nothing was done: what you asked about is no longer there (earlier: {result})."),
+            ));
+        }
+        None
     }
 
     /// The question check that counts a message's actions, when the action count is on (it
@@ -2583,6 +2683,11 @@ fn host_context(host: &dyn ToolHost) -> Vec<Value> {
     host.context().into_iter().map(|entry| entry.value).collect()
 }
 
+/// The first line of a result, at most 200 characters: what the gone check quotes of it.
+fn first_line(result: &str) -> String {
+    result.lines().next().unwrap_or_default().chars().take(200).collect()
+}
+
 /// The app's data with what earlier results said of the values an earlier call took away
 /// (`former`: [`RunState::former_values`]), and the values to point at: `allowed`, then those.
 fn with_former<'a>(
@@ -2939,12 +3044,64 @@ impl RunState {
                     _ => None,
                 });
                 let Some(result) = result else { continue };
-                let line: String = result.lines().next().unwrap_or_default().chars().take(200).collect();
                 former.retain(|(v, _)| v != value);
-                former.push((value.to_string(), line));
+                former.push((value.to_string(), first_line(result)));
             }
         }
         former
+    }
+
+    /// What backs a claim of an action in an answer of this run (name and description, as
+    /// [`claims::unbacked_claim`] reads them): the run's calls that succeeded, and each earlier
+    /// run's call that succeeded whose result a refusal of this run quoted as what took a value
+    /// away (the gone check's "an earlier result said: …"), with its description from `tools`.
+    /// Measured with the 1.5B model in the mail conversation: "What did Carla send me?" after
+    /// her email was archived was refused as no longer there, and the answer "The email has
+    /// been archived …" was sent back as a claim although an earlier call had archived it; the
+    /// next answer no longer said so.
+    fn backing(&self, tools: &[ToolSpec]) -> Vec<(String, String)> {
+        let mut backing = self.succeeded.clone();
+        let run = &self.messages[self.run_start.min(self.messages.len())..];
+        let quoted = |line: &str| {
+            let said = format!("an earlier result said: {line}");
+            run.iter().any(|m| matches!(m, ChatMessage::Tool { status, content, .. } if !status.is_ok() && content.contains(&said)))
+        };
+        let earlier = &self.messages[..self.run_start.min(self.messages.len())];
+        for (at, message) in earlier.iter().enumerate() {
+            let ChatMessage::Assistant { tool_calls, .. } = message else { continue };
+            for call in tool_calls {
+                let line = earlier[at + 1..].iter().find_map(|m| match m {
+                    ChatMessage::Tool { call_id, status, content, .. } if *call_id == call.id && status.is_ok() => {
+                        Some(first_line(content))
+                    }
+                    _ => None,
+                });
+                if line.is_some_and(|line| quoted(&line)) && !backing.iter().any(|(name, _)| *name == call.name) {
+                    let description = tools.iter().find(|t| t.name == call.name).map(|t| t.description.clone());
+                    backing.push((call.name.clone(), description.unwrap_or_default()));
+                }
+            }
+        }
+        backing
+    }
+
+    /// [`former_values`](Self::former_values) of every `enum` argument of `tools`, each value
+    /// once: what earlier runs' calls took away from any of them.
+    fn gone_values(&self, tools: &[&ToolSpec]) -> Vec<(String, String)> {
+        let mut gone: Vec<(String, String)> = Vec::new();
+        for tool in tools {
+            let Some(properties) = tool.parameters.get("properties").and_then(Value::as_object) else { continue };
+            for (argument, schema) in properties {
+                let Some(allowed) = schema.get("enum").and_then(Value::as_array) else { continue };
+                let allowed: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
+                for former in self.former_values(argument, &allowed) {
+                    if !gone.iter().any(|(value, _)| *value == former.0) {
+                        gone.push(former);
+                    }
+                }
+            }
+        }
+        gone
     }
 
     /// Whether a result of `tool` in this run gave `argument` this value in its JSON (the
@@ -3155,12 +3312,13 @@ struct ClaimGate {
 }
 
 impl ClaimGate {
-    /// `hold_all`: the whole answer is held (the done check reads it before the user does).
-    fn new(on: bool, state: &RunState, hold_all: bool) -> Self {
+    /// `backing`: the calls that back a claim ([`RunState::backing`]). `hold_all`: the whole
+    /// answer is held (the done check reads it before the user does).
+    fn new(on: bool, state: &RunState, backing: Vec<(String, String)>, hold_all: bool) -> Self {
         ClaimGate {
             on,
             hold_all,
-            succeeded: state.succeeded.clone(),
+            succeeded: backing,
             request: state.request.clone(),
             refusals: state.refusals.clone(),
             notes: notes(),

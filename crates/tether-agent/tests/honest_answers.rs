@@ -629,6 +629,8 @@ struct Asker {
     /// With scripted choices: what the fit question scores for each action (by the start of its
     /// description; 0.3 for one not listed) instead of 0.9.
     fits: Option<Vec<(&'static str, f64)>>,
+    /// A message with these words is a question to the kind question, whatever its mark.
+    misread: Option<&'static str>,
 }
 
 impl Asker {
@@ -644,7 +646,16 @@ impl Asker {
             choice_asked: Mutex::new(Vec::new()),
             yes_alone: None,
             fits: None,
+            misread: None,
         })
+    }
+
+    /// As [`with_logprobs`](Self::with_logprobs), but a message with `words` in it is a question
+    /// to the kind question.
+    fn misreading(turns: Vec<ModelReply>, words: &'static str) -> Arc<Self> {
+        let mut asker = Arc::into_inner(Asker::with_logprobs(turns)).unwrap();
+        asker.misread = Some(words);
+        Arc::new(asker)
     }
 
     /// As [`with_choices`](Self::with_choices), but the fit question scores each action by
@@ -721,7 +732,8 @@ impl ChatModel for Asker {
                 json!({"actions": message.split(" and ").collect::<Vec<_>>()})
             } else if answer_schema["properties"].get("kind").is_some() {
                 let message = prompt.split("The user's message: ").nth(1).unwrap().lines().next().unwrap();
-                json!({"kind": if message.contains('?') { "question" } else { "request" }})
+                let misread = self.misread.is_some_and(|words| message.contains(words));
+                json!({"kind": if message.contains('?') || misread { "question" } else { "request" }})
             } else {
                 let tool = prompt.strip_prefix("Tool: ").unwrap().split(':').next().unwrap();
                 json!({"effect": if tool.starts_with("open_") { "only reads or shows" } else { "changes data" }})
@@ -1702,10 +1714,12 @@ async fn a_value_the_message_points_at_through_the_app_state_is_taken_and_anothe
     );
 }
 
-/// An inbox whose `archive_email` takes the email out: the ids are an `enum` of what is left.
+/// An inbox whose `archive_email` takes the email out: the ids are an `enum` of what is left
+/// (and, [`Inbox::with_send`], a `send_email` whose arguments are free text).
 struct Inbox {
     left: Mutex<Vec<Value>>,
     ran: Mutex<Vec<(String, Value)>>,
+    send: bool,
 }
 
 impl Inbox {
@@ -1717,7 +1731,12 @@ impl Inbox {
                 json!({"id": "e4", "from": "Carla Diaz <carla@example.com>", "subject": "Slides for Monday"}),
             ]),
             ran: Mutex::new(Vec::new()),
+            send: false,
         }
+    }
+
+    fn with_send() -> Self {
+        Inbox { send: true, ..Inbox::new() }
     }
 }
 
@@ -1725,7 +1744,14 @@ impl ToolHost for Inbox {
     fn tools(&self) -> Vec<ToolSpec> {
         let ids: Vec<Value> = self.left.lock().unwrap().iter().map(|e| e["id"].clone()).collect();
         let id = json!({"type": "string", "enum": ids});
-        vec![
+        let send = self.send.then(|| {
+            spec("send_email", "Write and send a new email.").with_parameters(json!({
+                "type": "object",
+                "properties": {"to": {"type": "string"}, "subject": {"type": "string"}, "body": {"type": "string"}},
+                "required": ["to", "subject", "body"]
+            }))
+        });
+        let mut tools = vec![
             spec("open_email", "Open an email and read all of it.")
                 .with_parameters(json!({"type": "object", "properties": {"id": id}, "required": ["id"]})),
             spec("archive_email", "Archive an email: move it out of the inbox.")
@@ -1735,7 +1761,9 @@ impl ToolHost for Inbox {
                 "properties": {"id": id, "text": {"type": "string"}},
                 "required": ["id", "text"]
             })),
-        ]
+        ];
+        tools.extend(send);
+        tools
     }
 
     fn context(&self) -> Vec<ContextEntry> {
@@ -1749,6 +1777,10 @@ impl ToolHost for Inbox {
 
     fn execute<'a>(&'a self, call: CallRef<'a>, args: Value) -> BoxFuture<'a, ToolOutput> {
         self.ran.lock().unwrap().push((call.name.to_string(), args.clone()));
+        if call.name == "send_email" {
+            let said = format!("sent {} to {}", args["subject"], args["to"].as_str().unwrap_or_default());
+            return Box::pin(async move { ToolOutput::new(ResultStatus::Ok, said) });
+        }
         let mut left = self.left.lock().unwrap();
         let at = left.iter().position(|e| e["id"] == args["id"]).expect("the enum keeps calls to what is there");
         let email = left[at].clone();
@@ -1762,6 +1794,100 @@ impl ToolHost for Inbox {
         };
         Box::pin(async move { ToolOutput::new(ResultStatus::Ok, said) })
     }
+}
+
+#[tokio::test]
+async fn a_call_that_makes_a_value_up_about_what_an_earlier_call_took_away_is_told_it_is_gone() {
+    // "Forward the invoice to my accountant." after the invoice was deleted: the 1.5B model
+    // wrote `send_email` with the invoice's subject and an address it made up, and, told to ask
+    // for the address, asked for it as if the invoice could then be sent (the task benchmark's
+    // mail conversation, order 0, 2026-12-07).
+    let model = Asker::with_logprobs(vec![
+        call("archive_email", json!({"id": "e4"})),
+        text("Archived Carla's slides."),
+        call("send_email", json!({"to": "boss@example.com", "subject": "Slides for Monday", "body": "Here they are."})),
+        text("The slides are no longer in your inbox."),
+        call("send_email", json!({"to": "chef@example.com", "subject": "Lunch plans", "body": "Are you free?"})),
+        text("Please tell me your boss's address."),
+    ]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let inbox = Inbox::with_send();
+    let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
+    let first = agent.run(&inbox, &sink, &"r1".into(), "Archive Carla's message.", Vec::new()).await;
+    assert_eq!(inbox.ran.lock().unwrap().len(), 1);
+
+    let second = agent.run(&inbox, &sink, &"r2".into(), "Forward Carla's slides to my boss.", first.messages).await;
+    assert_eq!(inbox.ran.lock().unwrap().len(), 1, "nothing was sent");
+    let results = tool_results(&second.messages);
+    assert_eq!(
+        results.last().unwrap(),
+        "[denied] Not run: subject \"Slides for Monday\" is what an earlier call took away (an earlier result said: \
+         archived \"Slides for Monday\" from Carla Diaz <carla@example.com>): it is no longer there. Tell the user it \
+         cannot be done: it is no longer there. Never say it was done."
+    );
+    assert_eq!(second.answer, "The slides are no longer in your inbox.");
+
+    // The same made-up address with nothing gone in the call: the model is told to ask for it.
+    let third = agent.run(&inbox, &sink, &"r3".into(), "Write to my boss about lunch.", second.messages).await;
+    assert_eq!(inbox.ran.lock().unwrap().len(), 1, "nothing was sent");
+    let results = tool_results(&third.messages);
+    assert!(results.last().unwrap().contains("\"chef@example.com\" is not in the user's messages"), "{results:?}");
+}
+
+#[tokio::test]
+async fn an_answer_that_says_what_the_earlier_call_the_gone_check_quoted_did_is_not_a_claim() {
+    // "What did Carla send me?" after her email was archived: looked up, refused as no longer
+    // there, and the 1.5B model's "The email has been archived …" was sent back as a claim
+    // (nothing in the question's run archived it); its next answer no longer said so (the task
+    // benchmark's mail conversation, order 2, 2026-12-07).
+    let model = Asker::with_logprobs(vec![
+        call("archive_email", json!({"id": "e4"})),
+        text("Archived Carla's slides."),
+        text("Carla's email has been archived, so it is no longer in your inbox."),
+        // A claim no earlier call backs is still sent back.
+        text("Ana's email has been deleted."),
+        text("Ana asked about lunch on Friday."),
+    ]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let inbox = Inbox::new();
+    let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
+    let first = agent.run(&inbox, &sink, &"r1".into(), "Archive Carla's message.", Vec::new()).await;
+    let second = agent.run(&inbox, &sink, &"r2".into(), "What did Carla send me?", first.messages).await;
+    assert!(tool_results(&second.messages).last().unwrap().contains("no longer there"), "{:?}", second.messages);
+    assert_eq!(second.answer, "Carla's email has been archived, so it is no longer in your inbox.");
+
+    let third = agent.run(&inbox, &sink, &"r3".into(), "What did Ana send me?", second.messages).await;
+    assert_eq!(third.answer, "Ana asked about lunch on Friday.", "the claim was sent back");
+}
+
+#[tokio::test]
+async fn a_message_read_as_a_question_that_names_a_tool_that_changes_something_is_a_request() {
+    // "Move my dentist appointment to 4pm." after "I cannot invite Bob to the project review."
+    // was a question to the 1.5B model (the task benchmark's calendar conversation, order 1,
+    // 2026-12-07): the move was not offered, and the answer was "You should move it to 4pm.".
+    let model = Asker::misreading(
+        vec![call("archive_email", json!({"id": "e3"})), text("Archived Bob's invoice.")],
+        "invoice from Bob",
+    );
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let inbox = Inbox::new();
+    let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
+    let done = agent.run(&inbox, &sink, &"r1".into(), "Archive the invoice from Bob.", Vec::new()).await;
+    assert_eq!(*inbox.ran.lock().unwrap(), [("archive_email".to_string(), json!({"id": "e3"}))]);
+    assert_eq!(done.answer, "Archived Bob's invoice.");
+
+    // With a question mark, or naming only a tool that changes nothing, it stays a question.
+    let model = Asker::misreading(vec![text("Bob sent you invoice 221.")], "invoice from Bob");
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let inbox = Inbox::new();
+    let done = agent.run(&inbox, &sink, &"r1".into(), "Open the invoice from Bob.", Vec::new()).await;
+    assert_eq!(*inbox.ran.lock().unwrap(), [("open_email".to_string(), json!({"id": "e3"}))], "looked up");
+    assert_eq!(done.answer, "Bob sent you invoice 221.");
+    let model = Asker::misreading(vec![text("Yes, it is in the inbox.")], "invoice from Bob");
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let inbox = Inbox::new();
+    agent.run(&inbox, &sink, &"r1".into(), "Can I archive the invoice from Bob?", Vec::new()).await;
+    assert!(inbox.ran.lock().unwrap().iter().all(|(tool, _)| tool == "open_email"), "nothing archived");
 }
 
 #[tokio::test]
