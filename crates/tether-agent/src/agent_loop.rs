@@ -959,11 +959,12 @@ impl AgentLoop {
     /// The tool that changes something that a message without a question mark names
     /// ([`names_tool`](crate::questions::names_tool): "Move my dentist appointment to 4pm." for
     /// `move_event` beside `add_event`, `cancel_event` and `open_event`), if any: such a message
-    /// asks for that change, whatever the kind question said. Measured with the 1.5B model in
-    /// the calendar conversation: after "I cannot invite Bob to the project review.", that
-    /// message was a question to it, the move was not offered, and the answer was "You should
-    /// move it to 4pm.". Which tools change nothing is the question check's own verdict, asked
-    /// once per tool (a question's run asks it anyway).
+    /// asks for that change, and the kind question is not asked. Measured with the 1.5B model
+    /// in the calendar conversation: after "I cannot invite Bob to the project review.", that
+    /// message was a question to the kind question, the move was not offered, and the answer was
+    /// "You should move it to 4pm."; and the kind question took 2-3 s of a task's 20-30 s (it
+    /// quotes the answer before the message, which changes every run). Which tools change
+    /// nothing is the question check's own verdict, asked once per tool and remembered.
     async fn named_change(&self, questions: &QuestionCheck, message: &str, tools: &[ToolSpec]) -> Option<String> {
         if message.trim_end().ends_with('?') {
             return None;
@@ -1037,17 +1038,21 @@ impl AgentLoop {
         // The most tokens a request may take (`window.rs`), when the model says.
         let budget = self.model.prompt_budget().await;
         if let (Some(questions), 0) = (&self.questions, state.turns) {
-            state.question = questions
-                .kind(self.model.as_ref(), &state.request, state.last_answer().as_deref())
-                .instrument(chat_span(self.model.as_ref(), "question_check"))
-                .await
-                == MessageKind::Question;
-            if state.question
-                && let Some(tool) = self.named_change(questions, &state.request, &host.tools()).await
-            {
-                tracing::info!(run = %run_id, tool, "a message read as a question names a tool that changes something");
-                state.question = false;
-            }
+            // A message that names a change is a request, whatever the kind question would say:
+            // it is asked only of the others.
+            state.question = match self.named_change(questions, &state.request, &host.tools()).await {
+                Some(tool) => {
+                    tracing::info!(run = %run_id, tool, "the message names a tool that changes something: a request");
+                    false
+                }
+                None => {
+                    questions
+                        .kind(self.model.as_ref(), &state.request, state.last_answer().as_deref())
+                        .instrument(chat_span(self.model.as_ref(), "question_check"))
+                        .await
+                        == MessageKind::Question
+                }
+            };
             tracing::info!(run = %run_id, question = state.question, "what the message asks for");
         }
         while state.turns < self.max_turns {

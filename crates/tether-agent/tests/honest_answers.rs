@@ -818,14 +818,14 @@ async fn a_question_is_offered_only_the_tools_that_change_nothing() {
     // goes with it (a short reply may pick from it).
     let history = first.outcome.messages;
     let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
-    let second = agent.run(&shop, &sink, &"r2".into(), "Add a mug to my cart.", history).await;
+    let second = agent.run(&shop, &sink, &"r2".into(), "Put a mug in my cart.", history).await;
     assert_eq!(second.answer, "Added.");
     assert_eq!(*shop.ran.lock().unwrap(), ["cart_add"]);
     assert_eq!(names(&model.turns.requests()[1].tools), ["open_cart", "cart_add"]);
     let asked = model.asked();
     assert_eq!(asked.len(), 4, "only the message's kind was asked: {asked:?}");
     assert!(
-        asked[3].starts_with("Your last message: \"It would be $12.\"\nThe user's message: \"Add a mug"),
+        asked[3].starts_with("Your last message: \"It would be $12.\"\nThe user's message: \"Put a mug"),
         "{}",
         asked[3]
     );
@@ -1861,7 +1861,7 @@ async fn an_answer_that_says_what_the_earlier_call_the_gone_check_quoted_did_is_
 }
 
 #[tokio::test]
-async fn a_message_read_as_a_question_that_names_a_tool_that_changes_something_is_a_request() {
+async fn a_message_that_names_a_tool_that_changes_something_is_a_request_without_the_kind_question() {
     // "Move my dentist appointment to 4pm." after "I cannot invite Bob to the project review."
     // was a question to the 1.5B model (the task benchmark's calendar conversation, order 1,
     // 2026-12-07): the move was not offered, and the answer was "You should move it to 4pm.".
@@ -1875,6 +1875,8 @@ async fn a_message_read_as_a_question_that_names_a_tool_that_changes_something_i
     let done = agent.run(&inbox, &sink, &"r1".into(), "Archive the invoice from Bob.", Vec::new()).await;
     assert_eq!(*inbox.ran.lock().unwrap(), [("archive_email".to_string(), json!({"id": "e3"}))]);
     assert_eq!(done.answer, "Archived Bob's invoice.");
+    // The kind question was not asked: only what each tool changes.
+    assert!(model.asked().iter().all(|prompt| prompt.starts_with("Tool: ")), "{:?}", model.asked());
 
     // With a question mark, or naming only a tool that changes nothing, it stays a question.
     let model = Asker::misreading(vec![text("Bob sent you invoice 221.")], "invoice from Bob");
