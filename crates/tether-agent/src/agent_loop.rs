@@ -1857,9 +1857,6 @@ impl AgentLoop {
         let about_tool = format!("{} {}", tool.name, tool.description);
         let said = call_part(&state.request, tool, visible);
         let mut sources: Option<Vec<Value>> = None;
-        // A request cannot be done; a question has its answer.
-        let tell =
-            if state.question { "that it is no longer there" } else { "it cannot be done: it is no longer there" };
         for (argument, value, allowed) in enum_arguments(&tool_call.arguments, &tool.parameters) {
             let Some(called) = allowed.iter().position(|v| *v == value) else {
                 // The value itself is gone (the look-up of a question about it, or the model's
@@ -1867,13 +1864,14 @@ impl AgentLoop {
                 let former = state.former_values(argument, &allowed);
                 let Some((_, result)) = former.iter().find(|(gone, _)| gone == value) else { continue };
                 tracing::info!(run = %run_id, tool = tool.name, argument, value, "a value an earlier call took away; refused");
-                return Some(Refusal::new(
-                    format!(
-                        "Not run: {} does not take {argument} \"{value}\" now: it is no longer there (an earlier \
-                         result said: {result}). Tell the user {tell}. Never say it was done.",
-                        tool.name
+                return Some(gone_refusal(
+                    state,
+                    &format!(
+                        "Not run: {} does not take {argument} \"{value}\" now: it is no longer there ({}).",
+                        tool.name,
+                        earlier_said(result)
                     ),
-                    format!("Nothing was done: what you asked about is no longer there (earlier: {result})."),
+                    result,
                 ));
             };
             if crate::questions::names_value(said, value) || state.told_in_run(&tool.name, argument, value) {
@@ -1908,14 +1906,15 @@ impl AgentLoop {
                 gone,
                 "the message points at a value an earlier call took away; refused"
             );
-            return Some(Refusal::new(
-                format!(
-                    "Not run: the user's message speaks of {argument} \"{gone}\" (an earlier result said: {result}), \
-                     and {} does not take {argument} \"{gone}\" now: it is no longer there. {argument} \"{value}\" \
-                     is something else. Tell the user {tell}. Never say it was done.",
+            return Some(gone_refusal(
+                state,
+                &format!(
+                    "Not run: the user's message speaks of {argument} \"{gone}\" ({}), and {} does not take \
+                     {argument} \"{gone}\" now: it is no longer there. {argument} \"{value}\" is something else.",
+                    earlier_said(result),
                     tool.name
                 ),
-                format!("Nothing was done: what you asked about is no longer there (earlier: {result})."),
+                result,
             ));
         }
         None
@@ -2000,14 +1999,13 @@ impl AgentLoop {
                 result,
                 "a call that made a value up is about what an earlier call took away; refused"
             );
-            let tell =
-                if state.question { "that it is no longer there" } else { "it cannot be done: it is no longer there" };
-            return Some(Refusal::new(
-                format!(
-                    "Not run: {argument} \"{text}\" is what an earlier call took away (an earlier result said: \
-                     {result}): it is no longer there. Tell the user {tell}. Never say it was done."
+            return Some(gone_refusal(
+                state,
+                &format!(
+                    "Not run: {argument} \"{text}\" is what an earlier call took away ({}): it is no longer there.",
+                    earlier_said(result)
                 ),
-                format!("Nothing was done: what you asked about is no longer there (earlier: {result})."),
+                result,
             ));
         }
         None
@@ -2693,6 +2691,23 @@ fn first_line(result: &str) -> String {
     result.lines().next().unwrap_or_default().chars().take(200).collect()
 }
 
+/// How a refusal quotes what an earlier call's result said (`line`: its [`first_line`]) of a
+/// value it took away; [`RunState::backing`] looks for these words in the run's results.
+fn earlier_said(line: &str) -> String {
+    format!("an earlier result said: {line}")
+}
+
+/// The gone check's refusal (and [`AgentLoop::about_gone`]'s): `lead`, which says what is no
+/// longer there and quotes the earlier `result` ([`earlier_said`]), then what to tell the user:
+/// a request cannot be done, a question has its answer.
+fn gone_refusal(state: &RunState, lead: &str, result: &str) -> Refusal {
+    let tell = if state.question { "that it is no longer there" } else { "it cannot be done: it is no longer there" };
+    Refusal::new(
+        format!("{lead} Tell the user {tell}. Never say it was done."),
+        format!("Nothing was done: what you asked about is no longer there (earlier: {result})."),
+    )
+}
+
 /// The app's data with what earlier results said of the values an earlier call took away
 /// (`former`: [`RunState::former_values`]), and the values to point at: `allowed`, then those.
 fn with_former<'a>(
@@ -3034,32 +3049,40 @@ impl RunState {
     /// archive the slides").
     fn former_values(&self, argument: &str, allowed: &[&str]) -> Vec<(String, String)> {
         let mut former: Vec<(String, String)> = Vec::new();
+        for (call, result) in self.earlier_results() {
+            let Some(value) = call.arguments.get(argument).and_then(Value::as_str) else { continue };
+            if allowed.contains(&value) {
+                continue;
+            }
+            former.retain(|(v, _)| v != value);
+            former.push((value.to_string(), first_line(result)));
+        }
+        former
+    }
+
+    /// The calls of earlier runs that succeeded, in order, each with its result.
+    fn earlier_results(&self) -> Vec<(&ModelToolCall, &str)> {
         let earlier = &self.messages[..self.run_start.min(self.messages.len())];
+        let mut done = Vec::new();
         for (at, message) in earlier.iter().enumerate() {
             let ChatMessage::Assistant { tool_calls, .. } = message else { continue };
             for call in tool_calls {
-                let Some(value) = call.arguments.get(argument).and_then(Value::as_str) else { continue };
-                if allowed.contains(&value) {
-                    continue;
-                }
                 let result = earlier[at + 1..].iter().find_map(|m| match m {
                     ChatMessage::Tool { call_id, status, content, .. } if *call_id == call.id => {
-                        status.is_ok().then_some(content)
+                        status.is_ok().then_some(content.as_str())
                     }
                     _ => None,
                 });
-                let Some(result) = result else { continue };
-                former.retain(|(v, _)| v != value);
-                former.push((value.to_string(), first_line(result)));
+                done.extend(result.map(|result| (call, result)));
             }
         }
-        former
+        done
     }
 
     /// What backs a claim of an action in an answer of this run (name and description, as
     /// [`claims::unbacked_claim`] reads them): the run's calls that succeeded, and each earlier
     /// run's call that succeeded whose result a refusal of this run quoted as what took a value
-    /// away (the gone check's "an earlier result said: …"), with its description from `tools`.
+    /// away (the gone check's [`earlier_said`]), with its description from `tools`.
     /// Measured with the 1.5B model in the mail conversation: "What did Carla send me?" after
     /// her email was archived was refused as no longer there, and the answer "The email has
     /// been archived …" was sent back as a claim although an earlier call had archived it; the
@@ -3067,24 +3090,14 @@ impl RunState {
     fn backing(&self, tools: &[ToolSpec]) -> Vec<(String, String)> {
         let mut backing = self.succeeded.clone();
         let run = &self.messages[self.run_start.min(self.messages.len())..];
-        let quoted = |line: &str| {
-            let said = format!("an earlier result said: {line}");
+        let quoted = |result: &str| {
+            let said = earlier_said(&first_line(result));
             run.iter().any(|m| matches!(m, ChatMessage::Tool { status, content, .. } if !status.is_ok() && content.contains(&said)))
         };
-        let earlier = &self.messages[..self.run_start.min(self.messages.len())];
-        for (at, message) in earlier.iter().enumerate() {
-            let ChatMessage::Assistant { tool_calls, .. } = message else { continue };
-            for call in tool_calls {
-                let line = earlier[at + 1..].iter().find_map(|m| match m {
-                    ChatMessage::Tool { call_id, status, content, .. } if *call_id == call.id && status.is_ok() => {
-                        Some(first_line(content))
-                    }
-                    _ => None,
-                });
-                if line.is_some_and(|line| quoted(&line)) && !backing.iter().any(|(name, _)| *name == call.name) {
-                    let description = tools.iter().find(|t| t.name == call.name).map(|t| t.description.clone());
-                    backing.push((call.name.clone(), description.unwrap_or_default()));
-                }
+        for (call, result) in self.earlier_results() {
+            if quoted(result) && !backing.iter().any(|(name, _)| *name == call.name) {
+                let description = tools.iter().find(|t| t.name == call.name).map(|t| t.description.clone());
+                backing.push((call.name.clone(), description.unwrap_or_default()));
             }
         }
         backing
