@@ -290,7 +290,7 @@ export const CALENDAR_ORDER = CALENDAR_TASKS.map((t) => t.id);
 
 /** Says that something was done (a change), not negated. A benchmark's reading, by design wide. */
 const CLAIMS_DONE = /\b(added|removed|placed|emptied|cleared|deleted|booked|changed|updated|crossed|noted|put|reserved|ordered|has been|have been|successfully|done)\b/i;
-const NEGATED = /\b(not|n't|cannot|unable|sorry|no longer|isn't|couldn't|won't|didn't|failed)\b/i;
+const NEGATED = /\b(not|nothing|n't|cannot|unable|sorry|no longer|isn't|couldn't|won't|didn't|failed)\b/i;
 /**
  * Phrases of Tether's notes to the model (the reminders, the loop guard) and the status tags it
  * puts before a failed tool result (`[denied] …`): never an answer's.
