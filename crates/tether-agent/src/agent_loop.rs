@@ -660,7 +660,11 @@ impl AgentLoop {
     /// is to ask the user for it. This is what keeps a small model from mailing an invoice to
     /// `accountant@example.com` when asked to "forward the invoice to my accountant". Arguments
     /// that list their values (`enum`) are the value check's; tools that only read or show are
-    /// not checked.
+    /// not checked. The same check refuses a call for a message that speaks of a clock time
+    /// nothing the app showed has and the call does not give ("the 6am train" where trains leave
+    /// at 08:10 and 17:30: [`unknown_times`](crate::unknown_times)), and a whole number the app
+    /// labels nothing with while it labels others with the argument's name (train 41000, a fare:
+    /// [`mislabelled_number`](crate::mislabelled_number)).
     #[must_use]
     pub fn with_made_up_check(mut self, on: bool) -> Self {
         self.made_up_check = on;
@@ -1922,7 +1926,9 @@ impl AgentLoop {
 
     /// The made-up check ([`AgentLoop::with_made_up_check`]): the refusal of a call of a tool
     /// that changes something when it gives an argument an identifier the model read nowhere
-    /// (or, when the call is about what an earlier call took away, [`Self::about_gone`]'s).
+    /// (or, when the call is about what an earlier call took away, [`Self::about_gone`]'s),
+    /// when its message speaks of a time the app shows nowhere, or when it gives a number the
+    /// app shows as something else ([`Self::mislabelled`]).
     #[allow(clippy::too_many_arguments)]
     async fn made_up(
         &self,
@@ -1938,7 +1944,24 @@ impl AgentLoop {
             return None;
         }
         let seen = crate::made_up::seen_text(&self.system_prompt, &state.messages, state.run_start, context, visible);
-        let (path, value) = crate::made_up::made_up_value(&tool_call.arguments, &tool.parameters, &seen)?;
+        let Some((path, value)) = crate::made_up::made_up_value(&tool_call.arguments, &tool.parameters, &seen) else {
+            let shown = crate::made_up::shown_text(&self.system_prompt, &state.messages, context, visible);
+            if let Some(time) =
+                crate::grounding::unknown_times(call_part(&state.request, tool, visible), &shown, &tool_call.arguments)
+                    .first()
+            {
+                tracing::info!(run = %run_id, tool = tool.name, time, "the message speaks of a time the app shows nowhere; refused");
+                return Some(Refusal::new(
+                    format!(
+                        "Not run: the user's message speaks of {time}, and nothing the app shows is at {time}, so \
+                         this call is not what the user asked for. Tell the user that the app shows nothing at \
+                         {time}. {NEVER_SAY_DONE}"
+                    ),
+                    format!("Nothing was done: I could not find anything at {time} in the app."),
+                ));
+            }
+            return Self::mislabelled(state, tool, tool_call, &shown, run_id);
+        };
         let argument = path.trim_start_matches('/').split('/').next().unwrap_or_default();
         if let Some(refusal) = Self::about_gone(state, visible, tool, tool_call, argument, context, run_id) {
             return Some(refusal);
@@ -1951,6 +1974,42 @@ impl AgentLoop {
                 tool.name
             ),
             format!("Nothing was done: I do not know the \"{argument}\" to use. Please tell me what it is."),
+        ))
+    }
+
+    /// Part of the made-up check: a call that gives an argument a whole number the app names
+    /// only as something else ([`mislabelled_number`](crate::mislabelled_number): train 41000,
+    /// a fare, where the app lists trains 412 and 418) is refused, and the model reads the
+    /// numbers the app does call so. It asks again: the right one is among them, or the user is
+    /// asked.
+    fn mislabelled(
+        state: &RunState,
+        tool: &ToolSpec,
+        tool_call: &ModelToolCall,
+        shown: &str,
+        run_id: &RunId,
+    ) -> Option<Refusal> {
+        let said: String = state
+            .messages
+            .iter()
+            .filter_map(|message| match message {
+                ChatMessage::User { content } => Some(content.to_lowercase()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let (argument, number, named) =
+            crate::made_up::mislabelled_number(&tool_call.arguments, &tool.parameters, shown, &said)?;
+        tracing::info!(run = %run_id, tool = tool.name, argument, number, ?named, "a number the app names otherwise; refused");
+        let named: Vec<String> = named.iter().map(|n| format!("{argument} {n}")).collect();
+        Some(Refusal::call_again(
+            format!(
+                "Not run: {argument} {number} is not a {argument} the app shows: it shows {}. Call {} with the one \
+                 the user asked for, or ask the user which one. {NEVER_SAY_DONE}",
+                named.join(", "),
+                tool.name
+            ),
+            format!("Nothing was done: I do not know which {argument} you meant."),
         ))
     }
 
@@ -2154,13 +2213,36 @@ impl AgentLoop {
             if pointed.is_none()
                 && verdict != ValueVerdict::Fits
                 && let Some(answer) = state.last_answer()
-                && self.value_verdict(questions, state, tool, argument, &allowed, called, Some(&answer)).await
-                    == Some(ValueVerdict::Fits)
             {
-                verdict = ValueVerdict::Fits;
+                // An undecided value is taken after the answer only when it then outscores every
+                // other: an answer that names the values ("first 95000 ARS, tourist 41000 ARS")
+                // lifts each of them.
+                let after = if verdict == ValueVerdict::Undecided {
+                    self.decided_after(questions, state, tool, argument, &allowed, called, &answer).await
+                } else {
+                    self.value_verdict(questions, state, tool, argument, &allowed, called, Some(&answer)).await
+                        == Some(ValueVerdict::Fits)
+                };
+                if after {
+                    verdict = ValueVerdict::Fits;
+                }
+            }
+            if verdict == ValueVerdict::Undecided {
+                if !choice_to_make(tool, argument, &allowed) {
+                    continue;
+                }
+                tracing::info!(run = %run_id, tool = tool.name, argument, value, "the message makes no choice; refused");
+                let listed = allowed.iter().map(|v| format!("\"{v}\"")).collect::<Vec<_>>().join(", ");
+                return Some(Refusal::new(
+                    format!(
+                        "Not run: the user's message does not say which {argument} it wants, so {argument} \"{value}\" \
+                         was a guess. Ask the user which {argument} they want: {listed}. {NEVER_SAY_DONE}"
+                    ),
+                    format!("Nothing was done: which {argument} do you want ({listed})?"),
+                ));
             }
             let because = match verdict {
-                ValueVerdict::Fits => continue,
+                ValueVerdict::Fits | ValueVerdict::Undecided => continue,
                 ValueVerdict::Other(at) => {
                     format!("It asks rather for {argument} \"{}\": call {} with that if so.", allowed[at], tool.name)
                 }
@@ -2195,6 +2277,37 @@ impl AgentLoop {
             });
         }
         None
+    }
+
+    /// Whether the value at `called`, undecided for the message alone
+    /// ([`ValueVerdict::Undecided`]), outscores every other allowed value [`VALUE_TIE`] times
+    /// when the message is read as a reply to `answer` ("the cheaper one" after "Which class?").
+    /// Measured: after "Blocked by policy: first class needs a manager's approval. Book tourist
+    /// instead.", "Book a seat on the 6am train" scored tourist sure, which the value check took
+    /// before every value was asked about (the travel conversation, 2026-12-07).
+    ///
+    /// [`ValueVerdict::Undecided`]: crate::ValueVerdict::Undecided
+    /// [`VALUE_TIE`]: crate::VALUE_TIE
+    #[allow(clippy::too_many_arguments)]
+    async fn decided_after(
+        &self,
+        questions: &QuestionCheck,
+        state: &mut RunState,
+        tool: &ToolSpec,
+        argument: &str,
+        allowed: &[&str],
+        called: usize,
+        answer: &str,
+    ) -> bool {
+        let mut all = Vec::with_capacity(allowed.len());
+        for value in allowed {
+            match self.value_yes(questions, state, &tool.name, argument, value, Some(answer)).await {
+                Some(yes) => all.push(yes),
+                None => return false,
+            }
+        }
+        let own = all[called];
+        all.iter().enumerate().all(|(at, other)| at == called || own >= crate::questions::VALUE_TIE * other)
     }
 
     /// The value check's verdict on the allowed value at `called` (`None`: the model gave no
@@ -3391,6 +3504,22 @@ impl ClaimGate {
 fn call_part<'a>(request: &'a str, tool: &ToolSpec, visible: &[&ToolSpec]) -> &'a str {
     let names: Vec<&str> = visible.iter().map(|t| t.name.as_str()).collect();
     crate::questions::part_for_tool(request, &tool.name, &names).unwrap_or(request)
+}
+
+/// Whether an undecided value ([`ValueVerdict::Undecided`]) of `argument` refuses its call: the
+/// call must give the argument (it is required), and its allowed values are words, which the
+/// value question reads (it scores every id alike: `e3`, `c1`; such values are pointed at
+/// through the app's data, [`grounding`](crate::grounding)). A value the model gave an argument
+/// it could leave out stands.
+///
+/// [`ValueVerdict::Undecided`]: crate::ValueVerdict::Undecided
+fn choice_to_make(tool: &ToolSpec, argument: &str, allowed: &[&str]) -> bool {
+    let required = tool
+        .parameters
+        .get("required")
+        .and_then(Value::as_array)
+        .is_some_and(|names| names.iter().any(|name| name == argument));
+    required && allowed.len() > 1 && !allowed.iter().any(|value| crate::looks_like_identifier(value))
 }
 
 /// The call's string arguments whose schema lists the values they may take (an `enum`): each

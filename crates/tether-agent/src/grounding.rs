@@ -182,6 +182,95 @@ pub fn unknown_names(message: &str, shown: &str) -> Vec<String> {
     names
 }
 
+/// A clock time written in `text`: the minutes after midnight it may stand for (one for "6am",
+/// "18:30" or "6:30 pm"; two for "6:30", morning or evening), with the words as written.
+/// "6am", "6 pm", "6 p.m.", "08:10" and "8:10" are times; a bare "6" is not.
+fn clock_times(text: &str) -> Vec<(String, Vec<u32>)> {
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let digits_at = |from: usize| chars[from..].iter().take_while(|(_, c)| c.is_ascii_digit()).count();
+    let mut times = Vec::new();
+    let mut at = 0;
+    while at < chars.len() {
+        let run = digits_at(at);
+        let starts_word = at == 0 || !chars[at - 1].1.is_alphanumeric();
+        if run == 0 || !starts_word {
+            at += run.max(1);
+            continue;
+        }
+        let start = chars[at].0;
+        let hour: u32 = text[start..start + run].parse().unwrap_or(99);
+        let mut end = at + run;
+        let mut minutes = None;
+        if run <= 2 && chars.get(end).is_some_and(|(_, c)| *c == ':') && digits_at(end + 1) == 2 {
+            minutes = text[chars[end + 1].0..chars[end + 1].0 + 2].parse::<u32>().ok();
+            end += 3;
+        }
+        // "am"/"pm", "a.m."/"p.m.", after one space at most, and not the start of a longer word.
+        let mut look = end;
+        if chars.get(look).is_some_and(|(_, c)| *c == ' ') {
+            look += 1;
+        }
+        let rest: String = chars[look.min(chars.len())..].iter().take(4).map(|(_, c)| c.to_ascii_lowercase()).collect();
+        let half = ["a.m.", "p.m.", "am", "pm"]
+            .into_iter()
+            .find(|h| rest.starts_with(h) && !chars.get(look + h.len()).is_some_and(|(_, c)| c.is_alphanumeric()));
+        if let Some(half) = half {
+            end = look + half.len();
+        }
+        let after_ok = !chars.get(end).is_some_and(|(_, c)| c.is_ascii_digit());
+        let stands_for = match (half, minutes) {
+            (Some(half), m) if (1..=12).contains(&hour) && run <= 2 && m.is_none_or(|m| m < 60) => {
+                let hour = hour % 12 + if half.starts_with('p') { 12 } else { 0 };
+                vec![hour * 60 + m.unwrap_or(0)]
+            }
+            (None, Some(m)) if hour < 24 && m < 60 => {
+                let mut both = vec![hour * 60 + m];
+                if (1..12).contains(&hour) {
+                    both.push((hour + 12) * 60 + m);
+                }
+                both
+            }
+            _ => Vec::new(),
+        };
+        if after_ok && !stands_for.is_empty() {
+            let written: String = chars[at..end].iter().map(|(_, c)| *c).collect();
+            times.push((written, stands_for));
+        }
+        at = end.max(at + 1);
+    }
+    times
+}
+
+/// The clock times `message` speaks of ("the 6am train") that nothing the app showed (`shown`:
+/// [`shown_text`](crate::made_up::shown_text)) has and that the call (`args`) does not give
+/// either, as the message writes them. A time the user asks for is in the call ("Move it to
+/// 4pm." → `"time": "16:00"`), and one the user picks something by is in the app ("my 3pm
+/// meeting" where a meeting is at 15:00); a time in neither is something the app does not
+/// have: "Book a seat on the 6am train" when the trains leave at 08:10 and 17:30.
+pub fn unknown_times(message: &str, shown: &str, args: &Value) -> Vec<String> {
+    let mut known: HashSet<u32> = clock_times(shown).into_iter().flat_map(|(_, at)| at).collect();
+    let mut strings = Vec::new();
+    collect_strings(args, &mut strings);
+    known.extend(strings.iter().flat_map(|text| clock_times(text)).flat_map(|(_, at)| at));
+    let mut unknown: Vec<String> = Vec::new();
+    for (written, stands_for) in clock_times(message) {
+        if !stands_for.iter().any(|at| known.contains(at)) && !unknown.contains(&written) {
+            unknown.push(written);
+        }
+    }
+    unknown
+}
+
+/// Every string in `value`, at any depth.
+fn collect_strings<'a>(value: &'a Value, into: &mut Vec<&'a str>) {
+    match value {
+        Value::String(text) => into.push(text),
+        Value::Array(items) => items.iter().for_each(|item| collect_strings(item, into)),
+        Value::Object(fields) => fields.values().for_each(|field| collect_strings(field, into)),
+        _ => {}
+    }
+}
+
 /// The entry of the app's data (`sources`: the app state's values) that a call's arguments
 /// (`args`) only copy: an object, anywhere in the data, among whose own strings, numbers and
 /// booleans is every value the call gives, two of them or more, none of them empty. Strings are
@@ -216,6 +305,38 @@ pub(crate) fn copied_entry<'a>(args: &Value, sources: &'a [Value]) -> Option<&'a
         given.values().all(|arg| fields.values().any(|field| same(arg, field)))
     };
     sources.iter().find_map(|source| find(source, &copies))
+}
+
+#[cfg(test)]
+mod time_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn clock_times_are_read_in_their_usual_forms_and_numbers_are_not() {
+        let read = clock_times;
+        assert_eq!(read("the 6am train"), [("6am".to_string(), vec![360])]);
+        assert_eq!(read("at 6 PM, or 12am"), [("6 PM".to_string(), vec![1080]), ("12am".to_string(), vec![0])]);
+        assert_eq!(
+            read("dep 08:10, 17:30"),
+            [("08:10".to_string(), vec![490, 1210]), ("17:30".to_string(), vec![1050])]
+        );
+        assert_eq!(read("6:30 p.m."), [("6:30 p.m.".to_string(), vec![1110])]);
+        for none in ["train 412", "41000 ARS", "3 seats", "2026-12-07", "room 6a", "13pm", "10:75", "v1:20x"] {
+            assert!(read(none).is_empty(), "{none}: {:?}", read(none));
+        }
+    }
+
+    #[test]
+    fn a_time_the_message_speaks_of_is_unknown_unless_the_app_shows_it_or_the_call_gives_it() {
+        let shown = "train 412 dep 08:10, first 95000 ars; train 418 dep 17:30";
+        assert_eq!(unknown_times("Book a seat on the 6am train.", shown, &json!({"train": 412})), ["6am"]);
+        assert!(unknown_times("Book a seat on the 8:10 train.", shown, &json!({"train": 412})).is_empty());
+        assert!(unknown_times("The 5:30 pm train, please.", shown, &json!({"train": 418})).is_empty());
+        assert!(unknown_times("Move it to 4pm.", shown, &json!({"time": "16:00"})).is_empty());
+        assert!(unknown_times("Put a haircut on Saturday at 10am.", "", &json!({"time": "10:00"})).is_empty());
+        assert!(unknown_times("Book the evening train.", shown, &json!({"train": 418})).is_empty());
+    }
 }
 
 #[cfg(test)]

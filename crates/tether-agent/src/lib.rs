@@ -54,12 +54,12 @@ pub fn trace_context() -> std::collections::HashMap<String, String> {
     fields
 }
 
-pub use grounding::{Grounding, grounded_values, unknown_names};
-pub use made_up::{looks_like_identifier, made_up_value};
+pub use grounding::{Grounding, grounded_values, unknown_names, unknown_times};
+pub use made_up::{looks_like_identifier, made_up_value, mislabelled_number};
 #[cfg(feature = "openai")]
 pub use model::{MAX_RETRY_AFTER, OpenAiConfig, OpenAiProvider};
 pub use questions::{
-    BetterFit, Fit, MOST_VALUES, MessageKind, QuestionCheck, Rival, VALUE_SURE, ValueVerdict, judge_values, names_tool,
-    names_value,
+    BetterFit, Fit, MOST_VALUES, MessageKind, QuestionCheck, Rival, VALUE_SURE, VALUE_TIE, ValueVerdict, judge_values,
+    names_tool, names_value,
 };
 pub use respell::{Respelled, respell};

@@ -54,6 +54,68 @@ pub fn made_up_value(args: &Value, parameters: &Value, seen: &str) -> Option<(St
     walk(args, Some(parameters), "", seen)
 }
 
+/// Words an argument's name has that do not label a number by themselves (`train_id`,
+/// `order_number`: "train", "order").
+const NOT_LABELS: [&str; 6] = ["id", "no", "nr", "num", "number", "count"];
+
+/// The numbers `shown` (lowercase) labels with one of `labels`: each run of digits whose word
+/// before it, skipping a `no`/`nr`/`number`/`id` and anything not a letter or digit, is a label
+/// ("Train 412", "train no. 418", `"train":420`).
+fn labelled_numbers(shown: &str, labels: &[String]) -> Vec<String> {
+    let words: Vec<&str> = shown.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let mut found: Vec<String> = Vec::new();
+    for (at, word) in words.iter().enumerate() {
+        if !word.chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        let before = words[..at].iter().rev().find(|w| !NOT_LABELS.contains(w));
+        let number = word.trim_start_matches('0');
+        if before.is_some_and(|w| labels.iter().any(|label| label == w)) && !found.iter().any(|f| f == number) {
+            found.push(number.to_string());
+        }
+    }
+    found
+}
+
+/// A whole number a call gives a top-level argument that is not what the app calls by the
+/// argument's name: the app labels numbers with a word of the name (`train`: "Train 412 dep
+/// 08:10, first 95000 ARS, tourist 41000 ARS; Train 418 …", `{"train": 418}`) and never this
+/// one, and no message of the user's (`said`, lowercase) has it as a word. The argument, the
+/// number and the numbers the app labels so, in the order shown. Measured with the 1.5B model:
+/// "Book me a tourist seat on the morning train" booked train 41000, the tourist fare. An
+/// argument whose schema lists its values is the validation's and the value check's; an app
+/// that labels no number with the name (a quantity, a price) leaves the number alone.
+pub fn mislabelled_number(
+    args: &Value,
+    parameters: &Value,
+    shown: &str,
+    said: &str,
+) -> Option<(String, String, Vec<String>)> {
+    let fields = args.as_object()?;
+    let said: Vec<&str> = said.split(|c: char| !c.is_alphanumeric()).collect();
+    fields.iter().find_map(|(argument, value)| {
+        let schema = parameters.get("properties").and_then(|p| p.get(argument));
+        if schema.is_some_and(|s| s.get("enum").is_some() || s.get("const").is_some()) {
+            return None;
+        }
+        let number = match value {
+            Value::Number(n) if n.is_u64() || n.is_i64() => n.to_string(),
+            Value::String(text) if !text.is_empty() && text.chars().all(|c| c.is_ascii_digit()) => text.clone(),
+            _ => return None,
+        };
+        let number = number.trim_start_matches('0').to_string();
+        let labels: Vec<String> = crate::questions::name_words(argument)
+            .into_iter()
+            .filter(|word| word.chars().count() >= 3 && !NOT_LABELS.contains(&word.as_str()))
+            .collect();
+        if labels.is_empty() || said.iter().any(|word| word.trim_start_matches('0') == number) {
+            return None;
+        }
+        let named = labelled_numbers(shown, &labels);
+        (!named.is_empty() && !named.contains(&number)).then(|| (argument.clone(), number, named))
+    })
+}
+
 /// Everything the model was shown that a value may come from, lowercase: the system prompt, the
 /// user's messages, the agent's earlier answers (before `run_start`, the run's own messages
 /// after it: what the model wrote in this run is not a source), the results of calls that
@@ -149,6 +211,28 @@ mod tests {
         assert_eq!(
             call(json!({"cc": ["carla@example.com", "dave@example.com"]})),
             Some(("/cc/1".into(), "dave@example.com".into()))
+        );
+    }
+
+    #[test]
+    fn a_number_the_app_labels_as_something_else_is_mislabelled() {
+        let schema = json!({"type": "object", "properties": {"train": {"type": "integer"}, "seat_class": {"enum": ["first", "tourist"]}, "quantity": {"type": "integer"}}});
+        let shown =
+            "trains to mar del plata: train 412 dep 08:10, first 95000 ars, tourist 41000 ars; train no. 418 dep 17:30";
+        let call = |args: Value, said: &str| mislabelled_number(&args, &schema, shown, said);
+        assert_eq!(
+            call(json!({"train": 41000, "seat_class": "tourist"}), "book me a tourist seat on the morning train"),
+            Some(("train".into(), "41000".into(), vec!["412".into(), "418".into()]))
+        );
+        assert_eq!(call(json!({"train": 418}), "the evening train"), None, "a train the app labels so");
+        assert_eq!(call(json!({"train": "0412"}), ""), None, "as a string, leading zeros aside");
+        assert_eq!(call(json!({"train": 999}), "book train 999"), None, "the user's own number");
+        assert_eq!(call(json!({"quantity": 41000}), ""), None, "the app labels no number as a quantity");
+        let json_state = r#"[{"train":420,"seats":3}]"#;
+        assert_eq!(
+            mislabelled_number(&json!({"train_id": 3}), &json!({}), json_state, "").map(|found| found.2),
+            Some(vec!["420".to_string()]),
+            "a word of the name, in JSON"
         );
     }
 

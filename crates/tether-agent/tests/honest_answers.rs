@@ -631,6 +631,10 @@ struct Asker {
     fits: Option<Vec<(&'static str, f64)>>,
     /// A message with these words is a question to the kind question, whatever its mark.
     misread: Option<&'static str>,
+    /// What the value question scores for each value, alone and after the answer before the
+    /// message (unset, or a value not listed: 0.8 when the message has the value's words, 0.1
+    /// when not).
+    value_scores: Option<Vec<(&'static str, f64, f64)>>,
 }
 
 impl Asker {
@@ -647,7 +651,22 @@ impl Asker {
             yes_alone: None,
             fits: None,
             misread: None,
+            value_scores: None,
         })
+    }
+
+    /// As [`with_logprobs`](Self::with_logprobs), but the value question scores each value by
+    /// `values` (the same after the answer before the message).
+    fn with_value_scores(turns: Vec<ModelReply>, values: Vec<(&'static str, f64)>) -> Arc<Self> {
+        Asker::with_value_scores_after(turns, values.into_iter().map(|(value, yes)| (value, yes, yes)).collect())
+    }
+
+    /// As [`with_value_scores`](Self::with_value_scores), with what each value scores alone and
+    /// after the answer before the message.
+    fn with_value_scores_after(turns: Vec<ModelReply>, values: Vec<(&'static str, f64, f64)>) -> Arc<Self> {
+        let mut asker = Arc::into_inner(Asker::with_logprobs(turns)).unwrap();
+        asker.value_scores = Some(values);
+        Arc::new(asker)
     }
 
     /// As [`with_logprobs`](Self::with_logprobs), but a message with `words` in it is a question
@@ -765,8 +784,17 @@ impl ChatModel for Asker {
             }
             let message = prompt.split("Message: \"").nth(1).unwrap();
             if let Some(value) = prompt.split("Does the message ask for ").nth(1) {
-                // The value check: "yes" when every word of the value is in the message.
                 let value = value.split('"').nth(1).unwrap();
+                let after = prompt.starts_with("Your last message: ");
+                if let Some(score) = self.value_scores.as_ref().and_then(|scores| {
+                    scores
+                        .iter()
+                        .find(|(scored, _, _)| *scored == value)
+                        .map(|(_, alone, with_answer)| if after { *with_answer } else { *alone })
+                }) {
+                    return Ok(Some(score));
+                }
+                // The value check: "yes" when every word of the value is in the message.
                 let message = message.split('"').next().unwrap().to_lowercase();
                 return Ok(Some(if value.split('-').all(|word| message.contains(word)) { 0.8 } else { 0.1 }));
             }
@@ -2462,4 +2490,201 @@ fn statuses(messages: &[ChatMessage]) -> Vec<(ResultStatus, bool)> {
             _ => None,
         })
         .collect()
+}
+
+#[tokio::test]
+async fn a_number_the_app_shows_as_something_else_is_refused_and_the_model_reads_what_it_does_show() {
+    // "Book me a tourist seat on the morning train": the 1.5B model booked train 41000, the
+    // tourist fare in the trains' line (the task benchmark's travel conversation, order 1,
+    // 2026-12-07).
+    let trains = "Train 412 dep 08:10, first 95000 ARS, tourist 41000 ARS; Train 418 dep 17:30, first 99000 ARS, \
+                  tourist 43000 ARS.";
+    let page = Page::new(vec![
+        spec("open_trains", "Show the trains to a destination, with their fares."),
+        spec("book_ticket", "Book one seat on a train.").with_parameters(json!({
+            "type": "object",
+            "properties": {"train": {"type": "integer"}, "seat_class": {"type": "string", "enum": ["first", "tourist"]}},
+            "required": ["train", "seat_class"]
+        })),
+    ])
+    .answering(move |name, args| {
+        ToolOutput::new(
+            ResultStatus::Ok,
+            if name == "open_trains" { trains.to_string() } else { format!("Booked train {}.", args["train"]) },
+        )
+    });
+    let model = Asker::with_logprobs(vec![
+        call("open_trains", json!({})),
+        call("book_ticket", json!({"train": 41000, "seat_class": "tourist"})),
+        call("book_ticket", json!({"train": 412, "seat_class": "tourist"})),
+        text("Booked train 412."),
+    ]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let done = run(&agent, &page, "Book me a tourist seat on the morning train.").await;
+    assert_eq!(
+        page.ran(),
+        [
+            ("open_trains".to_string(), json!({})),
+            ("book_ticket".to_string(), json!({"train": 412, "seat_class": "tourist"}))
+        ],
+        "train 41000 was never booked"
+    );
+    let results = tool_results(&done.outcome.messages);
+    assert_eq!(
+        results[1],
+        "[denied] Not run: train 41000 is not a train the app shows: it shows train 412, train 418. Call book_ticket \
+         with the one the user asked for, or ask the user which one. Never say it was done."
+    );
+    assert_eq!(done.outcome.answer, "Booked train 412.");
+
+    // The user's own number is theirs to give; and the check is the made-up check's.
+    for (message, made_up_check) in
+        [("Book me a tourist seat on train 41000.", true), ("Book me a tourist seat on the morning train.", false)]
+    {
+        let model = Asker::with_logprobs(vec![
+            call("open_trains", json!({})),
+            call("book_ticket", json!({"train": 41000, "seat_class": "tourist"})),
+            text("Booked."),
+        ]);
+        let agent = AgentLoop::new(model)
+            .with_question_check(true)
+            .with_fit_check(Some(0.75))
+            .with_made_up_check(made_up_check);
+        run(&agent, &page, message).await;
+        assert_eq!(page.ran().last().unwrap().1["train"], 41000, "{message}");
+    }
+}
+
+#[tokio::test]
+async fn a_value_guessed_where_the_message_makes_no_choice_is_refused_and_the_user_asked() {
+    // "Book the cheapest seat on the evening train": the 1.5B model booked first class, and the
+    // value question scored first and tourist alike (0.28 and 0.30, docs/models.md).
+    let page = || {
+        Page::new(vec![spec("book_ticket", "Book one seat on a train.").with_parameters(json!({
+            "type": "object",
+            "properties": {
+                "seat_class": {"type": "string", "enum": ["first", "tourist"]},
+                "side": {"enum": ["aisle", "window"]},
+                "coach": {"enum": ["c1", "c2"]}
+            },
+            "required": ["seat_class", "coach"]
+        }))])
+        .answering(|_, args| ToolOutput::new(ResultStatus::Ok, format!("Booked a {} seat.", args["seat_class"])))
+    };
+    let message = "Book the cheapest seat on the evening train.";
+    let turns = || {
+        vec![call("book_ticket", json!({"seat_class": "first", "coach": "c1"})), text("Which class: first or tourist?")]
+    };
+    let model = Asker::with_value_scores(turns(), vec![("first", 0.28), ("tourist", 0.30), ("c1", 0.29), ("c2", 0.30)]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let trains = page();
+    let done = run(&agent, &trains, message).await;
+    assert!(trains.ran().is_empty(), "nothing was booked");
+    assert_eq!(
+        tool_results(&done.outcome.messages)[0],
+        "[denied] Not run: the user's message does not say which seat_class it wants, so seat_class \"first\" was a \
+         guess. Ask the user which seat_class they want: \"first\", \"tourist\". Never say it was done."
+    );
+    assert_eq!(done.outcome.answer, "Which class: first or tourist?");
+
+    // Values one outscores (the model's choice stands under twice as likely), an argument the
+    // call could leave out, and ids (the coach, scored alike in every call): the call runs.
+    for (mut scores, args) in [
+        (vec![("first", 0.2), ("tourist", 0.35)], json!({"seat_class": "tourist", "coach": "c1"})),
+        (vec![("first", 0.2), ("tourist", 0.35)], json!({"seat_class": "first", "coach": "c1"})),
+        (
+            vec![("aisle", 0.29), ("window", 0.30), ("tourist", 0.8)],
+            json!({"seat_class": "tourist", "side": "aisle", "coach": "c2"}),
+        ),
+    ] {
+        scores.extend([("c1", 0.29), ("c2", 0.30)]);
+        let model = Asker::with_value_scores(vec![call("book_ticket", args.clone()), text("Booked.")], scores);
+        let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+        let trains = page();
+        run(&agent, &trains, message).await;
+        assert_eq!(ran_args(&trains), std::slice::from_ref(&args), "{args}");
+    }
+}
+
+#[tokio::test]
+async fn an_undecided_value_is_taken_after_the_answer_before_only_when_it_then_outscores_the_others() {
+    // "Book a seat on the 6am train" after "Blocked by policy: … Book tourist instead.": the
+    // 1.5B model's value question was sure of tourist read after that answer, and the value
+    // check took it before asking about first (the travel conversation, 2026-12-07).
+    let page = || {
+        Page::new(vec![spec("book_ticket", "Book one seat on a train.").with_parameters(json!({
+            "type": "object",
+            "properties": {"seat_class": {"type": "string", "enum": ["first", "tourist"]}},
+            "required": ["seat_class"]
+        }))])
+        .answering(|_, args| ToolOutput::new(ResultStatus::Ok, format!("Booked a {} seat.", args["seat_class"])))
+    };
+    let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
+    for (after, booked) in [
+        (vec![("first", 0.28, 0.6), ("tourist", 0.30, 0.55)], false),
+        (vec![("first", 0.28, 0.8), ("tourist", 0.30, 0.3)], true),
+    ] {
+        let model = Asker::with_value_scores_after(
+            vec![
+                text("Trains 412 and 418 have first and tourist seats."),
+                call("book_ticket", json!({"seat_class": "first"})),
+                text("Which class?"),
+            ],
+            after,
+        );
+        let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+        let trains = page();
+        let first = agent.run(&trains, &sink, &"r1".into(), "Which seats are there?", Vec::new()).await;
+        agent.run(&trains, &sink, &"r2".into(), "Book the cheapest seat.", first.messages).await;
+        assert_eq!(trains.ran().len(), usize::from(booked), "{:?}", trains.ran());
+    }
+}
+
+#[tokio::test]
+async fn a_call_for_a_time_the_app_shows_nowhere_is_refused_and_the_model_reads_so() {
+    // "Book a seat on the 6am train" (there is none: 08:10 and 17:30): the 1.5B model booked
+    // train 412 (the travel conversation, 2026-12-07).
+    let trains = "Train 412 dep 08:10, first 95000 ARS, tourist 41000 ARS; Train 418 dep 17:30, first 99000 ARS, \
+                  tourist 43000 ARS.";
+    let page = || {
+        Page::new(vec![
+            spec("open_trains", "Show the trains to a destination, with their fares."),
+            spec("book_ticket", "Book one seat on a train.").with_parameters(json!({
+                "type": "object",
+                "properties": {"train": {"type": "integer"}, "seat_class": {"type": "string", "enum": ["first", "tourist"]}},
+                "required": ["train", "seat_class"]
+            })),
+        ])
+        .answering(move |name, args| {
+            ToolOutput::new(
+                ResultStatus::Ok,
+                if name == "open_trains" { trains.to_string() } else { format!("Booked train {}.", args["train"]) },
+            )
+        })
+    };
+    let turns = || {
+        vec![
+            call("open_trains", json!({})),
+            call("book_ticket", json!({"train": 412, "seat_class": "tourist"})),
+            text("There is no 6am train."),
+        ]
+    };
+    let model = Asker::with_logprobs(turns());
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let travel = page();
+    let done = run(&agent, &travel, "Book a tourist seat on the 6am train.").await;
+    assert_eq!(travel.ran_names(), ["open_trains"], "nothing was booked");
+    assert_eq!(
+        tool_results(&done.outcome.messages)[1],
+        "[denied] Not run: the user's message speaks of 6am, and nothing the app shows is at 6am, so this call is \
+         not what the user asked for. Tell the user that the app shows nothing at 6am. Never say it was done."
+    );
+    assert_eq!(done.outcome.answer, "There is no 6am train.");
+
+    // A time the app shows, in any of its forms, is the user's way of picking.
+    let model = Asker::with_logprobs(turns());
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let travel = page();
+    run(&agent, &travel, "Book a tourist seat on the 8:10 am train.").await;
+    assert_eq!(travel.ran_names(), ["open_trains", "book_ticket"]);
 }
