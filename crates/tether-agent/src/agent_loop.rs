@@ -2299,13 +2299,9 @@ impl AgentLoop {
         called: usize,
         answer: &str,
     ) -> bool {
-        let mut all = Vec::with_capacity(allowed.len());
-        for value in allowed {
-            match self.value_yes(questions, state, &tool.name, argument, value, Some(answer)).await {
-                Some(yes) => all.push(yes),
-                None => return false,
-            }
-        }
+        let Some(all) = self.values_yes(questions, state, tool, argument, allowed, Some(answer)).await else {
+            return false;
+        };
         let own = all[called];
         all.iter().enumerate().all(|(at, other)| at == called || own >= crate::questions::VALUE_TIE * other)
     }
@@ -2328,12 +2324,27 @@ impl AgentLoop {
         if own >= crate::questions::VALUE_SURE {
             return Some(crate::questions::ValueVerdict::Fits);
         }
+        let all = self.values_yes(questions, state, tool, argument, allowed, answer).await?;
+        Some(crate::questions::judge_values(&all, called))
+    }
+
+    /// The probability of "yes" for each allowed value ([`Self::value_yes`]); `None` when the
+    /// model gave none for one of them.
+    async fn values_yes(
+        &self,
+        questions: &QuestionCheck,
+        state: &mut RunState,
+        tool: &ToolSpec,
+        argument: &str,
+        allowed: &[&str],
+        answer: Option<&str>,
+    ) -> Option<Vec<f64>> {
         let mut all = Vec::with_capacity(allowed.len());
         for value in allowed {
             all.push(self.value_yes(questions, state, &tool.name, argument, value, answer).await?);
         }
         tracing::info!(tool = tool.name, argument, values = ?allowed, yes = ?all, "does the message ask for these values");
-        Some(crate::questions::judge_values(&all, called))
+        Some(all)
     }
 
     /// The probability that the message (as a reply to `answer`, when given) asks for `value` as

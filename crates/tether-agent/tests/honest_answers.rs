@@ -2492,14 +2492,12 @@ fn statuses(messages: &[ChatMessage]) -> Vec<(ResultStatus, bool)> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_number_the_app_shows_as_something_else_is_refused_and_the_model_reads_what_it_does_show() {
-    // "Book me a tourist seat on the morning train": the 1.5B model booked train 41000, the
-    // tourist fare in the trains' line (the task benchmark's travel conversation, order 1,
-    // 2026-12-07).
+/// The travel example's two tools, as a page: `open_trains` shows the trains' line (two trains,
+/// their times and fares), `book_ticket` books one.
+fn trains_page() -> Page {
     let trains = "Train 412 dep 08:10, first 95000 ARS, tourist 41000 ARS; Train 418 dep 17:30, first 99000 ARS, \
                   tourist 43000 ARS.";
-    let page = Page::new(vec![
+    Page::new(vec![
         spec("open_trains", "Show the trains to a destination, with their fares."),
         spec("book_ticket", "Book one seat on a train.").with_parameters(json!({
             "type": "object",
@@ -2512,7 +2510,15 @@ async fn a_number_the_app_shows_as_something_else_is_refused_and_the_model_reads
             ResultStatus::Ok,
             if name == "open_trains" { trains.to_string() } else { format!("Booked train {}.", args["train"]) },
         )
-    });
+    })
+}
+
+#[tokio::test]
+async fn a_number_the_app_shows_as_something_else_is_refused_and_the_model_reads_what_it_does_show() {
+    // "Book me a tourist seat on the morning train": the 1.5B model booked train 41000, the
+    // tourist fare in the trains' line (the task benchmark's travel conversation, order 1,
+    // 2026-12-07).
+    let page = trains_page();
     let model = Asker::with_logprobs(vec![
         call("open_trains", json!({})),
         call("book_ticket", json!({"train": 41000, "seat_class": "tourist"})),
@@ -2644,24 +2650,7 @@ async fn an_undecided_value_is_taken_after_the_answer_before_only_when_it_then_o
 async fn a_call_for_a_time_the_app_shows_nowhere_is_refused_and_the_model_reads_so() {
     // "Book a seat on the 6am train" (there is none: 08:10 and 17:30): the 1.5B model booked
     // train 412 (the travel conversation, 2026-12-07).
-    let trains = "Train 412 dep 08:10, first 95000 ARS, tourist 41000 ARS; Train 418 dep 17:30, first 99000 ARS, \
-                  tourist 43000 ARS.";
-    let page = || {
-        Page::new(vec![
-            spec("open_trains", "Show the trains to a destination, with their fares."),
-            spec("book_ticket", "Book one seat on a train.").with_parameters(json!({
-                "type": "object",
-                "properties": {"train": {"type": "integer"}, "seat_class": {"type": "string", "enum": ["first", "tourist"]}},
-                "required": ["train", "seat_class"]
-            })),
-        ])
-        .answering(move |name, args| {
-            ToolOutput::new(
-                ResultStatus::Ok,
-                if name == "open_trains" { trains.to_string() } else { format!("Booked train {}.", args["train"]) },
-            )
-        })
-    };
+    let page = trains_page;
     let turns = || {
         vec![
             call("open_trains", json!({})),
