@@ -1946,21 +1946,8 @@ impl AgentLoop {
         let seen = crate::made_up::seen_text(&self.system_prompt, &state.messages, state.run_start, context, visible);
         let Some((path, value)) = crate::made_up::made_up_value(&tool_call.arguments, &tool.parameters, &seen) else {
             let shown = crate::made_up::shown_text(&self.system_prompt, &state.messages, context, visible);
-            if let Some(time) =
-                crate::grounding::unknown_times(call_part(&state.request, tool, visible), &shown, &tool_call.arguments)
-                    .first()
-            {
-                tracing::info!(run = %run_id, tool = tool.name, time, "the message speaks of a time the app shows nowhere; refused");
-                return Some(Refusal::new(
-                    format!(
-                        "Not run: the user's message speaks of {time}, and nothing the app shows is at {time}, so \
-                         this call is not what the user asked for. Tell the user that the app shows nothing at \
-                         {time}. {NEVER_SAY_DONE}"
-                    ),
-                    format!("Nothing was done: I could not find anything at {time} in the app."),
-                ));
-            }
-            return Self::mislabelled(state, tool, tool_call, &shown, run_id);
+            return Self::unknown_time(state, visible, tool, tool_call, &shown, run_id)
+                .or_else(|| Self::mislabelled(state, tool, tool_call, &shown, run_id));
         };
         let argument = path.trim_start_matches('/').split('/').next().unwrap_or_default();
         if let Some(refusal) = Self::about_gone(state, visible, tool, tool_call, argument, context, run_id) {
@@ -1977,6 +1964,30 @@ impl AgentLoop {
         ))
     }
 
+    /// Part of the made-up check: a call for a message (its own part of it, [`call_part`]) that
+    /// speaks of a clock time nothing the app showed (`shown`) has and the call does not give
+    /// ([`unknown_times`](crate::unknown_times): "the 6am train" where trains leave at 08:10 and
+    /// 17:30) is refused, and the model reads that the app shows nothing then.
+    fn unknown_time(
+        state: &RunState,
+        visible: &[&ToolSpec],
+        tool: &ToolSpec,
+        tool_call: &ModelToolCall,
+        shown: &str,
+        run_id: &RunId,
+    ) -> Option<Refusal> {
+        let said = call_part(&state.request, tool, visible);
+        let time = crate::grounding::unknown_times(said, shown, &tool_call.arguments).into_iter().next()?;
+        tracing::info!(run = %run_id, tool = tool.name, time, "the message speaks of a time the app shows nowhere; refused");
+        Some(Refusal::new(
+            format!(
+                "Not run: the user's message speaks of {time}, and nothing the app shows is at {time}, so this call \
+                 is not what the user asked for. Tell the user that the app shows nothing at {time}. {NEVER_SAY_DONE}"
+            ),
+            format!("Nothing was done: I could not find anything at {time} in the app."),
+        ))
+    }
+
     /// Part of the made-up check: a call that gives an argument a whole number the app names
     /// only as something else ([`mislabelled_number`](crate::mislabelled_number): train 41000,
     /// a fare, where the app lists trains 412 and 418) is refused, and the model reads the
@@ -1989,15 +2000,15 @@ impl AgentLoop {
         shown: &str,
         run_id: &RunId,
     ) -> Option<Refusal> {
-        let said: String = state
+        let said: Vec<&str> = state
             .messages
             .iter()
             .filter_map(|message| match message {
-                ChatMessage::User { content } => Some(content.to_lowercase()),
+                ChatMessage::User { content } => Some(content.as_str()),
                 _ => None,
             })
-            .collect::<Vec<_>>()
-            .join("\n");
+            .collect();
+        let said = said.join("\n");
         let (argument, number, named) =
             crate::made_up::mislabelled_number(&tool_call.arguments, &tool.parameters, shown, &said)?;
         tracing::info!(run = %run_id, tool = tool.name, argument, number, ?named, "a number the app names otherwise; refused");
@@ -2232,7 +2243,7 @@ impl AgentLoop {
                     continue;
                 }
                 tracing::info!(run = %run_id, tool = tool.name, argument, value, "the message makes no choice; refused");
-                let listed = allowed.iter().map(|v| format!("\"{v}\"")).collect::<Vec<_>>().join(", ");
+                let listed = quoted(&allowed);
                 return Some(Refusal::new(
                     format!(
                         "Not run: the user's message does not say which {argument} it wants, so {argument} \"{value}\" \
@@ -2254,7 +2265,7 @@ impl AgentLoop {
                 ValueVerdict::NotAsked => format!(
                     "Call {} with the {argument} the user asked for ({}), or ask the user which one they want.",
                     tool.name,
-                    allowed.iter().map(|v| format!("\"{v}\"")).collect::<Vec<_>>().join(", ")
+                    quoted(&allowed)
                 ),
             };
             tracing::info!(
@@ -3515,6 +3526,11 @@ impl ClaimGate {
 fn call_part<'a>(request: &'a str, tool: &ToolSpec, visible: &[&ToolSpec]) -> &'a str {
     let names: Vec<&str> = visible.iter().map(|t| t.name.as_str()).collect();
     crate::questions::part_for_tool(request, &tool.name, &names).unwrap_or(request)
+}
+
+/// An argument's allowed values as the value check's refusals list them: `"first", "tourist"`.
+fn quoted(allowed: &[&str]) -> String {
+    allowed.iter().map(|v| format!("\"{v}\"")).collect::<Vec<_>>().join(", ")
 }
 
 /// Whether an undecided value ([`ValueVerdict::Undecided`]) of `argument` refuses its call: the

@@ -308,38 +308,6 @@ pub(crate) fn copied_entry<'a>(args: &Value, sources: &'a [Value]) -> Option<&'a
 }
 
 #[cfg(test)]
-mod time_tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn clock_times_are_read_in_their_usual_forms_and_numbers_are_not() {
-        let read = clock_times;
-        assert_eq!(read("the 6am train"), [("6am".to_string(), vec![360])]);
-        assert_eq!(read("at 6 PM, or 12am"), [("6 PM".to_string(), vec![1080]), ("12am".to_string(), vec![0])]);
-        assert_eq!(
-            read("dep 08:10, 17:30"),
-            [("08:10".to_string(), vec![490, 1210]), ("17:30".to_string(), vec![1050])]
-        );
-        assert_eq!(read("6:30 p.m."), [("6:30 p.m.".to_string(), vec![1110])]);
-        for none in ["train 412", "41000 ARS", "3 seats", "2026-12-07", "room 6a", "13pm", "10:75", "v1:20x"] {
-            assert!(read(none).is_empty(), "{none}: {:?}", read(none));
-        }
-    }
-
-    #[test]
-    fn a_time_the_message_speaks_of_is_unknown_unless_the_app_shows_it_or_the_call_gives_it() {
-        let shown = "train 412 dep 08:10, first 95000 ars; train 418 dep 17:30";
-        assert_eq!(unknown_times("Book a seat on the 6am train.", shown, &json!({"train": 412})), ["6am"]);
-        assert!(unknown_times("Book a seat on the 8:10 train.", shown, &json!({"train": 412})).is_empty());
-        assert!(unknown_times("The 5:30 pm train, please.", shown, &json!({"train": 418})).is_empty());
-        assert!(unknown_times("Move it to 4pm.", shown, &json!({"time": "16:00"})).is_empty());
-        assert!(unknown_times("Put a haircut on Saturday at 10am.", "", &json!({"time": "10:00"})).is_empty());
-        assert!(unknown_times("Book the evening train.", shown, &json!({"train": 418})).is_empty());
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
@@ -444,5 +412,31 @@ mod tests {
         ] {
             assert_eq!(unknown(known), Vec::<String>::new(), "{known}");
         }
+    }
+
+    #[test]
+    fn clock_times_are_read_in_their_usual_forms_and_numbers_are_not() {
+        let read = clock_times;
+        assert_eq!(read("the 6am train"), [("6am".to_string(), vec![360])]);
+        assert_eq!(read("at 6 PM, or 12am"), [("6 PM".to_string(), vec![1080]), ("12am".to_string(), vec![0])]);
+        assert_eq!(
+            read("dep 08:10, 17:30"),
+            [("08:10".to_string(), vec![490, 1210]), ("17:30".to_string(), vec![1050])]
+        );
+        assert_eq!(read("6:30 p.m."), [("6:30 p.m.".to_string(), vec![1110])]);
+        for none in ["train 412", "41000 ARS", "3 seats", "2026-12-07", "room 6a", "13pm", "10:75", "v1:20x"] {
+            assert!(read(none).is_empty(), "{none}: {:?}", read(none));
+        }
+    }
+
+    #[test]
+    fn a_time_the_message_speaks_of_is_unknown_unless_the_app_shows_it_or_the_call_gives_it() {
+        let shown = "train 412 dep 08:10, first 95000 ars; train 418 dep 17:30";
+        assert_eq!(unknown_times("Book a seat on the 6am train.", shown, &json!({"train": 412})), ["6am"]);
+        assert!(unknown_times("Book a seat on the 8:10 train.", shown, &json!({"train": 412})).is_empty());
+        assert!(unknown_times("The 5:30 pm train, please.", shown, &json!({"train": 418})).is_empty());
+        assert!(unknown_times("Move it to 4pm.", shown, &json!({"time": "16:00"})).is_empty());
+        assert!(unknown_times("Put a haircut on Saturday at 10am.", "", &json!({"time": "10:00"})).is_empty());
+        assert!(unknown_times("Book the evening train.", shown, &json!({"train": 418})).is_empty());
     }
 }
