@@ -664,7 +664,10 @@ impl AgentLoop {
     /// nothing the app showed has and the call does not give ("the 6am train" where trains leave
     /// at 08:10 and 17:30: [`unknown_times`](crate::unknown_times)), and a whole number the app
     /// labels nothing with while it labels others with the argument's name (train 41000, a fare:
-    /// [`mislabelled_number`](crate::mislabelled_number)).
+    /// [`mislabelled_number`](crate::mislabelled_number)), or one nothing the model read has
+    /// while a tool that only reads names such things (train 101 before `find_trains` was called:
+    /// [`unshown_number`](crate::unshown_number)). An argument whose schema gives a range or a
+    /// default is an amount and is not checked for numbers.
     #[must_use]
     pub fn with_made_up_check(mut self, on: bool) -> Self {
         self.made_up_check = on;
@@ -1927,8 +1930,9 @@ impl AgentLoop {
     /// The made-up check ([`AgentLoop::with_made_up_check`]): the refusal of a call of a tool
     /// that changes something when it gives an argument an identifier the model read nowhere
     /// (or, when the call is about what an earlier call took away, [`Self::about_gone`]'s),
-    /// when its message speaks of a time the app shows nowhere, or when it gives a number the
-    /// app shows as something else ([`Self::mislabelled`]).
+    /// when its message speaks of a time the app shows nowhere, when it gives a number the app
+    /// shows as something else ([`Self::mislabelled`]), or one nothing showed where a look-up
+    /// could have ([`Self::unshown`]).
     #[allow(clippy::too_many_arguments)]
     async fn made_up(
         &self,
@@ -1946,8 +1950,12 @@ impl AgentLoop {
         let seen = crate::made_up::seen_text(&self.system_prompt, &state.messages, state.run_start, context, visible);
         let Some((path, value)) = crate::made_up::made_up_value(&tool_call.arguments, &tool.parameters, &seen) else {
             let shown = crate::made_up::shown_text(&self.system_prompt, &state.messages, context, visible);
-            return Self::unknown_time(state, visible, tool, tool_call, &shown, run_id)
-                .or_else(|| Self::mislabelled(state, tool, tool_call, &shown, run_id));
+            if let Some(refusal) = Self::unknown_time(state, visible, tool, tool_call, &shown, run_id)
+                .or_else(|| Self::mislabelled(state, tool, tool_call, &shown, run_id))
+            {
+                return Some(refusal);
+            }
+            return self.unshown(questions, visible, tool, tool_call, &seen, run_id).await;
         };
         let argument = path.trim_start_matches('/').split('/').next().unwrap_or_default();
         if let Some(refusal) = Self::about_gone(state, visible, tool, tool_call, argument, context, run_id) {
@@ -2019,6 +2027,38 @@ impl AgentLoop {
                  the user asked for, or ask the user which one. {NEVER_SAY_DONE}",
                 named.join(", "),
                 tool.name
+            ),
+            format!("Nothing was done: I do not know which {argument} you meant."),
+        ))
+    }
+
+    /// Part of the made-up check: a call that gives an argument a whole number nothing the model
+    /// read has, where a tool that only reads could list such things and was not asked
+    /// ([`unshown_number`](crate::unshown_number): the 0.5B model booked train 101, then train
+    /// 1, before any `find_trains` call), is refused, and the model reads which tool lists
+    /// them. It asks again: the look-up, or the user.
+    async fn unshown(
+        &self,
+        questions: &QuestionCheck,
+        visible: &[&ToolSpec],
+        tool: &ToolSpec,
+        tool_call: &ModelToolCall,
+        seen: &str,
+        run_id: &RunId,
+    ) -> Option<Refusal> {
+        let others: Vec<ToolSpec> =
+            visible.iter().filter(|other| other.name != tool.name).map(|t| (*t).clone()).collect();
+        let names: Vec<&str> = others.iter().map(|other| other.name.as_str()).collect();
+        crate::made_up::unshown_number(&tool_call.arguments, &tool.parameters, seen, &names)?;
+        let read_only = questions.read_only(self.model.as_ref(), &others).await;
+        let look_ups: Vec<&str> = names.into_iter().filter(|name| read_only.contains(*name)).collect();
+        let (argument, number, look_up) =
+            crate::made_up::unshown_number(&tool_call.arguments, &tool.parameters, seen, &look_ups)?;
+        tracing::info!(run = %run_id, tool = tool.name, argument, number, look_up, "a number nothing showed; refused");
+        Some(Refusal::call_again(
+            format!(
+                "Not run: {argument} {number} is not in the user's messages or anything the app showed, so it was \
+                 made up. Call {look_up} to see which one the user means, or ask the user. {NEVER_SAY_DONE}"
             ),
             format!("Nothing was done: I do not know which {argument} you meant."),
         ))

@@ -77,42 +77,122 @@ fn labelled_numbers(shown: &str, labels: &[String]) -> Vec<String> {
     found
 }
 
+/// Words for the numbers a user may write out ("two mugs"), each the number it is.
+const NUMBER_WORDS: [(&str, u64); 22] = [
+    ("zero", 0),
+    ("one", 1),
+    ("two", 2),
+    ("three", 3),
+    ("four", 4),
+    ("five", 5),
+    ("six", 6),
+    ("seven", 7),
+    ("eight", 8),
+    ("nine", 9),
+    ("ten", 10),
+    ("eleven", 11),
+    ("twelve", 12),
+    ("thirteen", 13),
+    ("fourteen", 14),
+    ("fifteen", 15),
+    ("sixteen", 16),
+    ("seventeen", 17),
+    ("eighteen", 18),
+    ("nineteen", 19),
+    ("twenty", 20),
+    ("dozen", 12),
+];
+
+/// Whether `words` ([`plain_words`](crate::claims::plain_words)) have `number` (digits, no
+/// leading zeros): as digits ("412", "0412") or written out ("two").
+fn has_number(words: &[String], number: &str) -> bool {
+    words.iter().any(|word| {
+        word.trim_start_matches('0') == number
+            || NUMBER_WORDS.iter().any(|(name, value)| name == word && value.to_string() == number)
+    })
+}
+
+/// A top-level argument given a whole number that may name one of the app's things: its schema
+/// lists no values (`enum`, `const`: the validation's and the value check's) and gives no range
+/// or default (`minimum`, `maximum`, `default`: an amount, "quantity 1 to 10"). The argument,
+/// the number without leading zeros, and the words of the argument's name that may label it
+/// (three letters or more, not `id`, `number`, …: `train_id` → "train"); none when its name has
+/// no such word.
+fn numbers_given(args: &Value, parameters: &Value) -> Vec<(String, String, Vec<String>)> {
+    let Some(fields) = args.as_object() else { return Vec::new() };
+    fields
+        .iter()
+        .filter_map(|(argument, value)| {
+            let schema = parameters.get("properties").and_then(|p| p.get(argument));
+            let keys = ["enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "default"];
+            if schema.is_some_and(|s| keys.iter().any(|key| s.get(key).is_some())) {
+                return None;
+            }
+            let number = match value {
+                Value::Number(n) if n.is_u64() || n.is_i64() => n.to_string(),
+                Value::String(text) if !text.is_empty() && text.chars().all(|c| c.is_ascii_digit()) => text.clone(),
+                _ => return None,
+            };
+            let labels: Vec<String> = crate::questions::name_words(argument)
+                .into_iter()
+                .filter(|word| word.chars().count() >= 3 && !NOT_LABELS.contains(&word.as_str()))
+                .collect();
+            let number = number.trim_start_matches('0');
+            let number = if number.is_empty() { "0" } else { number };
+            (!labels.is_empty()).then(|| (argument.clone(), number.to_string(), labels))
+        })
+        .collect()
+}
+
 /// A whole number a call gives a top-level argument that is not what the app calls by the
 /// argument's name: the app labels numbers with a word of the name (`train`: "Train 412 dep
 /// 08:10, first 95000 ARS, tourist 41000 ARS; Train 418 …", `{"train": 418}`) and never this
-/// one, and no message of the user's (`said`) has it as a word. The argument, the
+/// one, and no message of the user's (`said`) has it, in digits or words. The argument, the
 /// number and the numbers the app labels so, in the order shown. Measured with the 1.5B model:
 /// "Book me a tourist seat on the morning train" booked train 41000, the tourist fare. An
-/// argument whose schema lists its values is the validation's and the value check's; an app
-/// that labels no number with the name (a quantity, a price) leaves the number alone.
+/// argument whose schema lists its values, or gives a range or a default (an amount), is left
+/// alone ([`numbers_given`]), and so is one the app labels no number with.
 pub fn mislabelled_number(
     args: &Value,
     parameters: &Value,
     shown: &str,
     said: &str,
 ) -> Option<(String, String, Vec<String>)> {
-    let fields = args.as_object()?;
     let said = crate::claims::plain_words(said);
-    fields.iter().find_map(|(argument, value)| {
-        let schema = parameters.get("properties").and_then(|p| p.get(argument));
-        if schema.is_some_and(|s| s.get("enum").is_some() || s.get("const").is_some()) {
-            return None;
-        }
-        let number = match value {
-            Value::Number(n) if n.is_u64() || n.is_i64() => n.to_string(),
-            Value::String(text) if !text.is_empty() && text.chars().all(|c| c.is_ascii_digit()) => text.clone(),
-            _ => return None,
-        };
-        let number = number.trim_start_matches('0').to_string();
-        let labels: Vec<String> = crate::questions::name_words(argument)
-            .into_iter()
-            .filter(|word| word.chars().count() >= 3 && !NOT_LABELS.contains(&word.as_str()))
-            .collect();
-        if labels.is_empty() || said.iter().any(|word| word.trim_start_matches('0') == number) {
+    numbers_given(args, parameters).into_iter().find_map(|(argument, number, labels)| {
+        if has_number(&said, &number) {
             return None;
         }
         let named = labelled_numbers(shown, &labels);
-        (!named.is_empty() && !named.contains(&number)).then(|| (argument.clone(), number, named))
+        (!named.is_empty() && !named.contains(&number)).then_some((argument, number, named))
+    })
+}
+
+/// A whole number a call gives a top-level argument ([`numbers_given`]) that is nowhere in what
+/// the model read (`seen`, [`seen_text`]: the user's messages, in digits or words, the app's
+/// results and state), when one of `look_ups` (the names of the tools that only read, other than
+/// the one called) has a word of the name: the app can list such things, and nothing it
+/// listed has this one. The argument, the number, and that look-up. Measured with the 0.5B
+/// model on the travel example: bookings of train 101 and of train 1 before any `find_trains`
+/// call.
+pub fn unshown_number(
+    args: &Value,
+    parameters: &Value,
+    seen: &str,
+    look_ups: &[&str],
+) -> Option<(String, String, String)> {
+    let seen_words = crate::claims::plain_words(seen);
+    numbers_given(args, parameters).into_iter().find_map(|(argument, number, labels)| {
+        if has_number(&seen_words, &number) {
+            return None;
+        }
+        let names_label = |tool: &&&str| {
+            crate::questions::name_words(tool)
+                .iter()
+                .any(|word| labels.iter().any(|label| word == label || word.strip_suffix('s') == Some(label.as_str())))
+        };
+        let look_up = look_ups.iter().find(names_label)?;
+        Some((argument, number, (*look_up).to_string()))
     })
 }
 
@@ -234,6 +314,38 @@ mod tests {
             Some(vec!["420".to_string()]),
             "a word of the name, in JSON"
         );
+    }
+
+    #[test]
+    fn an_amount_and_a_number_the_user_wrote_out_are_not_mislabelled() {
+        let shown = r#"cart: [{"product":"mug-red","quantity":1}] open orders: order 7731"#;
+        let ranged = json!({"properties": {"quantity": {"type": "integer", "minimum": 1, "maximum": 10}}});
+        assert_eq!(mislabelled_number(&json!({"quantity": 2}), &ranged, shown, "add two more"), None, "a range");
+        let bare = json!({"properties": {"quantity": {"type": "integer"}}});
+        assert_eq!(mislabelled_number(&json!({"quantity": 2}), &bare, shown, "Add two more mugs"), None, "in words");
+        assert_eq!(mislabelled_number(&json!({"quantity": 12}), &bare, shown, "a dozen mugs"), None);
+        assert_eq!(
+            mislabelled_number(&json!({"quantity": 3}), &bare, shown, "add two more").map(|found| found.1),
+            Some("3".to_string())
+        );
+    }
+
+    #[test]
+    fn a_number_nothing_showed_is_made_up_where_a_look_up_lists_such_things() {
+        let schema = json!({"properties": {"train": {"type": "integer"}, "guests": {"type": "integer"}, "nights": {"type": "integer", "default": 1}}});
+        let look_ups = ["find_trains", "policy"];
+        let seen = "you help employees book trains.\nbook the cheapest seat on the evening train";
+        assert_eq!(
+            unshown_number(&json!({"train": 101}), &schema, seen, &look_ups),
+            Some(("train".into(), "101".into(), "find_trains".into()))
+        );
+        assert_eq!(unshown_number(&json!({"train": 101}), &schema, seen, &["policy"]), None, "nothing lists trains");
+        let seen_412 = format!("{seen}\n[{{\"train\":412,\"dep\":\"08:10\"}}]");
+        assert_eq!(unshown_number(&json!({"train": 412}), &schema, &seen_412, &look_ups), None, "a train shown");
+        assert_eq!(unshown_number(&json!({"train": 7}), &schema, "book train seven", &look_ups), None, "said");
+        assert_eq!(unshown_number(&json!({"guests": 3}), &schema, seen, &look_ups), None, "no look-up names guests");
+        let nights = ["find_nights"];
+        assert_eq!(unshown_number(&json!({"nights": 3}), &schema, seen, &nights), None, "a default: an amount");
     }
 
     #[test]

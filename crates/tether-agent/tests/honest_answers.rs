@@ -2562,6 +2562,47 @@ async fn a_number_the_app_shows_as_something_else_is_refused_and_the_model_reads
 }
 
 #[tokio::test]
+async fn a_number_nothing_showed_is_refused_and_the_model_reads_which_tool_lists_them() {
+    // The 0.5B model on the travel example booked train 101, then train 1, before any call of
+    // the look-up that lists the trains (the task benchmark, fresh, 2026-12-07).
+    let page = trains_page();
+    let model = Asker::with_logprobs(vec![
+        call("book_ticket", json!({"train": 101, "seat_class": "tourist"})),
+        call("open_trains", json!({})),
+        call("book_ticket", json!({"train": 418, "seat_class": "tourist"})),
+        text("Booked train 418."),
+    ]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let done = run(&agent, &page, "Book me a tourist seat on the evening train.").await;
+    assert_eq!(
+        page.ran(),
+        [
+            ("open_trains".to_string(), json!({})),
+            ("book_ticket".to_string(), json!({"train": 418, "seat_class": "tourist"}))
+        ],
+        "train 101 was never booked"
+    );
+    assert_eq!(
+        tool_results(&done.outcome.messages)[0],
+        "[denied] Not run: train 101 is not in the user's messages or anything the app showed, so it was made up. \
+         Call open_trains to see which one the user means, or ask the user. Never say it was done."
+    );
+    assert_eq!(done.outcome.answer, "Booked train 418.");
+
+    // A number the user gave, in digits or in words, is theirs.
+    for message in ["Book me a tourist seat on train 101.", "Book me a tourist seat on train number seven."] {
+        let number = if message.contains("101") { 101 } else { 7 };
+        let model = Asker::with_logprobs(vec![
+            call("book_ticket", json!({"train": number, "seat_class": "tourist"})),
+            text("Booked."),
+        ]);
+        let agent = AgentLoop::new(model).with_question_check(true).with_fit_check(Some(0.75));
+        run(&agent, &page, message).await;
+        assert_eq!(page.ran().last().unwrap().1["train"], number, "{message}");
+    }
+}
+
+#[tokio::test]
 async fn a_value_guessed_where_the_message_makes_no_choice_is_refused_and_the_user_asked() {
     // "Book the cheapest seat on the evening train": the 1.5B model booked first class, and the
     // value question scored first and tourist alike (0.28 and 0.30, docs/models.md).
