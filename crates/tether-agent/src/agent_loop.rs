@@ -281,6 +281,7 @@ const ALL_DONE: &str = "Tell the user what was done; do not call it unless the u
 /// A check's refusal of a call: what the model reads as the call's result, and what the user
 /// reads when the run does nothing more and its answer was left out (the model handed Tether's
 /// words back: [`RunState::summary`]).
+#[derive(Clone)]
 struct Refusal {
     output: ToolOutput,
     for_user: String,
@@ -665,7 +666,7 @@ impl AgentLoop {
     /// at 08:10 and 17:30: [`unknown_times`](crate::unknown_times)), and a whole number the app
     /// labels nothing with while it labels others with the argument's name (train 41000, a fare:
     /// [`mislabelled_number`](crate::mislabelled_number)), or one nothing the model read has
-    /// while a tool that only reads names such things (train 101 before `find_trains` was called:
+    /// while another tool is named for such things (train 101 before `find_trains` was called:
     /// [`unshown_number`](crate::unshown_number)). An argument whose schema gives a range or a
     /// default is an amount and is not checked for numbers.
     #[must_use]
@@ -1547,7 +1548,14 @@ impl AgentLoop {
                     state.repeats += 1;
                     tracing::info!(run = %run_id, tool = tool_call.name, "repeated call not run again");
                 }
+                // A call a check refused before in this run: the same refusal, counted as a repeat.
+                let refused_before = (n < admitted && !repeat).then(|| state.refused_before(tool_call)).flatten();
+                if refused_before.is_some() {
+                    state.repeats += 1;
+                    tracing::info!(run = %run_id, tool = tool_call.name, "a refused call asked for again; refused again");
+                }
                 let unfit = match (&self.questions, self.fit_threshold) {
+                    _ if refused_before.is_some() => refused_before,
                     (Some(questions), Some(threshold)) if n < admitted && !repeat => {
                         match self.gone_value(state, &visible, tool_call, host, run_id) {
                             Some(refusal) => Some(refusal),
@@ -1571,6 +1579,13 @@ impl AgentLoop {
                         ),
                     ))
                 } else if let Some(refusal) = unfit {
+                    if state.refused_before(tool_call).is_none() {
+                        state.refused_calls.push((
+                            tool_call.name.clone(),
+                            tool_call.arguments.clone(),
+                            refusal.clone(),
+                        ));
+                    }
                     state.not_done_because = Some(refusal.for_user);
                     call_again = refusal.call_again;
                     Some(refusal.output)
@@ -1955,7 +1970,7 @@ impl AgentLoop {
             {
                 return Some(refusal);
             }
-            return self.unshown(questions, visible, tool, tool_call, &seen, run_id).await;
+            return self.unshown(questions, state, visible, tool, tool_call, &seen, run_id).await;
         };
         let argument = path.trim_start_matches('/').split('/').next().unwrap_or_default();
         if let Some(refusal) = Self::about_gone(state, visible, tool, tool_call, argument, context, run_id) {
@@ -2008,17 +2023,8 @@ impl AgentLoop {
         shown: &str,
         run_id: &RunId,
     ) -> Option<Refusal> {
-        let said: Vec<&str> = state
-            .messages
-            .iter()
-            .filter_map(|message| match message {
-                ChatMessage::User { content } => Some(content.as_str()),
-                _ => None,
-            })
-            .collect();
-        let said = said.join("\n");
         let (argument, number, named) =
-            crate::made_up::mislabelled_number(&tool_call.arguments, &tool.parameters, shown, &said)?;
+            crate::made_up::mislabelled_number(&tool_call.arguments, &tool.parameters, shown, &state.said())?;
         tracing::info!(run = %run_id, tool = tool.name, argument, number, ?named, "a number the app names otherwise; refused");
         let named: Vec<String> = named.iter().map(|n| format!("{argument} {n}")).collect();
         Some(Refusal::call_again(
@@ -2033,32 +2039,36 @@ impl AgentLoop {
     }
 
     /// Part of the made-up check: a call that gives an argument a whole number nothing the model
-    /// read has, where a tool that only reads could list such things and was not asked
-    /// ([`unshown_number`](crate::unshown_number): the 0.5B model booked train 101, then train
-    /// 1, before any `find_trains` call), is refused, and the model reads which tool lists
-    /// them. It asks again: the look-up, or the user.
+    /// read has, where another tool is named for such things ([`unshown_number`]
+    /// (crate::unshown_number): the 0.5B model booked train 101, then train 1, before any
+    /// `find_trains` call), is refused. The model reads to call that tool when it only reads
+    /// ([`QuestionCheck::is_read_only`]), else to ask the user, and asks again.
+    #[allow(clippy::too_many_arguments)]
     async fn unshown(
         &self,
         questions: &QuestionCheck,
+        state: &RunState,
         visible: &[&ToolSpec],
         tool: &ToolSpec,
         tool_call: &ModelToolCall,
         seen: &str,
         run_id: &RunId,
     ) -> Option<Refusal> {
-        let others: Vec<ToolSpec> =
-            visible.iter().filter(|other| other.name != tool.name).map(|t| (*t).clone()).collect();
-        let names: Vec<&str> = others.iter().map(|other| other.name.as_str()).collect();
-        crate::made_up::unshown_number(&tool_call.arguments, &tool.parameters, seen, &names)?;
-        let read_only = questions.read_only(self.model.as_ref(), &others).await;
-        let look_ups: Vec<&str> = names.into_iter().filter(|name| read_only.contains(*name)).collect();
-        let (argument, number, look_up) =
-            crate::made_up::unshown_number(&tool_call.arguments, &tool.parameters, seen, &look_ups)?;
-        tracing::info!(run = %run_id, tool = tool.name, argument, number, look_up, "a number nothing showed; refused");
+        let others: Vec<&str> =
+            visible.iter().filter(|other| other.name != tool.name).map(|other| other.name.as_str()).collect();
+        let (argument, number, named) =
+            crate::made_up::unshown_number(&tool_call.arguments, &tool.parameters, seen, &state.said(), &others)?;
+        let look_up = visible.iter().find(|other| other.name == named)?;
+        let next = if questions.is_read_only(self.model.as_ref(), look_up).await {
+            format!("Call {named} to see which one the user means, or ask the user.")
+        } else {
+            format!("Ask the user which {argument} they mean.")
+        };
+        tracing::info!(run = %run_id, tool = tool.name, argument, number, named, "a number nothing showed; refused");
         Some(Refusal::call_again(
             format!(
                 "Not run: {argument} {number} is not in the user's messages or anything the app showed, so it was \
-                 made up. Call {look_up} to see which one the user means, or ask the user. {NEVER_SAY_DONE}"
+                 made up. {next} {NEVER_SAY_DONE}"
             ),
             format!("Nothing was done: I do not know which {argument} you meant."),
         ))
@@ -3031,6 +3041,10 @@ struct RunState {
     refusals: Vec<String>,
     /// The last check's refusal in this run, as the user reads it ([`Refusal`]).
     not_done_because: Option<String>,
+    /// The calls a check refused in this run (name, arguments, the refusal): the same call again
+    /// gets the same refusal without asking the model again, and counts as a repeat. Not kept
+    /// in a checkpoint: a resumed run asks again.
+    refused_calls: Vec<(String, Value, Refusal)>,
     /// A `followUp: false` tool ended the run: its result is the answer.
     answered_by_tool: bool,
     /// A request of this run was refused as too long and the history was cut for it.
@@ -3134,6 +3148,15 @@ impl RunState {
         }
     }
 
+    /// The refusal of an earlier call of this run with `call`'s name and arguments that a check
+    /// refused ([`RunState::refused_calls`]).
+    fn refused_before(&self, call: &ModelToolCall) -> Option<Refusal> {
+        self.refused_calls
+            .iter()
+            .find(|(name, args, _)| *name == call.name && *args == call.arguments)
+            .map(|(_, _, refusal)| refusal.clone())
+    }
+
     /// Whether `call` repeats a call that ran ([`ToolUse::same_earlier_call`]).
     fn repeats(&self, tool: Option<&ToolSpec>, call: &ModelToolCall) -> bool {
         crate::hooks::same_call(&self.ran, tool, &call.name, &call.arguments).is_some()
@@ -3195,6 +3218,7 @@ impl RunState {
             values: HashMap::new(),
             changes_done: checkpoint.changes_done,
             actions_asked: None,
+            refused_calls: Vec::new(),
         }
     }
 
@@ -3276,6 +3300,21 @@ impl RunState {
             }
         }
         backing
+    }
+
+    /// Every message of the user's in the conversation, one per line: what a number the user
+    /// gave is looked for in ([`mislabelled_number`](crate::mislabelled_number),
+    /// [`unshown_number`](crate::unshown_number)).
+    fn said(&self) -> String {
+        let said: Vec<&str> = self
+            .messages
+            .iter()
+            .filter_map(|message| match message {
+                ChatMessage::User { content } => Some(content.as_str()),
+                _ => None,
+            })
+            .collect();
+        said.join("\n")
     }
 
     /// [`former_values`](Self::former_values) of every `enum` argument of `tools`, each value
@@ -3399,6 +3438,10 @@ impl RunState {
         if self.done.is_empty() {
             return match status {
                 RunStatus::MaxTurns => format!("{why}Nothing was done in {max_turns} steps."),
+                // The model asked again for calls a check refused: the user reads why not.
+                RunStatus::LoopDetected if self.not_done_because.is_some() => {
+                    self.not_done_because.clone().unwrap_or_default()
+                }
                 _ if !why.is_empty() => format!("{why}Nothing was done."),
                 // A check refused the run's calls: the user reads why nothing was done.
                 _ => self.not_done_because.clone().unwrap_or_else(|| "I have no answer to give.".to_string()),

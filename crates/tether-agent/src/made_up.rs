@@ -169,21 +169,23 @@ pub fn mislabelled_number(
 }
 
 /// A whole number a call gives a top-level argument ([`numbers_given`]) that is nowhere in what
-/// the model read (`seen`, [`seen_text`]: the user's messages, in digits or words, the app's
-/// results and state), when one of `look_ups` (the names of the tools that only read, other than
-/// the one called) has a word of the name: the app can list such things, and nothing it
-/// listed has this one. The argument, the number, and that look-up. Measured with the 0.5B
-/// model on the travel example: bookings of train 101 and of train 1 before any `find_trains`
-/// call.
+/// the model read (`seen`, [`seen_text`]: the app's results and state, the tools, the
+/// conversation), in digits, nor in the user's messages (`said`) in digits or words ("seven"),
+/// when one of `tools` (the names of the other tools the app offers) has a
+/// word of the argument's name, singular or plural: the app has a tool for such things (one to
+/// list them, most often), and nothing it showed has this one. The argument, the number, and
+/// that tool. Measured with the 0.5B model on the travel example: bookings of train 101 and of
+/// train 1 before any `find_trains` call (which that model took for a tool that changes data).
 pub fn unshown_number(
     args: &Value,
     parameters: &Value,
     seen: &str,
-    look_ups: &[&str],
+    said: &str,
+    tools: &[&str],
 ) -> Option<(String, String, String)> {
-    let seen_words = crate::claims::plain_words(seen);
+    let (seen, said) = (crate::claims::plain_words(seen), crate::claims::plain_words(said));
     numbers_given(args, parameters).into_iter().find_map(|(argument, number, labels)| {
-        if has_number(&seen_words, &number) {
+        if seen.iter().any(|word| word.trim_start_matches('0') == number) || has_number(&said, &number) {
             return None;
         }
         let names_label = |tool: &&&str| {
@@ -191,8 +193,8 @@ pub fn unshown_number(
                 .iter()
                 .any(|word| labels.iter().any(|label| word == label || word.strip_suffix('s') == Some(label.as_str())))
         };
-        let look_up = look_ups.iter().find(names_label)?;
-        Some((argument, number, (*look_up).to_string()))
+        let tool = tools.iter().find(names_label)?;
+        Some((argument, number, (*tool).to_string()))
     })
 }
 
@@ -331,21 +333,28 @@ mod tests {
     }
 
     #[test]
-    fn a_number_nothing_showed_is_made_up_where_a_look_up_lists_such_things() {
+    fn a_number_nothing_showed_is_made_up_where_a_tool_is_named_for_such_things() {
         let schema = json!({"properties": {"train": {"type": "integer"}, "guests": {"type": "integer"}, "nights": {"type": "integer", "default": 1}}});
-        let look_ups = ["find_trains", "policy"];
-        let seen = "you help employees book trains.\nbook the cheapest seat on the evening train";
+        let tools = ["find_trains", "policy"];
+        let seen = "you help employees book one seat on a train.\nbook the cheapest seat on the evening train";
+        let said = "Book the cheapest seat on the evening train";
+        let call =
+            |args: Value, seen: &str, said: &str, tools: &[&str]| unshown_number(&args, &schema, seen, said, tools);
         assert_eq!(
-            unshown_number(&json!({"train": 101}), &schema, seen, &look_ups),
+            call(json!({"train": 101}), seen, said, &tools),
             Some(("train".into(), "101".into(), "find_trains".into()))
         );
-        assert_eq!(unshown_number(&json!({"train": 101}), &schema, seen, &["policy"]), None, "nothing lists trains");
+        assert_eq!(
+            call(json!({"train": 1}), seen, said, &tools).map(|found| found.1),
+            Some("1".into()),
+            "\"one\" is a number word only in what the user wrote"
+        );
+        assert_eq!(call(json!({"train": 101}), seen, said, &["policy"]), None, "no tool is named for trains");
         let seen_412 = format!("{seen}\n[{{\"train\":412,\"dep\":\"08:10\"}}]");
-        assert_eq!(unshown_number(&json!({"train": 412}), &schema, &seen_412, &look_ups), None, "a train shown");
-        assert_eq!(unshown_number(&json!({"train": 7}), &schema, "book train seven", &look_ups), None, "said");
-        assert_eq!(unshown_number(&json!({"guests": 3}), &schema, seen, &look_ups), None, "no look-up names guests");
-        let nights = ["find_nights"];
-        assert_eq!(unshown_number(&json!({"nights": 3}), &schema, seen, &nights), None, "a default: an amount");
+        assert_eq!(call(json!({"train": 412}), &seen_412, said, &tools), None, "a train shown");
+        assert_eq!(call(json!({"train": 7}), seen, "book train seven", &tools), None, "said in words");
+        assert_eq!(call(json!({"guests": 3}), seen, said, &tools), None, "no tool is named for guests");
+        assert_eq!(call(json!({"nights": 3}), seen, said, &["find_nights"]), None, "a default: an amount");
     }
 
     #[test]

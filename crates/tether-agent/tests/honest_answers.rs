@@ -2600,6 +2600,49 @@ async fn a_number_nothing_showed_is_refused_and_the_model_reads_which_tool_lists
         run(&agent, &page, message).await;
         assert_eq!(page.ran().last().unwrap().1["train"], number, "{message}");
     }
+
+    // A tool named for trains that changes something is not one to call to find out: the model
+    // reads to ask the user.
+    let page = Page::new(vec![
+        spec("cancel_train_booking", "Cancel a booking."),
+        spec("book_ticket", "Book one seat on a train.").with_parameters(json!({
+            "type": "object",
+            "properties": {"train": {"type": "integer"}},
+            "required": ["train"]
+        })),
+    ]);
+    let model = Asker::with_logprobs(vec![call("book_ticket", json!({"train": 1})), text("Which train?")]);
+    let agent = AgentLoop::new(model).with_question_check(true).with_fit_check(Some(0.75));
+    let done = run(&agent, &page, "Book me a seat on the evening train.").await;
+    assert!(page.ran().is_empty(), "train 1 was never booked");
+    assert_eq!(
+        tool_results(&done.outcome.messages)[0],
+        "[denied] Not run: train 1 is not in the user's messages or anything the app showed, so it was made up. \
+         Ask the user which train they mean. Never say it was done."
+    );
+}
+
+#[tokio::test]
+async fn a_refused_call_asked_for_again_is_refused_again_without_asking_and_ends_the_run_with_why() {
+    // The 0.5B model called book_ticket {"train": 101} eight times after its refusal and the
+    // run ended at the step limit ("Nothing was done in 10 steps.", the task benchmark).
+    let page = trains_page();
+    let again = || call("book_ticket", json!({"train": 101, "seat_class": "tourist"}));
+    let model = Asker::with_logprobs(vec![again(), again(), again(), again(), text("Booked.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let done = run(&agent, &page, "Book me a tourist seat on the evening train.").await;
+    assert!(page.ran().is_empty(), "nothing was booked");
+    assert_eq!(done.outcome.status, RunStatus::LoopDetected);
+    let results = tool_results(&done.outcome.messages);
+    assert_eq!(results.len(), 3, "the third identical call ends the run: {results:?}");
+    assert!(results.iter().all(|result| result == &results[0]), "the same refusal each time: {results:?}");
+    assert_eq!(done.outcome.answer, "Nothing was done: I do not know which train you meant.");
+    // The checks asked their questions about the first call only.
+    let asked = model.asked().len() + model.fit_asked().len();
+    let model = Asker::with_logprobs(vec![again(), text("Which train?")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    run(&agent, &trains_page(), "Book me a tourist seat on the evening train.").await;
+    assert_eq!(model.asked().len() + model.fit_asked().len(), asked);
 }
 
 #[tokio::test]
