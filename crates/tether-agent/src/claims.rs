@@ -80,7 +80,7 @@ const NEGATIONS: [&str; 10] =
 
 /// A word as a stem for comparison: lowercase, `-ied` as `-y`, `-ed` and a final `-e` or `-s`
 /// dropped, a doubled last consonant made single (`stopped` and `stop` both give `stop`).
-fn stem(word: &str) -> String {
+pub(crate) fn stem(word: &str) -> String {
     let word = word.to_lowercase();
     if let Some((_, verb)) = IRREGULAR.iter().find(|(participle, _)| *participle == word) {
         return stem_base(verb);

@@ -118,6 +118,35 @@ pub(crate) fn actions_prompt(message: &str, last_answer: Option<&str>) -> String
 /// The most actions [`QuestionCheck::actions`] reads from one answer.
 const MOST_ACTIONS: usize = 8;
 
+/// Words that say nothing of which action is meant: a listed action that shares only these with
+/// the message is not taken for one of the message's ([`message_actions`]).
+const FUNCTION_WORDS: [&str; 23] = [
+    "the", "and", "for", "you", "your", "our", "too", "now", "all", "but", "then", "with", "this", "that", "these",
+    "those", "please", "from", "into", "onto", "also", "them", "its",
+];
+
+/// The stems of the words of `text` that may name an action or a thing: three letters or more,
+/// not [`FUNCTION_WORDS`].
+fn content_stems(text: &str) -> Vec<String> {
+    crate::claims::plain_words(text)
+        .into_iter()
+        .filter(|word| word.chars().count() >= 3 && !FUNCTION_WORDS.contains(&word.as_str()))
+        .map(|word| crate::claims::stem(&word))
+        .collect()
+}
+
+/// The actions the model listed for `message` ([`actions_prompt`]) that are the message's own:
+/// when one of them shares a word with the message, those that share none are left out (the
+/// answer before's: "open home page" listed for "I'd like two space posters, please." after
+/// "The home page has been opened."); when none does, the message is a reply ("Yes, both
+/// please.") and all of them are its.
+pub(crate) fn message_actions<'a>(message: &str, listed: &'a [String]) -> Vec<&'a String> {
+    let said = content_stems(message);
+    let shares = |action: &&String| content_stems(action).iter().any(|stem| said.contains(stem));
+    let own: Vec<&String> = listed.iter().filter(shares).collect();
+    if own.is_empty() { listed.iter().collect() } else { own }
+}
+
 /// The letters that label a multiple-choice question's options.
 const LETTERS: [&str; 10] = ["A", "B", "C", "D", "E", "F", "G", "H", "I", "J"];
 
@@ -410,8 +439,9 @@ impl QuestionCheck {
     /// How many separate actions `message` asks for, `last_answer` being the agent's answer
     /// before it: the model lists them, each in a few words, under a schema (measured with the
     /// 1.5B model: "Add 2 T-shirts and a mug, and check out." → 3, "Buy me a large black
-    /// T-shirt as well." → 1, "Yes, go ahead." after "Shall I place the order?" → 1). `None`
-    /// when the model fails, answers something else or lists none (nothing is concluded).
+    /// T-shirt as well." → 1, "Yes, go ahead." after "Shall I place the order?" → 1), and the
+    /// actions it took from the answer before are left out ([`message_actions`]). `None` when
+    /// the model fails, answers something else or lists none (nothing is concluded).
     pub async fn actions(&self, model: &dyn ChatModel, message: &str, last_answer: Option<&str>) -> Option<usize> {
         let schema = json!({
             "type": "object",
@@ -423,7 +453,13 @@ impl QuestionCheck {
             Ok(text) => {
                 let listed = crate::model::json_values(&text).into_iter().find_map(|value| {
                     value.get("actions").and_then(Value::as_array).map(|actions| {
-                        actions.iter().filter(|action| action.as_str().is_some_and(|a| !a.trim().is_empty())).count()
+                        let listed: Vec<String> = actions
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .filter(|action| !action.trim().is_empty())
+                            .map(str::to_string)
+                            .collect();
+                        message_actions(message, &listed).len()
                     })
                 });
                 if listed.is_none_or(|count| count == 0) {
@@ -652,6 +688,22 @@ mod tests {
         assert!(!names_tool("Address it to Ana.", "cart_add", &shop), "a short word names only as a whole word");
         assert!(names_tool("Check out, please.", "checkout", &shop));
         assert!(!names_tool("Check my cart.", "checkout", &shop));
+    }
+
+    #[test]
+    fn an_action_of_the_answer_before_is_not_the_messages_unless_the_message_is_a_reply() {
+        let listed = |actions: &[&str]| actions.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        // Measured with the 1.5B model (the task benchmark, shop with instructions, 2026-12-07).
+        let posters = listed(&["open home page", "order two space posters"]);
+        assert_eq!(message_actions("I'd like two space posters, please.", &posters), [&posters[1]]);
+        let invoice = listed(&["archive the email", "delete the invoice"]);
+        assert_eq!(message_actions("Now delete the invoice.", &invoice), [&invoice[1]]);
+        let three = listed(&["Add 2 T-shirts", "Add a mug", "Check out"]);
+        assert_eq!(message_actions("Add 2 T-shirts and a mug, and check out.", &three).len(), 3);
+        let offered = listed(&["add the red mug", "check out"]);
+        assert_eq!(message_actions("Yes.", &offered).len(), 2, "a reply takes what the answer offered");
+        let both = listed(&["archive Carla's email", "reply to Ana"]);
+        assert_eq!(message_actions("Yes, both please.", &both).len(), 2, "\"please\" is no action's word");
     }
 
     #[test]
