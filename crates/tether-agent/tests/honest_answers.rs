@@ -631,6 +631,9 @@ struct Asker {
     fits: Option<Vec<(&'static str, f64)>>,
     /// A message with these words is a question to the kind question, whatever its mark.
     misread: Option<&'static str>,
+    /// The action count lists the answer before the message as an action first, as the 1.5B
+    /// model listed "open home page" after "The home page has been opened.".
+    lists_answer_before: bool,
     /// What the value question scores for each value, alone and after the answer before the
     /// message (unset, or a value not listed: 0.8 when the message has the value's words, 0.1
     /// when not).
@@ -651,6 +654,7 @@ impl Asker {
             yes_alone: None,
             fits: None,
             misread: None,
+            lists_answer_before: false,
             value_scores: None,
         })
     }
@@ -748,7 +752,12 @@ impl ChatModel for Asker {
             let answer = if answer_schema["properties"].get("actions").is_some() {
                 // The action count: one action per part of the message between " and ".
                 let message = prompt.split("The user's message: \"").nth(1).unwrap().split('"').next().unwrap();
-                json!({"actions": message.split(" and ").collect::<Vec<_>>()})
+                let mut actions: Vec<&str> = message.split(" and ").collect();
+                let before = prompt.strip_prefix("Your last message: \"").and_then(|rest| rest.split('"').next());
+                if let Some(before) = before.filter(|_| self.lists_answer_before) {
+                    actions.insert(0, before);
+                }
+                json!({"actions": actions})
             } else if answer_schema["properties"].get("kind").is_some() {
                 let message = prompt.split("The user's message: ").nth(1).unwrap().lines().next().unwrap();
                 let misread = self.misread.is_some_and(|words| message.contains(words));
@@ -1610,6 +1619,34 @@ async fn a_call_that_waits_for_approval_after_everything_asked_is_done_is_refuse
     let page = till();
     run(&agent, &page, "Buy me a black T-shirt as well.").await;
     assert_eq!(page.ran_names(), ["open_cart", "cart_add", "checkout"]);
+}
+
+#[tokio::test]
+async fn an_action_the_answer_before_reported_is_not_counted_as_the_messages() {
+    // "I'd like two space posters, please." after "The home page has been opened." was listed
+    // as `open home page / order two space posters` by the 1.5B model, and the checkout after
+    // the posters were added went to the user's approval (the task benchmark, 2026-12-07).
+    let history = || {
+        vec![
+            ChatMessage::User { content: "Open the cart page.".into() },
+            ChatMessage::Assistant { content: "The cart page has been opened.".into(), tool_calls: Vec::new() },
+        ]
+    };
+    let turns = || vec![call("cart_add", json!({})), call("checkout", json!({})), text("Done.")];
+    let mut model = Arc::into_inner(Asker::with_choices(turns(), Vec::new())).unwrap();
+    model.lists_answer_before = true;
+    let model = Arc::new(model);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let page = till();
+    let done = run_after(&agent, &page, history(), "I'd like a black T-shirt, please.").await;
+    assert_eq!(page.ran_names(), ["cart_add"], "checkout never reached the page");
+    let counted: Vec<String> = model.asked().into_iter().filter(|p| p.contains("List the separate actions")).collect();
+    assert!(counted[0].starts_with("Your last message: \"The cart page has been opened.\""), "{}", counted[0]);
+    assert!(
+        tool_results(&done.outcome.messages)[1].contains("the user's message asks for 1 action"),
+        "{:?}",
+        tool_results(&done.outcome.messages)
+    );
 }
 
 /// A mailbox: `open_email` reads, `archive_email` and `send_email` change something; the inbox
