@@ -1550,12 +1550,13 @@ impl AgentLoop {
                 }
                 // A call a check refused before in this run: the same refusal, counted as a repeat.
                 let refused_before = (n < admitted && !repeat).then(|| state.refused_before(tool_call)).flatten();
-                if refused_before.is_some() {
+                let asked_again = refused_before.is_some();
+                if asked_again {
                     state.repeats += 1;
                     tracing::info!(run = %run_id, tool = tool_call.name, "a refused call asked for again; refused again");
                 }
                 let unfit = match (&self.questions, self.fit_threshold) {
-                    _ if refused_before.is_some() => refused_before,
+                    _ if asked_again => refused_before,
                     (Some(questions), Some(threshold)) if n < admitted && !repeat => {
                         match self.gone_value(state, &visible, tool_call, host, run_id) {
                             Some(refusal) => Some(refusal),
@@ -1579,7 +1580,7 @@ impl AgentLoop {
                         ),
                     ))
                 } else if let Some(refusal) = unfit {
-                    if state.refused_before(tool_call).is_none() {
+                    if !asked_again {
                         state.refused_calls.push((
                             tool_call.name.clone(),
                             tool_call.arguments.clone(),

@@ -58,6 +58,18 @@ pub fn made_up_value(args: &Value, parameters: &Value, seen: &str) -> Option<(St
 /// `order_number`: "train", "order").
 const NOT_LABELS: [&str; 6] = ["id", "no", "nr", "num", "number", "count"];
 
+/// A run of digits as the number checks compare it: without leading zeros, `0` kept (`0412` and
+/// `412` are one number).
+fn plain_number(digits: &str) -> &str {
+    let number = digits.trim_start_matches('0');
+    if number.is_empty() && !digits.is_empty() { "0" } else { number }
+}
+
+/// Whether `words` ([`plain_words`](crate::claims::plain_words)) have `number` in digits.
+fn has_digits(words: &[String], number: &str) -> bool {
+    words.iter().any(|word| plain_number(word) == number)
+}
+
 /// The numbers `shown` (lowercase) labels with one of `labels`: each run of digits whose word
 /// before it, skipping a `no`/`nr`/`number`/`id` and anything not a letter or digit, is a label
 /// ("Train 412", "train no. 418", `"train":420`).
@@ -69,7 +81,7 @@ fn labelled_numbers(shown: &str, labels: &[String]) -> Vec<String> {
             continue;
         }
         let before = words[..at].iter().rev().find(|w| !NOT_LABELS.contains(&w.as_str()));
-        let number = word.trim_start_matches('0');
+        let number = plain_number(word);
         if before.is_some_and(|w| labels.iter().any(|label| label == w)) && !found.iter().any(|f| f == number) {
             found.push(number.to_string());
         }
@@ -106,10 +118,9 @@ const NUMBER_WORDS: [(&str, u64); 22] = [
 /// Whether `words` ([`plain_words`](crate::claims::plain_words)) have `number` (digits, no
 /// leading zeros): as digits ("412", "0412") or written out ("two").
 fn has_number(words: &[String], number: &str) -> bool {
-    words.iter().any(|word| {
-        word.trim_start_matches('0') == number
-            || NUMBER_WORDS.iter().any(|(name, value)| name == word && value.to_string() == number)
-    })
+    let value = number.parse::<u64>().ok();
+    has_digits(words, number)
+        || NUMBER_WORDS.iter().any(|(name, named)| Some(*named) == value && words.iter().any(|word| word == name))
 }
 
 /// A top-level argument given a whole number that may name one of the app's things: its schema
@@ -137,9 +148,7 @@ fn numbers_given(args: &Value, parameters: &Value) -> Vec<(String, String, Vec<S
                 .into_iter()
                 .filter(|word| word.chars().count() >= 3 && !NOT_LABELS.contains(&word.as_str()))
                 .collect();
-            let number = number.trim_start_matches('0');
-            let number = if number.is_empty() { "0" } else { number };
-            (!labels.is_empty()).then(|| (argument.clone(), number.to_string(), labels))
+            (!labels.is_empty()).then(|| (argument.clone(), plain_number(&number).to_string(), labels))
         })
         .collect()
 }
@@ -185,7 +194,7 @@ pub fn unshown_number(
 ) -> Option<(String, String, String)> {
     let (seen, said) = (crate::claims::plain_words(seen), crate::claims::plain_words(said));
     numbers_given(args, parameters).into_iter().find_map(|(argument, number, labels)| {
-        if seen.iter().any(|word| word.trim_start_matches('0') == number) || has_number(&said, &number) {
+        if has_digits(&seen, &number) || has_number(&said, &number) {
             return None;
         }
         let names_label = |tool: &&&str| {
@@ -308,6 +317,8 @@ mod tests {
         );
         assert_eq!(call(json!({"train": 418}), "the evening train"), None, "a train the app labels so");
         assert_eq!(call(json!({"train": "0412"}), ""), None, "as a string, leading zeros aside");
+        let zero = mislabelled_number(&json!({"train": 0}), &schema, "train 0 dep 06:00; train 418 dep 17:30", "");
+        assert_eq!(zero, None, "train 0, as the app shows it");
         assert_eq!(call(json!({"train": 999}), "book train 999"), None, "the user's own number");
         assert_eq!(call(json!({"quantity": 41000}), ""), None, "the app labels no number as a quantity");
         let json_state = r#"[{"train":420,"seats":3}]"#;
