@@ -1,6 +1,7 @@
 # Serves a GGUF model with llama.cpp's OpenAI-compatible server (the `xllamacpp` wheel) on
 # 127.0.0.1:<port>: `python serve.py MODEL.gguf PORT`. Prints "listening <url>" once it accepts
 # requests; stops on SIGTERM. Used by `cargo xtask bench --tasks` and `cargo xtask demo --local-model`.
+import os
 import signal
 import sys
 import time
@@ -18,6 +19,7 @@ params.use_jinja = True
 params.cpuparams.n_threads = 2
 params.cpuparams_batch.n_threads = 2
 params.warmup = True
+params.n_cache_reuse = int(os.environ.get("TETHER_LLM_CACHE_REUSE", "0"))
 started = time.time()
 server = xlc.Server(params)
 print("listening", server.listening_address, "load_s", round(time.time() - started, 2), flush=True)

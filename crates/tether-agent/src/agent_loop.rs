@@ -1055,7 +1055,7 @@ impl AgentLoop {
                 }
                 None => {
                     questions
-                        .kind(self.model.as_ref(), &state.request, state.last_answer().as_deref())
+                        .kind(self.model.as_ref(), &state.request)
                         .instrument(chat_span(self.model.as_ref(), "question_check"))
                         .await
                         == MessageKind::Question
@@ -1328,18 +1328,23 @@ impl AgentLoop {
                 // Tether's words to the model are not the agent's to the user (the gate held them
                 // back): sentences that repeat its notes, and the status tags of tool results
                 // copied as the answer (the app's words after them stay), are left out, and an
-                // answer of nothing else becomes the summary.
+                // answer of nothing else becomes the summary. So does one that repeated a note in
+                // a run that did nothing because a check refused its call: what is left is the
+                // model's paraphrase of the refusal ("The request was refused." of "That call was
+                // refused: … tell the user.", measured with the 1.5B model), and the check's own
+                // words say why and what to give (the status tag's case keeps the hook's words).
                 let notes = notes();
                 let strip_notes = |text: &str| claims::strip_notes(text, &notes);
-                let tethers: [(&str, &Strip<'_>); 2] = [
-                    ("the answer repeated Tether's notes to the model; left out", &strip_notes),
-                    ("the answer carried a tool result's status tag; left out", &claims::strip_status_tags),
+                let refused_only = state.done.is_empty() && state.not_done_because.is_some();
+                let tethers: [(&str, &Strip<'_>, bool); 2] = [
+                    ("the answer repeated Tether's notes to the model; left out", &strip_notes, refused_only),
+                    ("the answer carried a tool result's status tag; left out", &claims::strip_status_tags, false),
                 ];
-                for (what, strip) in tethers {
+                for (what, strip, whole) in tethers {
                     let Some(kept) = strip(&reply.text).filter(|_| !summarised) else { continue };
                     tracing::info!(run = %run_id, "{what}");
                     cleaned = true;
-                    if kept.is_empty() {
+                    if kept.is_empty() || whole {
                         reply.text = state.not_answered(self.max_turns);
                         unshown.clone_from(&reply.text);
                         summarised = true;

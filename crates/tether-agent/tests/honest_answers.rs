@@ -631,6 +631,9 @@ struct Asker {
     fits: Option<Vec<(&'static str, f64)>>,
     /// A message with these words is a question to the kind question, whatever its mark.
     misread: Option<&'static str>,
+    /// Every message is a question to a kind question that quotes an answer before it, as the
+    /// 1.5B model read "Empty my cart." after a refusal.
+    misled_by_answer_before: bool,
     /// The action count lists the answer before the message as an action first, as the 1.5B
     /// model listed "open home page" after "The home page has been opened.".
     lists_answer_before: bool,
@@ -654,6 +657,7 @@ impl Asker {
             yes_alone: None,
             fits: None,
             misread: None,
+            misled_by_answer_before: false,
             lists_answer_before: false,
             value_scores: None,
         })
@@ -760,7 +764,8 @@ impl ChatModel for Asker {
                 json!({"actions": actions})
             } else if answer_schema["properties"].get("kind").is_some() {
                 let message = prompt.split("The user's message: ").nth(1).unwrap().lines().next().unwrap();
-                let misread = self.misread.is_some_and(|words| message.contains(words));
+                let misread = self.misread.is_some_and(|words| message.contains(words))
+                    || (self.misled_by_answer_before && prompt.starts_with("Your last message: "));
                 json!({"kind": if message.contains('?') || misread { "question" } else { "request" }})
             } else {
                 let tool = prompt.strip_prefix("Tool: ").unwrap().split(':').next().unwrap();
@@ -837,6 +842,10 @@ fn names(tools: &[ToolSpec]) -> Vec<&str> {
 async fn a_question_is_offered_only_the_tools_that_change_nothing() {
     // "If I added one more blue mug, what would my cart total be?" added the mug (1.5B model).
     let model = Asker::new(vec![text("It would be $12."), call("cart_add", json!({})), text("Added.")]);
+    // A kind question that quoted the answer before would take the request below for a question.
+    let mut asker = Arc::into_inner(model).unwrap();
+    asker.misled_by_answer_before = true;
+    let model = Arc::new(asker);
     let agent = AgentLoop::new(model.clone()).with_question_check(true);
     let shop = Shop::new();
     let first = run(&agent, &shop, "If I added a mug, what would my cart total be?").await;
@@ -851,8 +860,8 @@ async fn a_question_is_offered_only_the_tools_that_change_nothing() {
     assert!(asked[0].starts_with("The user's message: \"If I added a mug"), "{}", asked[0]);
     assert!(asked[1].starts_with("Tool: open_cart: ") && asked[2].starts_with("Tool: cart_add: "));
 
-    // A request: every tool. What a tool changes was asked once; the answer before the message
-    // goes with it (a short reply may pick from it).
+    // A request: every tool. What a tool changes was asked once; the kind question reads the
+    // message alone, not the answer before it.
     let history = first.outcome.messages;
     let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
     let second = agent.run(&shop, &sink, &"r2".into(), "Put a mug in my cart.", history).await;
@@ -861,11 +870,7 @@ async fn a_question_is_offered_only_the_tools_that_change_nothing() {
     assert_eq!(names(&model.turns.requests()[1].tools), ["open_cart", "cart_add"]);
     let asked = model.asked();
     assert_eq!(asked.len(), 4, "only the message's kind was asked: {asked:?}");
-    assert!(
-        asked[3].starts_with("Your last message: \"It would be $12.\"\nThe user's message: \"Put a mug"),
-        "{}",
-        asked[3]
-    );
+    assert!(asked[3].starts_with("The user's message: \"Put a mug"), "{}", asked[3]);
 }
 
 #[tokio::test]
@@ -1045,7 +1050,8 @@ async fn the_answer_before_a_short_reply_goes_along_as_words_not_as_the_json_aro
     let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
     agent.run(&shop, &sink, &"r2".into(), "the blue one", history).await;
     let before = "Your last message: \"Which mug would you like, red or blue?\"\n";
-    assert!(model.asked()[0].starts_with(before), "{}", model.asked()[0]);
+    // The kind question reads the message alone.
+    assert!(model.asked()[0].starts_with("The user's message: \"the blue one\""), "{}", model.asked()[0]);
     // The fit check asks about the message alone first, then, below the threshold, as a reply.
     let fit = model.fit_asked();
     assert_eq!(fit.len(), 2, "{fit:?}");
@@ -2249,6 +2255,23 @@ async fn an_answer_that_hands_a_refusal_back_is_replaced_by_why_nothing_was_done
     let done = run(&agent, &mail, "Send the invoice to my accountant.").await;
     assert!(mail.ran().is_empty());
     assert_eq!(done.outcome.answer, "Nothing was done: I do not know the \"to\" to use. Please tell me what it is.");
+
+    // A paraphrase of the refusal with the note after it ("The request was refused. Do not try it
+    // again or another way; tell the user.", the 1.5B model's answer on the travel example after
+    // the value check refused its booking): the check's words, which say what to give, not "The
+    // request was refused.".
+    let paraphrase = || text("The request was refused. Do not try it again or another way; tell the user.");
+    let model = Asker::with_logprobs(vec![
+        call("send_email", json!({"to": "accountant@example.com", "body": "Please see the invoice."})),
+        paraphrase(),
+        paraphrase(),
+    ]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let mail = mailbox(false);
+    let done = run(&agent, &mail, "Send the invoice to my accountant.").await;
+    assert!(mail.ran().is_empty());
+    assert_eq!(done.outcome.answer, "Nothing was done: I do not know the \"to\" to use. Please tell me what it is.");
+    assert!(!done.streamed.contains("The request was refused"), "{}", done.streamed);
 }
 
 #[tokio::test]
