@@ -2226,8 +2226,19 @@ impl AgentLoop {
             // message" for `e4`) is taken without a question, and another is refused for it.
             let grounding = crate::grounding::grounded_values(said, &allowed, &sources, &about_tool);
             let grounded = &grounding.said;
-            let pointed =
-                grounded.iter().enumerate().filter(|(_, n)| **n > 0).max_by_key(|(_, n)| **n).map(|(at, _)| at);
+            // Only when the data describes the value called too: else it cannot tell whether the
+            // message meant another value rather than that one, and the value question decides.
+            // Measured in the storefront's conversation (order 1): "Buy me a large black T-shirt
+            // as well." with `3 × Black T-shirt (M)` in the cart pointed at size "M" through
+            // "black" and "shirt", the product's words, and the right call with "L", which no data
+            // mentions, was refused for it.
+            let pointed = grounded
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .max_by_key(|(_, n)| **n)
+                .map(|(at, _)| at)
+                .filter(|_| grounding.described[called]);
             let verdict = match pointed {
                 Some(_) if grounded[called] > 0 => continue,
                 Some(at) => {

@@ -1785,6 +1785,37 @@ async fn a_value_the_message_points_at_through_the_app_state_is_taken_and_anothe
     );
 }
 
+#[tokio::test]
+async fn the_data_points_at_no_value_the_called_value_has_nothing_in() {
+    // "Buy me a large black T-shirt as well." with `3 × Black T-shirt (M)` in the cart: "black"
+    // and "shirt" (the product's words) pointed at size "M", the one size the data mentions, and
+    // the model's right call with "L" was refused for it (the task benchmark's storefront,
+    // conversation order 1, 2026-12-07). The data says nothing of "L": the value question decides.
+    let page = || {
+        let parameters = json!({"type": "object", "properties": {
+            "productId": {"type": "string", "enum": ["tee-black", "mug-red"]},
+            "size": {"type": "string", "enum": ["S", "M", "L"]}}});
+        Page::new(vec![spec("cart_add", "Add a product to the shopping cart.").with_parameters(parameters)])
+            .with_context(vec![ContextEntry {
+                key: "cart".into(),
+                description: "The shopping cart".into(),
+                value: json!("4 items (1 × Red mug, 3 × Black T-shirt (M)), total $72.00"),
+            }])
+    };
+    let large = json!({"productId": "tee-black", "size": "L"});
+    let scores = || vec![("tee-black", 0.7), ("mug-red", 0.1), ("L", 0.6), ("M", 0.1), ("S", 0.1)];
+    let model = Asker::with_value_scores(vec![call("cart_add", large.clone()), text("Added.")], scores());
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let shop = page();
+    run(&agent, &shop, "Add a large black T-shirt as well.").await;
+    assert_eq!(shop.ran(), [("cart_add".to_string(), large)]);
+    assert!(
+        model.fit_asked().iter().any(|p| p.contains("Does the message ask for size \"L\"")),
+        "the value question was asked: {:?}",
+        model.fit_asked()
+    );
+}
+
 /// An inbox whose `archive_email` takes the email out: the ids are an `enum` of what is left
 /// (and, [`Inbox::with_send`], a `send_email` whose arguments are free text).
 struct Inbox {
