@@ -1,6 +1,7 @@
 # Serves a GGUF model with llama.cpp's OpenAI-compatible server (the `xllamacpp` wheel) on
 # 127.0.0.1:<port>: `python serve.py MODEL.gguf PORT`. Prints "listening <url>" once it accepts
 # requests; stops on SIGTERM. Used by `cargo xtask bench --tasks` and `cargo xtask demo --local-model`.
+# TETHER_LLM_CACHE_REUSE=N sets llama.cpp's `n_cache_reuse` (default 0, off; docs/models.md, stop 57).
 import os
 import signal
 import sys

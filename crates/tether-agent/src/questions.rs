@@ -75,7 +75,8 @@ fn answer_before(last_answer: Option<&str>) -> String {
 /// "question" (measured with the 1.5B model, `bench/tasks/kind_probes.py`: "Empty my cart."
 /// after a refusal scored 0.51 for "question" with the answer before and 0.09 without; 29 of 32
 /// messages right with it, 31 without, short replies such as "Both." and "The second one."
-/// included).
+/// included). The words "what your last message offered" stay although that message is no longer
+/// quoted: they are the wording measured.
 pub(crate) fn kind_prompt(message: &str) -> String {
     format!(
         "The user's message: \"{}\"\n\nIs it a request to do something in the app (add, remove, change, open, \

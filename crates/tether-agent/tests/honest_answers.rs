@@ -2280,7 +2280,7 @@ async fn an_answer_that_hands_a_refusal_back_is_replaced_by_why_nothing_was_done
     );
 
     // Twice: the user reads why nothing was done.
-    let model = Asker::with_logprobs(vec![call("send_email", forward), echo(), echo()]);
+    let model = Asker::with_logprobs(vec![call("send_email", forward.clone()), echo(), echo()]);
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
     let mail = mailbox(false);
     let done = run(&agent, &mail, "Send the invoice to my accountant.").await;
@@ -2292,11 +2292,7 @@ async fn an_answer_that_hands_a_refusal_back_is_replaced_by_why_nothing_was_done
     // the value check refused its booking): the check's words, which say what to give, not "The
     // request was refused.".
     let paraphrase = || text("The request was refused. Do not try it again or another way; tell the user.");
-    let model = Asker::with_logprobs(vec![
-        call("send_email", json!({"to": "accountant@example.com", "body": "Please see the invoice."})),
-        paraphrase(),
-        paraphrase(),
-    ]);
+    let model = Asker::with_logprobs(vec![call("send_email", forward), paraphrase(), paraphrase()]);
     let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
     let mail = mailbox(false);
     let done = run(&agent, &mail, "Send the invoice to my accountant.").await;
