@@ -233,6 +233,8 @@ pub struct AgentLoop {
     action_count: bool,
     /// See [`AgentLoop::with_made_up_check`].
     made_up_check: bool,
+    /// Whether an answer's numbers that nothing showed are checked ([`AgentLoop::with_arithmetic_check`]).
+    arithmetic_check: bool,
     /// See [`AgentLoop::with_trace_content`].
     trace_content: bool,
 }
@@ -315,7 +317,7 @@ const MADE_UP: &str = "Do not guess it: ask the user for the";
 /// The fixed words of the notes Tether writes to the model (not what they quote: a tool's
 /// result, the user's request): an answer sentence that repeats them is left out
 /// ([`claims::strip_notes`]).
-const NOTES: [&str; 15] = [
+const NOTES: [&str; 17] = [
     APP_STATE,
     TOOLS_CHANGED,
     crate::model::REMINDER,
@@ -331,7 +333,15 @@ const NOTES: [&str; 15] = [
     claims::QUESTION_NUDGE,
     MADE_UP,
     NEVER_SAY_DONE,
+    WORKED_OUT,
+    ANSWER_AGAIN_WITH_IT,
 ];
+
+/// The arithmetic check's note, before the expression and its result.
+const WORKED_OUT: &str = "Worked out from the numbers the app shows:";
+
+/// The arithmetic check's note, after the expression and its result.
+const ANSWER_AGAIN_WITH_IT: &str = "Your answer does not have this result: answer again with it.";
 
 /// How every refusal by one of the loop's checks ends (measured: the 1.5B model answered "Never
 /// say it was done." to "Forward the invoice to my accountant." after the gone check's refusal).
@@ -478,6 +488,7 @@ impl AgentLoop {
             value_check: true,
             action_count: true,
             made_up_check: true,
+            arithmetic_check: true,
             trace_content: false,
         }
         .with_system_prompt(DEFAULT_SYSTEM_PROMPT)
@@ -672,6 +683,23 @@ impl AgentLoop {
     #[must_use]
     pub fn with_made_up_check(mut self, on: bool) -> Self {
         self.made_up_check = on;
+        self
+    }
+
+    /// With the question check on ([`with_question_check`](Self::with_question_check)), checks a
+    /// question's answer with a number that appears nowhere the model could read it (the user's
+    /// messages, the earlier answers, the app state, the results, the tools; `arithmetic.rs`): the
+    /// model is asked, under a schema, for the arithmetic that answers the message from what the app shows
+    /// ([`QuestionCheck::arithmetic`]), and Tether works it out. When the expression works
+    /// something out from numbers the app shows (or small whole numbers, which a message writes
+    /// as words) and the answer does not have its result, the answer is not delivered: the model
+    /// reads the result and answers again. Once per run; the sentence with such a number is held
+    /// until then. Measured with the 1.5B model: three $15.00 posters came to $108, $30, $120 and
+    /// $180 in its head, and it wrote `15 * 3` when asked alone. Default on (it needs the
+    /// question check); `--no-arithmetic-check` (docs/models.md).
+    #[must_use]
+    pub fn with_arithmetic_check(mut self, on: bool) -> Self {
+        self.arithmetic_check = on;
         self
     }
 
@@ -1130,11 +1158,24 @@ impl AgentLoop {
             // What backs a claim in this turn's answer: the run's calls that succeeded, and the
             // earlier calls the gone check told the model of.
             let backing = state.backing(request.listed_tools.as_deref().unwrap_or(&request.tools));
+            // The numbers the model could read, while an answer's others are still to be checked.
+            let numbers_shown = self.checks_arithmetic(state).then(|| {
+                let tools: Vec<&ToolSpec> = request.tools.iter().collect();
+                let seen = crate::made_up::seen_text(
+                    &self.system_prompt,
+                    &state.messages,
+                    state.run_start,
+                    &host_context(host),
+                    &tools,
+                );
+                crate::arithmetic::numbers(&seen)
+            });
             let gate = std::sync::Mutex::new(ClaimGate::new(
                 self.loop_guard.check_claims,
                 state,
                 backing.clone(),
                 self.asks_done(state),
+                numbers_shown.clone(),
             ));
             let on_delta = |delta: &str| {
                 if hold_text {
@@ -1408,6 +1449,26 @@ impl AgentLoop {
                     self.end_turn(sink, &info, String::new(), 0).await?;
                     continue;
                 }
+                if !summarised
+                    && let Some(shown) = &numbers_shown
+                    && let Some(worked_out) = self
+                        .worked_out(
+                            host,
+                            state,
+                            first_view.as_ref().map(|(_, at_start)| at_start),
+                            &reply.text,
+                            shown,
+                            run_id,
+                        )
+                        .await
+                {
+                    // A number nothing showed, and the arithmetic gives another: the model reads
+                    // the result and answers again (the sentence with the number was held).
+                    state.messages.push(ChatMessage::Assistant { content, tool_calls: Vec::new() });
+                    state.messages.push(ChatMessage::note(NoteKind::Hook, worked_out));
+                    self.end_turn(sink, &info, reply.text, 0).await?;
+                    continue;
+                }
                 if self.loop_guard.check_claims && !summarised {
                     let mut claim = claims::unbacked_claim(&reply.text, &backing);
                     // A claim the done check found quotes a sentence, not a verb: no tool is named
@@ -1667,6 +1728,70 @@ impl AgentLoop {
             }
         }
         Ok((RunStatus::MaxTurns, String::new()))
+    }
+
+    /// Whether this turn's answer has its numbers checked ([`AgentLoop::with_arithmetic_check`]):
+    /// a question's. A request's answer may well total what it did ("The cart now has 5 items,
+    /// $90.00."), which the arithmetic of its message ("Put 3 T-shirts in my cart.") is not.
+    fn checks_arithmetic(&self, state: &RunState) -> bool {
+        self.arithmetic_check
+            && self.loop_guard.check_claims
+            && self.questions.is_some()
+            && state.question
+            && !state.arithmetic_checked
+    }
+
+    /// The arithmetic check of `answer` ([`AgentLoop::with_arithmetic_check`]), `shown` being the
+    /// numbers the model could read: the note the model reads when the arithmetic that answers
+    /// the message gives a result the answer does not have, else `None`. The model is given the
+    /// app state as the run's first turn showed it (`at_start`), what changed since, and the
+    /// run's results: measured with the 1.5B model, the state after the run's `cart_view` (the
+    /// cart page) had no product's price, and "what would my cart total be if I added one more
+    /// blue mug" needs the mug's.
+    async fn worked_out(
+        &self,
+        host: &dyn ToolHost,
+        state: &mut RunState,
+        at_start: Option<&Vec<ContextEntry>>,
+        answer: &str,
+        shown: &[f64],
+        run_id: &RunId,
+    ) -> Option<String> {
+        use crate::arithmetic::{evaluate, numbers, same, unshown, works_out, written};
+        let questions = self.questions.as_ref()?;
+        let unshown = unshown(answer, shown);
+        if unshown.is_empty() {
+            return None;
+        }
+        state.arithmetic_checked = true;
+        // What the app showed at the run's start, what changed since, what the run's calls returned.
+        let now = host.context();
+        let at_start = at_start.unwrap_or(&now);
+        let mut data = context_message(at_start).unwrap_or_default();
+        if let Some(changes) = context_changes(at_start, &now) {
+            data.push_str(&format!("\n{changes}"));
+        }
+        for call in &state.ran {
+            data.push_str(&format!("\n[result of {}] {}", call.name, call.result));
+        }
+        let expression = questions
+            .arithmetic(self.model.as_ref(), &data, &state.request)
+            .instrument(chat_span(self.model.as_ref(), "arithmetic_check"))
+            .await?;
+        // Numbers the app showed, or small whole ones a message writes as words ("three").
+        let grounded =
+            numbers(&expression).iter().all(|n| shown.iter().any(|s| same(*n, *s)) || (n.fract() == 0.0 && *n <= 12.0));
+        let value = evaluate(&expression).ok().filter(|_| works_out(&expression) && grounded);
+        tracing::info!(run = %run_id, ?unshown, expression, value, "an answer's numbers that nothing showed; the arithmetic asked for");
+        let value = value?;
+        if numbers(answer).iter().any(|n| same(*n, value)) {
+            return None;
+        }
+        Some(format!(
+            "{HOOK_LABEL}arithmetic] {WORKED_OUT} {} = {}. {ANSWER_AGAIN_WITH_IT}",
+            expression.trim(),
+            written(value, &expression)
+        ))
     }
 
     /// Whether this turn's answer goes to the done check ([`AgentLoop::with_done_check`]): no
@@ -3052,6 +3177,9 @@ struct RunState {
     claim_nudged: bool,
     /// The model was told once that its answer only repeated the request.
     echo_nudged: bool,
+    /// An answer's numbers were checked once ([`AgentLoop::with_arithmetic_check`]); not kept
+    /// across a restart (the check may then be asked again).
+    arithmetic_checked: bool,
     /// The user's message that started the run.
     request: String,
     /// What the loop guard told the model when it did not run a call.
@@ -3236,6 +3364,7 @@ impl RunState {
             changes_done: checkpoint.changes_done,
             actions_asked: None,
             refused_calls: Vec::new(),
+            arithmetic_checked: false,
         }
     }
 
@@ -3558,6 +3687,9 @@ struct ClaimGate {
     /// The conversation's earlier answers, while the run's turns read them: an answer that is so
     /// far the start of one is held ([`claims::copies_earlier`]).
     earlier: Vec<String>,
+    /// The numbers the model could read, while the arithmetic check is to come: a sentence with
+    /// another is held ([`AgentLoop::with_arithmetic_check`]).
+    numbers_shown: Option<Vec<f64>>,
     /// What was passed on.
     released: String,
     pending: String,
@@ -3567,7 +3699,13 @@ struct ClaimGate {
 impl ClaimGate {
     /// `backing`: the calls that back a claim ([`RunState::backing`]). `hold_all`: the whole
     /// answer is held (the done check reads it before the user does).
-    fn new(on: bool, state: &RunState, backing: Vec<(String, String)>, hold_all: bool) -> Self {
+    fn new(
+        on: bool,
+        state: &RunState,
+        backing: Vec<(String, String)>,
+        hold_all: bool,
+        numbers_shown: Option<Vec<f64>>,
+    ) -> Self {
         ClaimGate {
             on,
             hold_all,
@@ -3576,6 +3714,7 @@ impl ClaimGate {
             refusals: state.refusals.clone(),
             notes: notes(),
             earlier: if on && state.copy_checked() { state.earlier_answers() } else { Vec::new() },
+            numbers_shown,
             released: String::new(),
             pending: String::new(),
             holding: false,
@@ -3597,6 +3736,10 @@ impl ClaimGate {
         if claims::unbacked_claim(&self.pending[..end], &self.succeeded).is_some()
             || claims::strip_notes(&self.pending[..end], &self.notes).is_some()
             || claims::strip_status_tags(&self.pending[..end]).is_some()
+            || self
+                .numbers_shown
+                .as_ref()
+                .is_some_and(|shown| !crate::arithmetic::unshown(&self.pending[..end], shown).is_empty())
         {
             self.holding = true;
             return String::new();

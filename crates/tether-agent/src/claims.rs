@@ -9,6 +9,8 @@
 //! added`) claim nothing. It is a heuristic by design: a missed claim costs what it cost before,
 //! a false alarm one more model turn (docs/models.md).
 
+use std::collections::BTreeSet;
+
 /// Words ending in `-ed` that describe rather than report an action of the agent's.
 const NOT_ACTIONS: [&str; 29] = [
     "based",
@@ -283,21 +285,56 @@ pub(crate) fn repeats(answer: &str, message: &str) -> bool {
     !head.is_empty() && (answer.starts_with(head) || (answer.len() >= NOTE_WORDS && message.starts_with(&answer)))
 }
 
-/// Whether `answer` is, word for word, one of `earlier` (the conversation's answers before this
-/// run; [`plain_words`], so case, spaces and punctuation aside). Measured with the 1.5B model in
-/// the calendar's conversation: after "Cancel lunch with Ana." and a `cancel_event` that did it,
-/// the answer was "The dentist appointment is on Tuesday at 15:00.", its answer to the
-/// conversation's first message, and so on for the next four requests it acted on. Answers of
-/// fewer than [`NOTE_WORDS`] words ("Done.") are not compared.
+/// Whether `answer` is one of `earlier` (the conversation's answers before this run) again: word
+/// for word ([`plain_words`], so case, spaces and punctuation aside), or in other words that say
+/// the same: the same [`gist`]. Measured with the 1.5B model in the calendar's conversation: after
+/// "Cancel lunch with Ana." and a `cancel_event` that did it, the answer was "The dentist
+/// appointment is on Tuesday at 15:00.", its answer to the conversation's first message, and so
+/// on for the next four requests it acted on; in three of the storefront's four long
+/// conversations, "What's in my cart?" after a `cart_view` that listed ten items was answered
+/// "The cart is empty.", its answer to "Empty my cart." hours of tokens before ("The cart is now
+/// empty."). Answers of fewer than [`NOTE_WORDS`] words ("Done.") are not compared.
 pub(crate) fn copies_earlier(answer: &str, earlier: &[String]) -> bool {
-    let answer = plain_words(answer);
-    answer.len() >= NOTE_WORDS && earlier.iter().any(|e| plain_words(e) == answer)
+    let words = plain_words(answer);
+    if words.len() < NOTE_WORDS {
+        return false;
+    }
+    let said = gist(answer);
+    earlier.iter().any(|e| plain_words(e) == words || (!said.is_empty() && gist(e) == said))
 }
 
-/// Whether `text` (an answer still streaming) is so far the start of one of `earlier`, word for
-/// word: it may become a copy ([`copies_earlier`]), so it is not shown yet.
+/// Whether `text` (an answer still streaming) may become a copy of one of `earlier`
+/// ([`copies_earlier`]), so it is not shown yet: it is so far the start of one, word for word, or
+/// all it says so far one of them says too (its [`gist`] is part of one's).
 pub(crate) fn may_copy(text: &str, earlier: &[String]) -> bool {
-    earlier.iter().any(|e| may_echo(text, e))
+    let said = gist(text);
+    earlier.iter().any(|e| may_echo(text, e) || (!said.is_empty() && said.is_subset(&gist(e))))
+}
+
+/// Words that say nothing of what a sentence is about: a listed action that shares only these
+/// with the message is not taken for one of the message's
+/// ([`message_actions`](crate::questions::message_actions)), and two answers that differ only in
+/// them say the same ([`gist`]).
+const FUNCTION_WORDS: [&str; 23] = [
+    "the", "and", "for", "you", "your", "our", "too", "now", "all", "but", "then", "with", "this", "that", "these",
+    "those", "please", "from", "into", "onto", "also", "them", "its",
+];
+
+/// The stems of the words of `text` that may name an action or a thing: three letters or more,
+/// not [`FUNCTION_WORDS`].
+pub(crate) fn content_stems(text: &str) -> Vec<String> {
+    plain_words(text)
+        .into_iter()
+        .filter(|word| word.chars().count() >= 3 && !FUNCTION_WORDS.contains(&word.as_str()))
+        .map(|word| stem(&word))
+        .collect()
+}
+
+/// What `text` says, as a set: its [`content_stems`] and every number in it ("The cart is now
+/// empty." and "The cart is empty." have one gist; "3 items" and "5 items" do not).
+pub(crate) fn gist(text: &str) -> BTreeSet<String> {
+    let numbers = plain_words(text).into_iter().filter(|word| word.chars().any(|c| c.is_ascii_digit()));
+    content_stems(text).into_iter().chain(numbers).collect()
 }
 
 /// Whether `text` (an answer still streaming) is so far the start of `request`, word for word:

@@ -9,6 +9,7 @@
 //! and the examples is a crate of its own, `tether-scripted`.
 
 mod agent_loop;
+mod arithmetic;
 mod claims;
 mod error;
 mod grounding;

@@ -604,6 +604,102 @@ async fn an_answer_that_copies_an_earlier_one_is_asked_again_without_the_history
     assert_eq!(model.requests().len(), 2);
 }
 
+#[tokio::test]
+async fn an_answer_that_says_an_earlier_one_again_in_other_words_is_asked_again_without_the_history() {
+    // Measured with the 1.5B model in three of the storefront's four long conversations: "What's
+    // in my cart?", after a `cart_view` that listed ten items, was answered "The cart is empty.":
+    // the conversation's answer to "Empty my cart." in other words.
+    let history = |answer: &str| {
+        vec![
+            ChatMessage::User { content: "Empty my cart.".into() },
+            ChatMessage::Assistant {
+                content: format!("{{\"next\": \"answer\", \"answer\": \"{answer}\"}}"),
+                tool_calls: Vec::new(),
+            },
+        ]
+    };
+    let stale = "The cart is empty.";
+    let listed = "Your cart has 2 red mugs.";
+    let model = Asker::new(vec![text(stale), text(listed)]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true);
+    let asked = run_after(&agent, &Shop::new(), history("The cart is now empty."), "What's in my cart?").await;
+    assert_eq!(asked.outcome.answer, listed);
+    assert_eq!(asked.streamed, listed, "the stale answer never reached the page");
+    let turns = model.turns.requests();
+    assert_eq!(turns.len(), 2, "asked again");
+    let reads_history = |request: &ChatRequest| {
+        request.messages.iter().any(|m| matches!(m, ChatMessage::User { content } if content == "Empty my cart."))
+    };
+    assert!(reads_history(&turns[0]) && !reads_history(&turns[1]), "the second time without the history");
+
+    // Other numbers say something else: kept at once, and streamed.
+    let model = Asker::new(vec![text("The cart has 3 items.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true);
+    let kept = run_after(&agent, &Shop::new(), history("The cart has 5 items."), "What's in my cart?").await;
+    assert_eq!(kept.outcome.answer, "The cart has 3 items.");
+    assert_eq!(kept.streamed, kept.outcome.answer);
+    assert_eq!(model.turns.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn an_answers_number_that_nothing_showed_is_worked_out_and_the_model_answers_again_with_the_result() {
+    // Measured with the 1.5B model on the storefront: three $15.00 posters came to $108, $30, $120
+    // and $180 in its head; asked alone for the arithmetic, it wrote `15 * 3`.
+    let priced = || Shop {
+        context: Mutex::new(vec![ContextEntry {
+            key: "products".into(),
+            description: "The products in the shop".into(),
+            value: json!("Space poster: $15.00"),
+        }]),
+        ..Shop::new()
+    };
+    let question = "How much would three space posters cost altogether?";
+    let model = Asker::new(vec![text("Three posters cost $180.00."), text("Three posters cost $45.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true);
+    let done = run(&agent, &priced(), question).await;
+    assert_eq!(done.outcome.answer, "Three posters cost $45.");
+    assert_eq!(done.streamed, done.outcome.answer, "the wrong total never reached the page");
+    let turns = model.turns.requests();
+    assert_eq!(turns.len(), 2);
+    assert!(
+        turns[1].messages.iter().any(|m| matches!(m, ChatMessage::Note { content, .. }
+            if content.contains("Worked out from the numbers the app shows: 15 * 3 = 45."))),
+        "the model reads the result"
+    );
+    let asked = model.arithmetic_asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1);
+    assert!(asked[0].contains("Space poster: $15.00") && asked[0].contains(question), "{asked:?}");
+
+    // The same number, or only numbers the app shows: delivered as written, no second turn. (A
+    // number the second answer makes up is not asked about again: once per run.)
+    for (answer, arithmetic) in [("Three posters cost $45.00.", 1), ("The poster costs $15.00.", 0)] {
+        let model = Asker::new(vec![text(answer)]);
+        let agent = AgentLoop::new(model.clone()).with_question_check(true);
+        let done = run(&agent, &priced(), question).await;
+        assert_eq!(done.outcome.answer, answer);
+        assert_eq!(done.streamed, answer);
+        assert_eq!(model.turns.requests().len(), 1);
+        assert_eq!(model.arithmetic_asked.lock().unwrap().len(), arithmetic, "{answer}");
+    }
+
+    // An expression that works nothing out, is not arithmetic, or has a number nothing showed
+    // (`4 * 20` where 20 appears nowhere): the answer stands. So it does with the check off.
+    for expression in ["45", "e1 + e2", "4 * 20"] {
+        let model = Arc::new(Asker {
+            expression: Some(expression),
+            ..Arc::into_inner(Asker::new(vec![text("It is $180.")])).unwrap()
+        });
+        let agent = AgentLoop::new(model.clone()).with_question_check(true);
+        let done = run(&agent, &priced(), question).await;
+        assert_eq!(done.outcome.answer, "It is $180.", "{expression}");
+        assert_eq!(model.turns.requests().len(), 1);
+    }
+    let model = Asker::new(vec![text("It is $180.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_arithmetic_check(false);
+    assert_eq!(run(&agent, &priced(), question).await.outcome.answer, "It is $180.");
+    assert!(model.arithmetic_asked.lock().unwrap().is_empty());
+}
+
 /// A model for the question check: each classifying request (`complete_json`) is answered by a
 /// rule a test can see (a message with `?` is a question; `open_*` tools only read), or fails
 /// when `classify_fails`; turns are answered from `turns`. Counts both at its end.
@@ -641,6 +737,10 @@ struct Asker {
     /// message (unset, or a value not listed: 0.8 when the message has the value's words, 0.1
     /// when not).
     value_scores: Option<Vec<(&'static str, f64, f64)>>,
+    /// What the model writes for the arithmetic check's question (unset: `15 * 3`).
+    expression: Option<&'static str>,
+    /// The arithmetic check's questions.
+    arithmetic_asked: Mutex<Vec<String>>,
 }
 
 impl Asker {
@@ -660,6 +760,8 @@ impl Asker {
             misled_by_answer_before: false,
             lists_answer_before: false,
             value_scores: None,
+            expression: None,
+            arithmetic_asked: Mutex::new(Vec::new()),
         })
     }
 
@@ -762,6 +864,9 @@ impl ChatModel for Asker {
                     actions.insert(0, before);
                 }
                 json!({"actions": actions})
+            } else if answer_schema["properties"].get("expression").is_some() {
+                self.arithmetic_asked.lock().unwrap().push(prompt);
+                json!({"expression": self.expression.unwrap_or("15 * 3")})
             } else if answer_schema["properties"].get("kind").is_some() {
                 let message = prompt.split("The user's message: ").nth(1).unwrap().lines().next().unwrap();
                 let misread = self.misread.is_some_and(|words| message.contains(words))
@@ -846,7 +951,8 @@ async fn a_question_is_offered_only_the_tools_that_change_nothing() {
     let mut asker = Arc::into_inner(model).unwrap();
     asker.misled_by_answer_before = true;
     let model = Arc::new(asker);
-    let agent = AgentLoop::new(model.clone()).with_question_check(true);
+    // Its answer's number is the arithmetic check's (another test's).
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_arithmetic_check(false);
     let shop = Shop::new();
     let first = run(&agent, &shop, "If I added a mug, what would my cart total be?").await;
     assert_eq!(first.outcome.answer, "It would be $12.");
@@ -943,8 +1049,8 @@ async fn a_resumed_question_stays_a_question() {
     assert!(restored.question);
     let older: RunCheckpoint = serde_json::from_value(json!({"runId": "r1", "request": "x", "messages": [], "runStart": 0, "turns": 1, "seen": {}, "callsPerTool": {}, "repeats": 0, "done": [], "refusalsReported": [], "succeeded": [], "refusals": [], "claimNudged": false, "echoNudged": false, "nudgedEmpty": false, "rejections": 0, "unreadableInARow": 0})).unwrap();
     assert!(!older.question, "a checkpoint from before the check reads as a request");
-    let model = Asker::new(vec![text("$12.")]);
-    let agent = AgentLoop::new(model.clone()).with_question_check(true);
+    let model = Asker::new(vec![text("A mug is $12.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_arithmetic_check(false);
     let sink = RunSink { on_delta: &|_| {}, on_event: &|_| {} };
     agent.resume(&Shop::new(), &sink, restored, std::future::pending()).await;
     assert_eq!(names(&model.turns.requests()[0].tools), ["open_cart"]);

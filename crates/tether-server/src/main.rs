@@ -127,6 +127,12 @@ struct ServeArgs {
     /// then withheld), whatever its words. See docs/models.md.
     #[arg(long)]
     no_done_check: bool,
+    /// With the question check on, do not check an answer's numbers that nothing showed. By
+    /// default such an answer is held, the model writes the arithmetic that answers the message
+    /// from what the app shows, and when Tether's result of it is not in the answer the model
+    /// reads it and answers again (once per run). See docs/models.md.
+    #[arg(long)]
+    no_arithmetic_check: bool,
     /// With the question check on, do not look up the entry a question points at. By default a
     /// question that points, through what the app's data says, at one value of the one argument
     /// of a tool that only reads (an `enum`: `open_event`'s event ids) is answered after that
@@ -382,6 +388,7 @@ async fn serve(args: ServeArgs, metrics: Arc<tether_server::metrics::Metrics>) -
         .with_made_up_check(!args.no_made_up_check)
         .with_look_up(!args.no_look_up)
         .with_done_check(!args.no_done_check)
+        .with_arithmetic_check(!args.no_arithmetic_check)
         .with_trace_content(args.trace_content);
     if !args.hooks.is_empty() {
         // Invalid hooks refuse to start the server, with a message naming the hook and the field.
