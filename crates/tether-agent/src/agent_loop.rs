@@ -689,8 +689,8 @@ impl AgentLoop {
     /// With the question check on ([`with_question_check`](Self::with_question_check)), checks a
     /// question's answer with a number that appears nowhere the model could read it (the user's
     /// messages, the earlier answers, the app state, the results, the tools; `arithmetic.rs`): the
-    /// model is asked, under a schema, for the arithmetic that answers the message from what the app shows
-    /// ([`QuestionCheck::arithmetic`]), and Tether works it out. When the expression works
+    /// model is asked, under a schema, for the arithmetic that answers the message from what the
+    /// app shows ([`QuestionCheck::arithmetic`]), and Tether works it out. When the expression works
     /// something out from numbers the app shows (or small whole numbers, which a message writes
     /// as words) and the answer does not have its result, the answer is not delivered: the model
     /// reads the result and answers again. Once per run; the sentence with such a number is held
@@ -1455,7 +1455,7 @@ impl AgentLoop {
                         .worked_out(
                             host,
                             state,
-                            first_view.as_ref().map(|(_, at_start)| at_start),
+                            first_view.as_ref().map(|(_, at_start)| at_start.as_slice()),
                             &reply.text,
                             shown,
                             run_id,
@@ -1752,7 +1752,7 @@ impl AgentLoop {
         &self,
         host: &dyn ToolHost,
         state: &mut RunState,
-        at_start: Option<&Vec<ContextEntry>>,
+        at_start: Option<&[ContextEntry]>,
         answer: &str,
         shown: &[f64],
         run_id: &RunId,
