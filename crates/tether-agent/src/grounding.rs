@@ -134,6 +134,27 @@ pub fn grounded_values(message: &str, allowed: &[&str], sources: &[Value], ignor
     }
 }
 
+/// For each of `allowed`, how many of its own words (`poster-space`: "poster", "space"; three
+/// letters or more, not a common word) `message` has, singular or plural: "How much would three
+/// space posters cost?" names `poster-space` twice, `mug-red` not at all. What the look-up points
+/// with when the app's data tells the values apart nowhere ([`grounded_values`] all zero: a
+/// product's page shows no other product).
+pub(crate) fn named_values(message: &str, allowed: &[&str]) -> Vec<usize> {
+    let said = words(message, false);
+    let said_one = |word: &str| {
+        said.iter().any(|w| w == word || w.strip_suffix('s') == Some(word) || word.strip_suffix('s') == Some(w))
+    };
+    allowed
+        .iter()
+        .map(|value| {
+            let mut own = words(value, false);
+            own.sort();
+            own.dedup();
+            own.iter().filter(|w| said_one(w)).count()
+        })
+        .collect()
+}
+
 /// Whether a piece of `sources` that mentions one of `with` (a call's other values: the event
 /// `c3`) also mentions `value` ([`pieces`]): "Friday" in "Move the Friday lunch to 2pm" is what
 /// the app shows of `c3` (on Friday), not a change asked for.
@@ -438,5 +459,13 @@ mod tests {
         assert!(unknown_times("Move it to 4pm.", shown, &json!({"time": "16:00"})).is_empty());
         assert!(unknown_times("Put a haircut on Saturday at 10am.", "", &json!({"time": "10:00"})).is_empty());
         assert!(unknown_times("Book the evening train.", shown, &json!({"train": 418})).is_empty());
+    }
+
+    #[test]
+    fn a_values_own_words_name_it_singular_or_plural() {
+        let allowed = ["tee-black", "mug-red", "mug-blue", "poster-space"];
+        assert_eq!(named_values("How much would three space posters cost?", &allowed), [0, 0, 0, 2]);
+        assert_eq!(named_values("How much is a mug?", &allowed), [0, 1, 1, 0]);
+        assert_eq!(named_values("What did Carla send me?", &["e3", "e4"]), [0, 0], "ids have no words");
     }
 }

@@ -56,7 +56,7 @@ pub fn trace_context() -> std::collections::HashMap<String, String> {
 }
 
 pub use grounding::{Grounding, grounded_values, unknown_names, unknown_times};
-pub use made_up::{looks_like_identifier, made_up_value, mislabelled_number, unshown_number};
+pub use made_up::{looks_like_identifier, made_up_value, mislabelled_number, unasked_amount, unshown_number};
 #[cfg(feature = "openai")]
 pub use model::{MAX_RETRY_AFTER, OpenAiConfig, OpenAiProvider};
 pub use questions::{

@@ -407,7 +407,7 @@ impl QuestionCheck {
         let request = ChatRequest {
             messages: vec![ChatMessage::User { content: prompt }],
             tools: Vec::new(),
-            listed_tools: None,
+            ..ChatRequest::default()
         };
         let ignore = |_: &str| {};
         let reply = model.complete_json(&request, schema, &ignore).await?;

@@ -137,3 +137,61 @@ async fn after_the_first_of_two_asked_actions_the_next_reply_does_the_second() {
     let (name, args) = call_of(&reply).unwrap_or_else(|| panic!("stopped halfway: {:?}", reply.text));
     assert_eq!((name.as_str(), &args["productId"]), ("cart_add", &json!("mug-red")));
 }
+
+#[tokio::test]
+async fn a_questions_run_answers_from_its_read_result_even_after_a_repeat_and_when_an_entry_went_away() {
+    // Measured with the 1.5B model in the storefront's long conversations: "What's in my cart?",
+    // after a `cart_view` that listed ten items (and opened the cart page, so the product page's
+    // entry went away), was answered "The cart is empty." or called `cart_view` again. The run is
+    // a question's (`ChatRequest::question`), a gone entry is a sentence, and the loop guard's
+    // refusal of the repeat is not one for good (`call_again`).
+    let mock = replay_or_record("question_after_read").await;
+    let mut tools = storefront_home();
+    tools.push(ToolSpec::new("cart_view", "Show the items in the cart and the total."));
+    let entry = |key: &str, description: &str, value: &str| ContextEntry {
+        key: key.into(),
+        description: description.into(),
+        value: json!(value),
+    };
+    let cart = "10 items (4 × Space poster, 3 × Black T-shirt (M), 1 × Black T-shirt (L), 2 × Blue mug), total $164.00";
+    let shown = [
+        entry("page", "The page the user is on", "the page of Black T-shirt"),
+        entry("cart", "The shopping cart", cart),
+        entry("product", "The product on this page", "Black T-shirt (tee-black): $20.00. A black cotton T-shirt."),
+    ];
+    let now = [entry("page", "The page the user is on", "the cart page"), entry("cart", "The shopping cart", cart)];
+    let result = "(Opened the page /cart first: cart_view is there.) cart: 10 items (4 × Space poster, 3 × Black \
+                  T-shirt (M), 1 × Black T-shirt (L), 2 × Blue mug); total $164.00\n(The app's tools changed. \
+                  Tools now: navigate, product_view, cart_add, cart_view.)";
+    let view = |id: &str| ChatMessage::Assistant {
+        content: "{\"next\": \"cart_view\", \"arguments\": {}}".into(),
+        tool_calls: vec![ModelToolCall { id: id.into(), name: "cart_view".into(), arguments: json!({}) }],
+    };
+    let changed = ChatMessage::note(NoteKind::AppStateChanged, context_changes(&shown, &now).unwrap());
+    let asked = |rest: Vec<ChatMessage>| {
+        let mut messages = vec![
+            ChatMessage::note(NoteKind::AppState, context_message(&shown).unwrap()),
+            ChatMessage::User { content: "What's in my cart?".into() },
+            view("r1.1.0"),
+            ChatMessage::tool("r1.1.0", "cart_view", ResultStatus::Ok, result),
+        ];
+        messages.extend(rest);
+        messages.push(changed.clone());
+        ChatRequest { question: true, ..request(messages, tools.clone()) }
+    };
+    let repeat = ChatMessage::Tool {
+        call_id: "r1.2.0".into(),
+        name: "cart_view".into(),
+        status: ResultStatus::Denied,
+        call_again: true,
+        content: format!(
+            "[denied] Not run again: cart_view was already called with these arguments in this request. Its \
+             result then: {result} Do not repeat it: answer the user, or call something else."
+        ),
+    };
+    for (n, request) in [asked(vec![]), asked(vec![view("r1.2.0"), repeat])].iter().enumerate() {
+        let reply = mock.complete(request).await;
+        assert!(reply.tool_calls.is_empty(), "{n}: called {:?}", reply.tool_calls);
+        assert!(reply.text.contains("10") && reply.text.contains("poster"), "{n}: {}", reply.text);
+    }
+}

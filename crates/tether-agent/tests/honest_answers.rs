@@ -602,6 +602,7 @@ async fn an_answer_that_copies_an_earlier_one_is_asked_again_without_the_history
     assert_eq!(own.outcome.answer, longer);
     assert_eq!(own.streamed, longer);
     assert_eq!(model.requests().len(), 2);
+    assert!(model.requests().iter().all(|turn| !turn.question), "not a question's run");
 }
 
 #[tokio::test]
@@ -627,6 +628,7 @@ async fn an_answer_that_says_an_earlier_one_again_in_other_words_is_asked_again_
     assert_eq!(asked.streamed, listed, "the stale answer never reached the page");
     let turns = model.turns.requests();
     assert_eq!(turns.len(), 2, "asked again");
+    assert!(turns.iter().all(|turn| turn.question), "a question's run says so to the provider");
     let reads_history = |request: &ChatRequest| {
         request.messages.iter().any(|m| matches!(m, ChatMessage::User { content } if content == "Empty my cart."))
     };
@@ -2953,4 +2955,92 @@ async fn a_call_for_a_time_the_app_shows_nowhere_is_refused_and_the_model_reads_
     let travel = page();
     run(&agent, &travel, "Book a tourist seat on the 8:10 am train.").await;
     assert_eq!(travel.ran_names(), ["open_trains", "book_ticket"]);
+}
+
+#[tokio::test]
+async fn an_amount_the_message_does_not_say_is_refused_and_the_model_calls_again_without_it() {
+    // "Buy me a large black T-shirt as well.": the 1.5B model added two (the task benchmark's
+    // storefront conversation, order 2, 2026-12-03). (The scripted checks pass a message that
+    // opens with the action's first word, "Add", and has the product's words.)
+    let page = || {
+        Page::new(vec![spec("cart_add", "Add a product to the cart.").with_parameters(json!({
+            "type": "object",
+            "properties": {
+                "productId": {"type": "string", "enum": ["tee-black", "mug-red"]},
+                "quantity": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1}
+            },
+            "required": ["productId"]
+        }))])
+        .answering(|_, args| ToolOutput::new(ResultStatus::Ok, format!("Added {}.", args["productId"])))
+    };
+    let asked = "Add a red mug as well.";
+    let twice = call("cart_add", json!({"productId": "mug-red", "quantity": 2}));
+    let model =
+        Asker::with_logprobs(vec![twice.clone(), call("cart_add", json!({"productId": "mug-red"})), text("Added.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let shop = page();
+    let done = run(&agent, &shop, asked).await;
+    assert_eq!(shop.ran(), [("cart_add".to_string(), json!({"productId": "mug-red"}))], "one mug");
+    assert_eq!(
+        tool_results(&done.outcome.messages)[0],
+        "[denied] Not run: the user's message says no amount, and quantity 2 is not the default. Call cart_add again \
+         without quantity: it is then 1. Never say it was done."
+    );
+    assert_eq!(statuses(&done.outcome.messages)[0], (ResultStatus::Denied, true), "asks for another call");
+
+    // An amount the message says, in words or digits, or with a word for how many: run as asked.
+    // So with the made-up check off.
+    for (message, made_up_check) in [
+        ("Add two red mugs as well.", true),
+        ("Add 2 red mugs.", true),
+        ("Add a couple of red mugs.", true),
+        (asked, false),
+    ] {
+        let model = Asker::with_logprobs(vec![twice.clone(), text("Added.")]);
+        let agent = AgentLoop::new(model)
+            .with_question_check(true)
+            .with_fit_check(Some(0.75))
+            .with_made_up_check(made_up_check);
+        let shop = page();
+        run(&agent, &shop, message).await;
+        assert_eq!(shop.ran()[0].1["quantity"], 2, "{message}");
+    }
+}
+
+#[tokio::test]
+async fn a_question_about_an_entry_the_page_does_not_show_looks_it_up_by_its_own_words() {
+    // "How much would three space posters cost altogether?" on the T-shirt's page, which shows
+    // no poster: the 1.5B model answered $120 and $108 without a call (the task benchmark's
+    // storefront conversations, 2026-12-07).
+    let shop = || {
+        Page::new(vec![
+            spec("open_product", "Open a product's page, with its price.").with_parameters(json!({
+                "type": "object",
+                "properties": {"productId": {"type": "string", "enum": ["tee-black", "mug-red", "mug-blue", "poster-space"]}},
+                "required": ["productId"]
+            })),
+        ])
+        .with_context(vec![ContextEntry {
+            key: "product".into(),
+            description: "The product on this page".into(),
+            value: json!("Black T-shirt (tee-black): $20.00. A black cotton T-shirt."),
+        }])
+        .answering(|_, args| {
+            let price = if args["productId"] == "poster-space" { "$15.00" } else { "$12.00" };
+            ToolOutput::new(ResultStatus::Ok, format!("{}: {price}", args["productId"]))
+        })
+    };
+    let model = Asker::with_logprobs(vec![text("Three space posters cost $45.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let page = shop();
+    let done = run(&agent, &page, "How much would three space posters cost altogether?").await;
+    assert_eq!(page.ran(), [("open_product".to_string(), json!({"productId": "poster-space"}))]);
+    assert_eq!(done.outcome.answer, "Three space posters cost $45.");
+
+    // Words two values share point at neither: the model takes its own step.
+    let model = Asker::with_logprobs(vec![text("A mug is $12.00.")]);
+    let agent = AgentLoop::new(model.clone()).with_question_check(true).with_fit_check(Some(0.75));
+    let page = shop();
+    run(&agent, &page, "How much is a mug?").await;
+    assert!(page.ran().is_empty(), "{:?}", page.ran());
 }

@@ -74,6 +74,16 @@ async fn a_repeated_identical_call_is_not_run_again_and_the_model_reads_the_earl
         "{}",
         results[1]
     );
+    // Not a refusal for good: the model is not told to say it was refused (it has the result).
+    let again: Vec<bool> = model.requests()[2]
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { call_again, .. } => Some(*call_again),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(again, [false, true]);
     // The page saw the refusal as the call's end, not as a second run.
     let ends: Vec<ResultStatus> = run
         .events

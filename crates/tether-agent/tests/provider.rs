@@ -96,7 +96,7 @@ fn request_of(fixture: &Value) -> ChatRequest {
                 .with_parameters(t["function"]["parameters"].clone())
         })
         .collect();
-    ChatRequest { messages, tools, listed_tools: None }
+    ChatRequest { messages, tools, ..ChatRequest::default() }
 }
 
 async fn complete(provider: &OpenAiProvider, request: &ChatRequest) -> (Result<ModelReply, AgentError>, String) {
@@ -235,8 +235,11 @@ async fn a_streamed_json_block_is_held_back_and_becomes_a_tool_call() {
         ])
     }))
     .await;
-    let request =
-        ChatRequest { messages: vec![], tools: vec![spec("cart_view", json!({"type": "object"}))], listed_tools: None };
+    let request = ChatRequest {
+        messages: vec![],
+        tools: vec![spec("cart_view", json!({"type": "object"}))],
+        ..ChatRequest::default()
+    };
     let (reply, streamed) = complete(&provider_in(&mock.base, ToolMode::Text), &request).await;
     let reply = reply.unwrap();
     assert_eq!(streamed, "");
@@ -329,8 +332,11 @@ async fn json_that_names_no_listed_tool_is_the_answer_and_reaches_the_user_whole
     }))
     .await;
     let provider = provider(&mock.base);
-    let request =
-        ChatRequest { messages: Vec::new(), tools: vec![tool("cart_view"), tool("cart_add")], listed_tools: None };
+    let request = ChatRequest {
+        messages: Vec::new(),
+        tools: vec![tool("cart_view"), tool("cart_add")],
+        ..ChatRequest::default()
+    };
     let (reply, streamed) = complete(&provider, &request).await;
     let reply = reply.unwrap();
     assert!(reply.tool_calls.is_empty() && reply.malformed_tool_call.is_none(), "{reply:?}");
@@ -490,7 +496,7 @@ async fn a_constrained_turn_sends_one_alternative_per_tool_and_the_answer_and_re
     let request = ChatRequest {
         messages: conversation("Add two red mugs to my cart."),
         tools: storefront_home(),
-        listed_tools: None,
+        ..ChatRequest::default()
     };
     let (reply, streamed) = complete(&local_provider(&mock.base, ToolMode::Constrained), &request).await;
     let reply = reply.unwrap();
@@ -532,7 +538,7 @@ async fn a_constrained_answer_after_a_short_result_reaches_the_user() {
         ResultStatus::Ok,
         "added 2 × Red mug; cart: 2 items (2 × Red mug)",
     ));
-    let request = ChatRequest { messages, tools: storefront_home(), listed_tools: None };
+    let request = ChatRequest { messages, tools: storefront_home(), ..ChatRequest::default() };
     let mock = replay_or_record("constrained_answer_after_result").await;
     let (reply, streamed) = complete(&local_provider(&mock.base, ToolMode::Constrained), &request).await;
     let reply = reply.unwrap();
@@ -556,7 +562,7 @@ async fn a_text_turn_reads_the_call_the_model_wrote() {
     let request = ChatRequest {
         messages: conversation("Put 3 black T-shirts in my cart, please."),
         tools: storefront_home(),
-        listed_tools: None,
+        ..ChatRequest::default()
     };
     let (reply, streamed) = complete(&local_provider(&mock.base, ToolMode::Text), &request).await;
     let reply = reply.unwrap();
@@ -575,7 +581,7 @@ async fn auto_asks_the_provider_once_and_chooses_constrained_for_llama_cpp() {
     let request = ChatRequest {
         messages: conversation("Add the blue mug to my cart."),
         tools: storefront_home(),
-        listed_tools: None,
+        ..ChatRequest::default()
     };
     let (reply, _) = complete(&provider, &request).await;
     let reply = reply.unwrap();
@@ -624,7 +630,7 @@ async fn a_judge_in_constrained_mode_is_held_to_its_verdict_schema() {
             ChatMessage::User { content: prompt.into() },
         ],
         tools: Vec::new(),
-        listed_tools: None,
+        ..ChatRequest::default()
     };
     let provider = local_provider(&mock.base, ToolMode::Constrained);
     let ignore = |_: &str| {};
@@ -655,7 +661,7 @@ async fn a_schema_with_a_self_reference_is_sent_inlined() {
     let request = ChatRequest {
         messages: conversation("hi"),
         tools: vec![tree, spec("open_cart", json!({"type": "object"}))],
-        listed_tools: None,
+        ..ChatRequest::default()
     };
     for mode in [ToolMode::Native, ToolMode::Constrained] {
         let (reply, _) = complete(&provider_in(&mock.base, mode), &request).await;
@@ -677,7 +683,7 @@ async fn a_tool_the_provider_still_refuses_is_left_out_and_reported_and_the_turn
     let odd = spec("labels_set", json!({"type": "object", "patternProperties": {"^x-": {"type": "string"}}}));
     let mut tools = storefront_home();
     tools.insert(1, odd);
-    let request = ChatRequest { messages: conversation("add a red mug"), tools, listed_tools: None };
+    let request = ChatRequest { messages: conversation("add a red mug"), tools, ..ChatRequest::default() };
     let provider = provider_in(&mock.base, ToolMode::Native);
     let (reply, _) = complete(&provider, &request).await;
     let reply = reply.unwrap();
@@ -766,7 +772,7 @@ async fn a_template_that_wants_the_system_message_first_gets_the_tools_there_fro
     }))
     .await;
     let provider = provider_in(&mock.base, ToolMode::Constrained);
-    let request = ChatRequest { messages: conversation("hello"), tools: storefront_home(), listed_tools: None };
+    let request = ChatRequest { messages: conversation("hello"), tools: storefront_home(), ..ChatRequest::default() };
     for _ in 0..2 {
         let (reply, _) = complete(&provider, &request).await;
         assert_eq!(reply.unwrap().text, "hi");
@@ -821,8 +827,11 @@ async fn an_answer_begun_when_the_tools_were_likelier_is_asked_again_as_a_call_a
     }))
     .await;
     let provider = provider_in(&mock.base, ToolMode::Constrained);
-    let request =
-        ChatRequest { messages: conversation("Cancel lunch with Ana."), tools: calendar_tools(), listed_tools: None };
+    let request = ChatRequest {
+        messages: conversation("Cancel lunch with Ana."),
+        tools: calendar_tools(),
+        ..ChatRequest::default()
+    };
     let streamed = Mutex::new(String::new());
     let on_text = |delta: &str| streamed.lock().unwrap().push_str(delta);
     let reply = provider
@@ -849,8 +858,11 @@ async fn an_answer_likelier_than_the_tools_or_written_as_written_is_the_answer()
     // The answer likelier than the tools together: read to its end and shown.
     let mock = mock(Arc::new(|_, _, _| sse(&answer_at_odds(0.6)))).await;
     let provider = provider_in(&mock.base, ToolMode::Constrained);
-    let request =
-        ChatRequest { messages: conversation("Cancel lunch with Ana."), tools: calendar_tools(), listed_tools: None };
+    let request = ChatRequest {
+        messages: conversation("Cancel lunch with Ana."),
+        tools: calendar_tools(),
+        ..ChatRequest::default()
+    };
     let streamed = Mutex::new(String::new());
     let on_text = |delta: &str| streamed.lock().unwrap().push_str(delta);
     let reply = provider
@@ -904,7 +916,7 @@ async fn a_reply_that_must_call_is_offered_only_the_tools() {
     }))
     .await;
     let provider = provider_in(&mock.base, ToolMode::Constrained);
-    let request = ChatRequest { messages: conversation("Move it."), tools: calendar_tools(), listed_tools: None };
+    let request = ChatRequest { messages: conversation("Move it."), tools: calendar_tools(), ..ChatRequest::default() };
     let reply = provider.complete_step(&request, StepRule::MustCall, Streams::text(&|_| {})).await.unwrap();
     assert_eq!(reply.tool_calls[0].name, "move_event");
     assert_eq!(steps(&mock.requests.lock().unwrap()[0].1), [json!("move_event"), json!("cancel_event")]);

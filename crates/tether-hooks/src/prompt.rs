@@ -149,7 +149,7 @@ pub(crate) async fn judge(
             ChatMessage::User { content: render_prompt(prompt, context) },
         ],
         tools: if transcript.is_some() { judge_tools() } else { Vec::new() },
-        listed_tools: None,
+        ..ChatRequest::default()
     };
     let ignore = |_: &str| {};
     let schema = verdict_schema();

@@ -1032,7 +1032,7 @@ mod tests {
         let first = respond(&ChatRequest {
             messages: vec![user("show the size guide")],
             tools: tools.clone(),
-            listed_tools: None,
+            ..ChatRequest::default()
         });
         assert_eq!(first.tool_calls[0].name, "size_guide");
         let messages = vec![
@@ -1040,11 +1040,11 @@ mod tests {
             ChatMessage::Assistant { content: String::new(), tool_calls: first.tool_calls.clone() },
             ChatMessage::tool(first.tool_calls[0].id.clone(), "size_guide", ResultStatus::Ok, "S 48 cm"),
         ];
-        let second = respond(&ChatRequest { messages, tools: tools.clone(), listed_tools: None });
+        let second = respond(&ChatRequest { messages, tools: tools.clone(), ..ChatRequest::default() });
         assert!(second.tool_calls.is_empty());
         assert_eq!(second.text, format!("{SCRIPTED_PREFIX}Done: size_guide returned S 48 cm"));
         // Only with every word of the name: "show the guide" names nothing.
-        let vague = respond(&ChatRequest { messages: vec![user("show the guide")], tools, listed_tools: None });
+        let vague = respond(&ChatRequest { messages: vec![user("show the guide")], tools, ..ChatRequest::default() });
         assert!(vague.tool_calls.is_empty(), "{vague:?}");
     }
 
@@ -1058,7 +1058,7 @@ mod tests {
         let first = respond(&ChatRequest {
             messages: vec![user("remove the red mug")],
             tools: tools.clone(),
-            listed_tools: None,
+            ..ChatRequest::default()
         });
         assert_eq!(first.tool_calls[0].arguments, json!({"productId": "mug-red"}));
         let refusal = "[denied] The user rejected the call to \"cart_remove\": the user changed the arguments before approving; call cart_remove again with exactly these arguments: {\"productId\":\"mug-blue\"}";
@@ -1067,7 +1067,8 @@ mod tests {
             ChatMessage::Assistant { content: String::new(), tool_calls: first.tool_calls.clone() },
             ChatMessage::tool(first.tool_calls[0].id.clone(), "cart_remove", ResultStatus::Denied, refusal),
         ];
-        let again = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), listed_tools: None });
+        let again =
+            respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), ..ChatRequest::default() });
         assert_eq!(again.tool_calls[0].name, "cart_remove");
         assert_eq!(again.tool_calls[0].arguments, json!({"productId": "mug-blue"}));
         messages.push(ChatMessage::Assistant { content: String::new(), tool_calls: again.tool_calls.clone() });
@@ -1077,7 +1078,7 @@ mod tests {
             ResultStatus::Ok,
             "removed Blue mug",
         ));
-        let done = respond(&ChatRequest { messages, tools, listed_tools: None });
+        let done = respond(&ChatRequest { messages, tools, ..ChatRequest::default() });
         assert_eq!(done.text, format!("{SCRIPTED_PREFIX}Done: cart_remove returned removed Blue mug"));
     }
 
@@ -1116,13 +1117,13 @@ mod tests {
         let reply = respond(&ChatRequest {
             messages: vec![user("add the red mug to my cart")],
             tools: storefront_home(),
-            listed_tools: None,
+            ..ChatRequest::default()
         });
         assert_eq!(first_call(&reply), ("cart_add", &json!({"productId": "mug-red"})));
         let reply = respond(&ChatRequest {
             messages: vec![user("Add two blue mugs to the cart")],
             tools: storefront_home(),
-            listed_tools: None,
+            ..ChatRequest::default()
         });
         assert_eq!(first_call(&reply), ("cart_add", &json!({"productId": "mug-blue", "quantity": 2})));
     }
@@ -1143,7 +1144,7 @@ mod tests {
     }
 
     fn ask(text: &str, tools: Vec<ToolSpec>) -> ModelReply {
-        respond(&ChatRequest { messages: vec![user(text)], tools, listed_tools: None })
+        respond(&ChatRequest { messages: vec![user(text)], tools, ..ChatRequest::default() })
     }
 
     /// A notes board as a Leptos app derives it: the colour an enum behind a `$ref` (each
@@ -1263,13 +1264,13 @@ mod tests {
         let reply = respond(&ChatRequest {
             messages: vec![user("remove the mug")],
             tools: storefront_home(),
-            listed_tools: None,
+            ..ChatRequest::default()
         });
         assert_eq!(first_call(&reply).0, "open_cart");
         let reply = respond(&ChatRequest {
             messages: vec![user("go to the product page for the black tee")],
             tools: storefront_home(),
-            listed_tools: None,
+            ..ChatRequest::default()
         });
         assert_eq!(first_call(&reply), ("product_view", &json!({"productId": "tee-black"})));
     }
@@ -1279,7 +1280,7 @@ mod tests {
         for text in
             ["check out", "show my cart", "remove the mug", "clear my cart", "book a train to Rosario on Monday"]
         {
-            let reply = respond(&ChatRequest { messages: vec![user(text)], tools: vec![], listed_tools: None });
+            let reply = respond(&ChatRequest { messages: vec![user(text)], tools: vec![], ..ChatRequest::default() });
             assert!(reply.tool_calls.is_empty(), "{text}: {reply:?}");
             assert!(reply.text.starts_with(SCRIPTED_PREFIX));
         }
@@ -1296,12 +1297,13 @@ mod tests {
             },
             ChatMessage::tool("c1", "cart_add", ResultStatus::Ok, "{\"count\":1}"),
         ];
-        let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), listed_tools: None });
+        let reply =
+            respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), ..ChatRequest::default() });
         assert!(reply.tool_calls.is_empty());
         assert!(reply.text.contains("Done: cart_add"), "{}", reply.text);
         let mut refused = messages;
         refused[2] = ChatMessage::tool("c1", "cart_add", ResultStatus::Denied, "[denied] The user rejected the call");
-        let reply = respond(&ChatRequest { messages: refused, tools, listed_tools: None });
+        let reply = respond(&ChatRequest { messages: refused, tools, ..ChatRequest::default() });
         assert!(reply.text.contains("could not complete cart_add"), "{}", reply.text);
     }
 
@@ -1320,7 +1322,8 @@ mod tests {
             ),
         ];
         let mut messages = vec![user("Book me the most comfortable seat to Mar del Plata on Friday.")];
-        let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), listed_tools: None });
+        let reply =
+            respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), ..ChatRequest::default() });
         assert_eq!(first_call(&reply), ("find_trains", &json!({"to": "Mar del Plata", "date": "Friday"})));
         messages.push(ChatMessage::Assistant { content: String::new(), tool_calls: reply.tool_calls.clone() });
         messages.push(ChatMessage::tool(
@@ -1329,7 +1332,8 @@ mod tests {
             ResultStatus::Ok,
             "Train 412 dep 08:10, first 95000 ARS; Train 418 dep 17:30",
         ));
-        let reply = respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), listed_tools: None });
+        let reply =
+            respond(&ChatRequest { messages: messages.clone(), tools: tools.clone(), ..ChatRequest::default() });
         assert_eq!(first_call(&reply), ("book_ticket", &json!({"train": 412, "seat_class": "first"})));
         messages.push(ChatMessage::Assistant { content: String::new(), tool_calls: reply.tool_calls.clone() });
         messages.push(ChatMessage::tool(
@@ -1338,7 +1342,7 @@ mod tests {
             ResultStatus::Denied,
             "[denied] Blocked by policy: first class needs a manager's approval. Book tourist instead.",
         ));
-        let reply = respond(&ChatRequest { messages, tools, listed_tools: None });
+        let reply = respond(&ChatRequest { messages, tools, ..ChatRequest::default() });
         assert_eq!(first_call(&reply), ("book_ticket", &json!({"train": 412, "seat_class": "tourist"})));
     }
 
@@ -1354,7 +1358,7 @@ mod tests {
             },
             ChatMessage::tool("c1", "checkout", ResultStatus::Ok, "{\"order\":\"T-1001\"}"),
         ];
-        let reply = respond(&ChatRequest { messages, tools, listed_tools: None });
+        let reply = respond(&ChatRequest { messages, tools, ..ChatRequest::default() });
         assert!(reply.tool_calls.is_empty(), "{reply:?}");
         assert!(reply.text.contains("Done: checkout"), "{}", reply.text);
     }
@@ -1369,7 +1373,7 @@ mod tests {
                 "[hook Stop agent[0] rejected the answer] The answer must end with \"[DONE]\".",
             ),
         ];
-        let reply = respond(&ChatRequest { messages, tools: vec![], listed_tools: None });
+        let reply = respond(&ChatRequest { messages, tools: vec![], ..ChatRequest::default() });
         assert_eq!(reply.text, format!("{SCRIPTED_PREFIX}Hi there. [DONE]"));
     }
 
@@ -1385,7 +1389,7 @@ mod tests {
         let reply = respond(&ChatRequest {
             messages: vec![user("please run `sudo rm -rf /tmp/x`")],
             tools,
-            listed_tools: None,
+            ..ChatRequest::default()
         });
         assert_eq!(first_call(&reply), ("ExecuteShellCommand", &json!({"command": "sudo rm -rf /tmp/x"})));
         let reply = respond(&ChatRequest {
@@ -1395,12 +1399,15 @@ mod tests {
                 "Bash.",
                 json!({"type": "object", "properties": {"command": {"type": "string"}}}),
             )],
-            listed_tools: None,
+            ..ChatRequest::default()
         });
         assert_eq!(first_call(&reply), ("Bash", &json!({"command": "ls -la"})));
         // No tool takes a command: nothing is called, whatever the names say.
-        let reply =
-            respond(&ChatRequest { messages: vec![user("run `ls`")], tools: storefront_home(), listed_tools: None });
+        let reply = respond(&ChatRequest {
+            messages: vec![user("run `ls`")],
+            tools: storefront_home(),
+            ..ChatRequest::default()
+        });
         assert!(reply.tool_calls.is_empty(), "{reply:?}");
     }
 
@@ -1422,7 +1429,7 @@ mod tests {
         let prompt = format!(
             "Check the agent response below.\n\n{context}\n\nDoes it end with === RESPONSE COMPLETE ===?\nIf yes: {{\"ok\": true}}"
         );
-        let reply = respond(&ChatRequest { messages: vec![user(&prompt)], tools: vec![], listed_tools: None });
+        let reply = respond(&ChatRequest { messages: vec![user(&prompt)], tools: vec![], ..ChatRequest::default() });
         let verdict: Value = serde_json::from_str(&reply.text).unwrap();
         assert_eq!(verdict["ok"], false);
         assert!(verdict["reason"].as_str().unwrap().contains("=== RESPONSE COMPLETE ==="), "{verdict}");
@@ -1431,11 +1438,11 @@ mod tests {
     #[test]
     fn judges_prompt_hooks_about_a_required_ending() {
         let prompt = "Reject the answer unless it ends with \"[DONE]\".\n{\"hook_event_name\":\"Stop\",\"final_output\":\"All set\"}";
-        let reply = respond(&ChatRequest { messages: vec![user(prompt)], tools: vec![], listed_tools: None });
+        let reply = respond(&ChatRequest { messages: vec![user(prompt)], tools: vec![], ..ChatRequest::default() });
         let verdict: Value = serde_json::from_str(&reply.text).unwrap();
         assert_eq!(verdict["ok"], false);
         let prompt = prompt.replace("All set", "All set [DONE]");
-        let reply = respond(&ChatRequest { messages: vec![user(&prompt)], tools: vec![], listed_tools: None });
+        let reply = respond(&ChatRequest { messages: vec![user(&prompt)], tools: vec![], ..ChatRequest::default() });
         assert_eq!(serde_json::from_str::<Value>(&reply.text).unwrap(), json!({"ok": true}));
     }
 }

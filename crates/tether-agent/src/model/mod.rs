@@ -33,6 +33,11 @@ pub(crate) const DONE_SO_FAR: &str = "Done so far:";
 pub(crate) const NOT_DONE_YET: &str =
     "What the request asks that is not done yet: call the tool for it now. When everything is done, answer.";
 
+/// What a prompted turn of a question's run ([`ChatRequest::question`]) asks after a tool result
+/// the user or a policy did not refuse.
+pub(crate) const QUESTION_REMINDER: &str =
+    "Answer it from the results above. If they do not show what it asks, call the tool that shows it.";
+
 /// What a prompted turn tells the model after a result the user or a policy refused.
 pub(crate) const REMINDER_AFTER_REFUSAL: &str =
     "That call was refused: do not try it again or another way; tell the user.";
@@ -209,6 +214,12 @@ pub struct ChatRequest {
     /// brought them names them; the constrained schema and validation always use `tools`).
     /// `None`: `tools`.
     pub listed_tools: Option<Vec<ToolSpec>>,
+    /// Whether the run answers a question (the user's message asks for information and changes
+    /// nothing): a prompted turn after tool results asks the model to answer from them, not
+    /// what is "not done yet" (measured with the 1.5B model: after a `cart_view` that answered
+    /// "What's in my cart?", "What the request asks that is not done yet: call the tool for it
+    /// now" had it call `cart_view` again).
+    pub question: bool,
 }
 
 /// How the first step of a reply (call a tool, or answer) is chosen

@@ -23,8 +23,8 @@ use super::schema::{STEP_KEY, answer_step, call_schema, normalize_schema, reply_
 use super::tool_text::{parse_lenient, read_pieces, tidy};
 use super::{
     BoxFuture, ChatMessage, ChatModel, ChatRequest, DONE_SO_FAR, DeltaSink, ModelReply, ModelToolCall, NOT_DONE_YET,
-    NoteKind, REMINDER, REMINDER_AFTER_REFUSAL, RefusedTool, StepRule, Streams, ToolCallDelta, ToolDeltaSink, ToolMode,
-    partial_object, partial_value,
+    NoteKind, QUESTION_REMINDER, REMINDER, REMINDER_AFTER_REFUSAL, RefusedTool, StepRule, Streams, ToolCallDelta,
+    ToolDeltaSink, ToolMode, partial_object, partial_value,
 };
 use crate::AgentError;
 
@@ -392,7 +392,7 @@ impl OpenAiProvider {
         let request = ChatRequest {
             messages: vec![ChatMessage::User { content: ".".into() }],
             tools: Vec::new(),
-            listed_tools: None,
+            ..ChatRequest::default()
         };
         let turn =
             Turn { mode, tools: tools.to_vec(), answer: None, late: self.late(), must_call: false, step_odds: false };
@@ -765,7 +765,12 @@ fn prompted_messages(request: &ChatRequest, turn: &Turn<'_>) -> Vec<Value> {
             push_user(
                 &mut out,
                 &mut opens_request,
-                &reminder(asked, &done_in_run(&request.messages[at..]), refused_by_user(*status, *call_again)),
+                &reminder(
+                    asked,
+                    &done_in_run(&request.messages[at..]),
+                    refused_by_user(*status, *call_again),
+                    request.question,
+                ),
                 false,
             );
         }
@@ -808,8 +813,15 @@ fn refused_by_user(status: ResultStatus, call_again: bool) -> bool {
 /// otherwise answer." was answered "Added 1 × Blue mug"; with what was done listed and "What the
 /// request asks that is not done yet: call the tool for it now." it added the red mug, and it
 /// still answered after the single action of five other requests).
-pub(crate) fn reminder(asked: &str, done: &[String], refused: bool) -> String {
+///
+/// A question's run (`question`) is asked to answer from the results, or to call what shows
+/// what they do not: measured with the 1.5B model, "What's in my cart?" after its `cart_view`
+/// was answered with the ten items, where the request's frame had it call `cart_view` again.
+pub(crate) fn reminder(asked: &str, done: &[String], refused: bool, question: bool) -> String {
     let asked: String = asked.chars().take(300).collect();
+    if question && !refused {
+        return format!("(The question was: \"{asked}\". {QUESTION_REMINDER})");
+    }
     if refused || done.is_empty() {
         let next = if refused { REMINDER_AFTER_REFUSAL } else { REMINDER };
         return format!("(The request was: \"{asked}\". {next})");
@@ -1606,6 +1618,7 @@ mod tests {
             ],
             tools: vec![named("open_cart", "Open."), named("checkout", "Pay.")],
             listed_tools: Some(first),
+            question: false,
         };
         let tools: Vec<&ToolSpec> = request.tools.iter().collect();
         let turn =
@@ -1644,7 +1657,7 @@ mod tests {
             .chain(added_a_mug())
             .collect(),
             tools: Vec::new(),
-            listed_tools: None,
+            ..ChatRequest::default()
         };
         let turn = Turn {
             mode: ToolMode::Constrained,
@@ -1701,7 +1714,7 @@ mod tests {
             let mut messages =
                 vec![ChatMessage::System { content: "sys".into() }, ChatMessage::User { content: asked.into() }];
             messages.extend(added_a_mug());
-            let request = ChatRequest { messages, tools: Vec::new(), listed_tools: None };
+            let request = ChatRequest { messages, tools: Vec::new(), ..ChatRequest::default() };
             let turn = Turn {
                 mode: ToolMode::Constrained,
                 tools: vec![&tool],
@@ -1739,19 +1752,29 @@ mod tests {
 
     #[test]
     fn after_a_refused_call_the_reminder_says_not_to_try_another_way() {
-        assert!(reminder("Place my order.", &[], false).contains("If part of it is not done yet"));
+        assert!(reminder("Place my order.", &[], false, false).contains("If part of it is not done yet"));
         let done = ["cart_add {\"productId\":\"mug-blue\"}".to_string()];
         assert_eq!(
-            reminder("Add a blue mug and a red mug.", &done, false),
+            reminder("Add a blue mug and a red mug.", &done, false, false),
             "(The request was: \"Add a blue mug and a red mug.\". Done so far: cart_add {\"productId\":\"mug-blue\"}. \
              What the request asks that is not done yet: call the tool for it now. When everything is done, answer.)"
         );
-        let refused = reminder("Place my order.", &done, true);
+        let refused = reminder("Place my order.", &done, true, false);
         assert!(refused.contains("That call was refused: do not try it again or another way"), "{refused}");
         // Refused for good: by the user or a policy (`denied`, `blocked`), not by a check that asks for another call.
         assert!(refused_by_user(ResultStatus::Denied, false) && refused_by_user(ResultStatus::Blocked, false));
         assert!(!refused_by_user(ResultStatus::Denied, true), "the loop's own check asks for another call");
         assert!(!refused_by_user(ResultStatus::Error, false) && !refused_by_user(ResultStatus::Ok, false));
+    }
+
+    #[test]
+    fn a_questions_run_is_asked_to_answer_from_the_results_not_for_what_is_not_done() {
+        let done = ["cart_view {}".to_string()];
+        let asked = reminder("What's in my cart?", &done, false, true);
+        assert_eq!(asked, format!("(The question was: \"What's in my cart?\". {QUESTION_REMINDER})"));
+        assert!(!asked.contains(NOT_DONE_YET), "{asked}");
+        // A refusal is a refusal in a question's run too.
+        assert!(reminder("What's in my cart?", &done, true, true).contains(REMINDER_AFTER_REFUSAL));
     }
 
     #[test]
@@ -1773,7 +1796,7 @@ mod tests {
                     content: "[denied] Not run: the user's message does not ask for what move_event does.".into(),
                 },
             ];
-            let request = ChatRequest { messages, tools: Vec::new(), listed_tools: None };
+            let request = ChatRequest { messages, tools: Vec::new(), ..ChatRequest::default() };
             let turn = Turn {
                 mode: ToolMode::Constrained,
                 tools: Vec::new(),
@@ -1810,7 +1833,7 @@ mod tests {
                 ChatMessage::tool("1", "cart_add", ResultStatus::Ok, "added 1 × Red mug"),
             ],
             tools: Vec::new(),
-            listed_tools: None,
+            ..ChatRequest::default()
         };
         let tool = cart_add();
         let turn = Turn {

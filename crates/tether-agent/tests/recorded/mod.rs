@@ -153,7 +153,7 @@ pub fn call_of(reply: &ModelReply) -> Option<(String, Value)> {
 pub fn request(rest: Vec<ChatMessage>, tools: Vec<ToolSpec>) -> ChatRequest {
     let mut messages = vec![ChatMessage::System { content: DEFAULT_SYSTEM_PROMPT.into() }];
     messages.extend(rest);
-    ChatRequest { messages, tools, listed_tools: None }
+    ChatRequest { messages, tools, ..ChatRequest::default() }
 }
 
 /// The README's to-do example's tools with `items` on the list (examples/todo-react).
