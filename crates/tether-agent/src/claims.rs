@@ -12,8 +12,10 @@
 use std::collections::BTreeSet;
 
 /// Words ending in `-ed` that describe rather than report an action of the agent's.
-const NOT_ACTIONS: [&str; 29] = [
+const NOT_ACTIONS: [&str; 30] = [
     "based",
+    // "The mug is cheaper, at $12.00, compared to the poster." (measured with the 1.5B model)
+    "compared",
     "located",
     "listed",
     "priced",
@@ -77,8 +79,8 @@ const KINDS: [&[&str]; 10] = [
 const GENERIC: [&str; 6] = ["do", "complet", "finish", "handl", "process", "take"];
 
 /// Words that make a sentence say the opposite of a claim.
-const NEGATIONS: [&str; 10] =
-    ["not", "never", "unable", "cannot", "can't", "couldn't", "wasn't", "weren't", "failed", "no"];
+const NEGATIONS: [&str; 12] =
+    ["not", "never", "unable", "cannot", "can't", "couldn't", "wasn't", "weren't", "failed", "no", "nothing", "none"];
 
 /// A word as a stem for comparison: lowercase, `-ied` as `-y`, `-ed` and a final `-e` or `-s`
 /// dropped, a doubled last consonant made single (`stopped` and `stop` both give `stop`).
@@ -205,7 +207,8 @@ pub(crate) fn unbacked_claim(answer: &str, succeeded: &[(String, String)]) -> Op
         }
         words.iter().any(|tool| backs(&verb, tool))
     };
-    for sentence in answer.split(['.', '!', '?', '\n', ';']) {
+    // A full stop inside a number ends nothing: "$12.00, compared to" is one sentence.
+    for sentence in sentences(answer).into_iter().flat_map(|sentence| sentence.split(';')) {
         let raw: Vec<&str> = sentence.split_whitespace().collect();
         // A sentence that opens with a parenthesis or a bracket ("(scripted model) …") does not
         // open with a claim.
@@ -441,6 +444,21 @@ pub(crate) fn strip_status_tags(answer: &str) -> Option<String> {
     stripped.then(|| kept.trim().to_string())
 }
 
+/// Where the complete sentences of `text`, a text still being written, end (after the last
+/// one's end mark): a `.`, `!` or `?` ends a sentence once a space follows it (`$12.` may go on
+/// as `$12.00`), a newline at once. `None` when no sentence is complete yet.
+pub(crate) fn complete_sentences(text: &str) -> Option<usize> {
+    let mut end = None;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let followed = chars.peek().is_some_and(|(_, next)| next.is_whitespace());
+        if c == '\n' || (matches!(c, '.' | '!' | '?') && followed) {
+            end = Some(i + c.len_utf8());
+        }
+    }
+    end
+}
+
 /// `text` cut after each `.`, `!`, `?` or newline (with the spaces that follow): the pieces
 /// join back into `text`.
 fn sentences(text: &str) -> Vec<&str> {
@@ -570,6 +588,21 @@ mod tests {
         // Brackets that are not a failed call's status stay.
         assert_eq!(strip_status_tags("Your cart [2 items] is ready. [ok] fine"), None);
         assert_eq!(strip_status_tags("[unterminated"), None);
+    }
+
+    #[test]
+    fn a_full_stop_inside_a_number_ends_no_sentence_and_compared_is_no_claim() {
+        let cheaper = "The mug is cheaper, at $12.00, compared to the poster, which costs $15.00.";
+        assert_eq!(unbacked_claim(cheaper, &[]), None);
+        assert_eq!(unbacked_claim("The mug costs $12.00, added to your cart.", &[]), Some("costs 12.00 added".into()));
+        // While the text is still written, "$12." may go on as "$12.00".
+        assert_eq!(complete_sentences("The mug is cheaper, at $12."), None);
+        assert_eq!(complete_sentences("The mug is cheaper, at $12.00, compared"), None);
+        assert_eq!(complete_sentences("Added. The"), Some(6));
+        assert_eq!(complete_sentences("Two items:\n- a"), Some(11));
+        // "Nothing was done" says the opposite of a claim (measured: the 1.5B model's answer was
+        // sent back for it on the calendar, 2026-12-07).
+        assert_eq!(unbacked_claim("Nothing was done: the standup is still on Monday.", &[]), None);
     }
 
     #[test]

@@ -167,7 +167,11 @@ async fn a_questions_run_answers_from_its_read_result_even_after_a_repeat_and_wh
         content: "{\"next\": \"cart_view\", \"arguments\": {}}".into(),
         tool_calls: vec![ModelToolCall { id: id.into(), name: "cart_view".into(), arguments: json!({}) }],
     };
-    let changed = ChatMessage::note(NoteKind::AppStateChanged, context_changes(&shown, &now).unwrap());
+    let changes = context_changes(&shown, &now).unwrap();
+    assert!(
+        changes.ends_with("\n- The page the user is on: the cart page\n- (The product on this page is not shown now.)")
+    );
+    let changed = ChatMessage::note(NoteKind::AppStateChanged, changes);
     let asked = |rest: Vec<ChatMessage>| {
         let mut messages = vec![
             ChatMessage::note(NoteKind::AppState, context_message(&shown).unwrap()),

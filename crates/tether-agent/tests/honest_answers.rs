@@ -3044,3 +3044,44 @@ async fn a_question_about_an_entry_the_page_does_not_show_looks_it_up_by_its_own
     run(&agent, &page, "How much is a mug?").await;
     assert!(page.ran().is_empty(), "{:?}", page.ran());
 }
+
+/// A model that streams its one answer in the pieces given, as a model server's tokens come.
+struct Pieces(Vec<&'static str>);
+
+impl ChatModel for Pieces {
+    fn name(&self) -> &str {
+        "pieces"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        _: &'a ChatRequest,
+        on_delta: DeltaSink<'a>,
+    ) -> BoxFuture<'a, Result<ModelReply, AgentError>> {
+        Box::pin(async move {
+            for piece in &self.0 {
+                on_delta(piece);
+            }
+            Ok(ModelReply { text: self.0.concat(), ..ModelReply::default() })
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_full_stop_inside_a_number_does_not_end_a_streamed_sentence() {
+    // The 1.5B model's answer came as "… at $12." and "00, compared to …": the page read "The mug
+    // is cheaper, at $12.", and the rest, held as a sentence of its own, read "00 compared" as a
+    // claim (the task benchmark's storefront conversation, order 2, 2026-12-07).
+    let answer = "The mug is cheaper, at $12.00, compared to the poster, which costs $15.00.";
+    let agent = AgentLoop::new(Arc::new(Pieces(vec![
+        "The mug is cheaper, at $12.",
+        "00, compared to the poster, ",
+        "which costs $15.00.",
+    ])));
+    let deltas = Mutex::new(Vec::new());
+    let on_delta = |delta: &str| deltas.lock().unwrap().push(delta.to_string());
+    let sink = RunSink { on_delta: &on_delta, on_event: &|_| {} };
+    let done = agent.run(&Shop::new(), &sink, &"r1".into(), "Which is cheaper, a mug or the poster?", Vec::new()).await;
+    assert_eq!(done.answer, answer);
+    assert_eq!(*deltas.lock().unwrap(), [answer], "shown whole, once the sentence was");
+}
