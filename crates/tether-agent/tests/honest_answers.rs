@@ -2960,8 +2960,8 @@ async fn a_call_for_a_time_the_app_shows_nowhere_is_refused_and_the_model_reads_
 #[tokio::test]
 async fn an_amount_the_message_does_not_say_is_refused_and_the_model_calls_again_without_it() {
     // "Buy me a large black T-shirt as well.": the 1.5B model added two (the task benchmark's
-    // storefront conversation, order 2, 2026-12-03). (The scripted checks pass a message that
-    // opens with the action's first word, "Add", and has the product's words.)
+    // storefront conversation, order 2, 2026-12-07, stop 58). (The scripted checks pass a
+    // message that opens with the action's first word, "Add", and has the product's words.)
     let page = || {
         Page::new(vec![spec("cart_add", "Add a product to the cart.").with_parameters(json!({
             "type": "object",
