@@ -214,13 +214,22 @@ const AMOUNT_WORDS: [&str; 14] = [
     "all",
 ];
 
-/// An amount a call gives that the user did not ask for: a top-level argument whose schema gives
-/// a numeric `default` (what it is when left out: "quantity", 1) is given another whole number,
-/// and `said` (the user's message, or its part that asks for this call) has no number at all, in
-/// digits or words, nor a word that says how many without one ([`AMOUNT_WORDS`]). The argument,
-/// the number and the default. Measured with the 1.5B model on the storefront: "Buy me a large
-/// black T-shirt as well." added two. An amount the message does say ("three", "a couple", "12")
-/// is left to the model, and so is one whose schema gives no default.
+/// Words of an argument's name that make it a count of things (`quantity`, `qty`, `seatCount`,
+/// `num_guests`): names apps give amounts whatever they sell. An integer with a default that is
+/// not named so (`priority`: "as high priority" may well be 2) is not an amount here.
+const AMOUNT_NAMES: [&str; 16] = [
+    "quantity", "qty", "count", "amount", "copies", "seats", "guests", "people", "persons", "nights", "tickets",
+    "units", "items", "pieces", "times", "num",
+];
+
+/// An amount a call gives that the user did not ask for: a top-level argument named as an amount
+/// ([`AMOUNT_NAMES`]) whose schema gives a numeric `default` (what it is when left out:
+/// `quantity`, 1) is given another whole number, and `said` (the user's message, or its part
+/// that asks for this call) has no number at all, in digits or words, nor a word that says how
+/// many without one ([`AMOUNT_WORDS`]). The argument, the number and the default. Measured with
+/// the 1.5B model on the storefront: "Buy me a large black T-shirt as well." added two. An amount
+/// the message does say ("three", "a couple", "12") is left to the model, and so is one whose
+/// schema gives no default.
 pub fn unasked_amount(args: &Value, parameters: &Value, said: &str) -> Option<(String, String, String)> {
     let words = crate::claims::plain_words(said);
     let counts = |word: &String| {
@@ -232,7 +241,10 @@ pub fn unasked_amount(args: &Value, parameters: &Value, said: &str) -> Option<(S
         return None;
     }
     let fields = args.as_object()?;
-    fields.iter().find_map(|(argument, value)| {
+    let amount = |argument: &str| {
+        crate::questions::name_words(argument).iter().any(|word| AMOUNT_NAMES.contains(&word.as_str()))
+    };
+    fields.iter().filter(|(argument, _)| amount(argument)).find_map(|(argument, value)| {
         let default = parameters.get("properties")?.get(argument)?.get("default")?;
         let (given, default) = (value.as_f64()?, default.as_f64()?);
         (given != default && given.fract() == 0.0).then(|| (argument.clone(), value.to_string(), default.to_string()))
@@ -380,6 +392,10 @@ mod tests {
             assert_eq!(add(2, said), None, "{said}");
         }
         assert_eq!(add(3, "Add two more."), None, "a number said: the model's to read");
+        let priority = json!({"properties": {"priority": {"type": "integer", "default": 0}}});
+        assert_eq!(unasked_amount(&json!({"priority": 2}), &priority, "Add it as high priority."), None, "no amount");
+        let guests = json!({"properties": {"numGuests": {"type": "integer", "default": 1}}});
+        assert!(unasked_amount(&json!({"numGuests": 2}), &guests, "Book a room.").is_some(), "camelCase");
         let no_default = json!({"properties": {"quantity": {"type": "integer", "minimum": 1}}});
         assert_eq!(unasked_amount(&json!({"quantity": 2}), &no_default, "Add a mug."), None);
         assert_eq!(
