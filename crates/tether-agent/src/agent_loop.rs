@@ -1779,7 +1779,7 @@ impl AgentLoop {
             data.push_str(&format!("\n{changes}"));
         }
         for call in &state.ran {
-            data.push_str(&format!("\n[result of {}] {}", call.name, call.result));
+            data.push_str(&format!("\n{}{}", crate::model::result_label(&call.name), call.result));
         }
         let expression = questions
             .arithmetic(self.model.as_ref(), &data, &state.request)
@@ -3688,7 +3688,7 @@ fn entry_line(entry: &ContextEntry) -> String {
 pub const CONTEXT_CHANGED_LABEL: &str = "[app state changed] ";
 
 /// What [`context_changes`] says of an entry that went away, after its description.
-pub(crate) const GONE: &str = "is not shown now.";
+const GONE: &str = "is not shown now.";
 
 /// What changed in the app state since `shown` (what the run's first turn showed): a line per
 /// entry that is new or has a new value, `- (<description> is not shown now.)` for one that went

@@ -116,9 +116,6 @@ pub fn grounded_values(message: &str, allowed: &[&str], sources: &[Value], ignor
             own
         })
         .collect();
-    let said_one = |word: &str| {
-        said.iter().any(|w| w == word || w.strip_suffix('s') == Some(word) || word.strip_suffix('s') == Some(w))
-    };
     let only: Vec<Vec<&String>> = own
         .iter()
         .enumerate()
@@ -129,7 +126,7 @@ pub fn grounded_values(message: &str, allowed: &[&str], sources: &[Value], ignor
         })
         .collect();
     Grounding {
-        said: only.iter().map(|mine| mine.iter().filter(|w| said_one(w)).count()).collect(),
+        said: only.iter().map(|mine| mine.iter().filter(|w| has_word(&said, w)).count()).collect(),
         described: only.iter().map(|mine| !mine.is_empty()).collect(),
     }
 }
@@ -141,18 +138,21 @@ pub fn grounded_values(message: &str, allowed: &[&str], sources: &[Value], ignor
 /// product's page shows no other product).
 pub(crate) fn named_values(message: &str, allowed: &[&str]) -> Vec<usize> {
     let said = words(message, false);
-    let said_one = |word: &str| {
-        said.iter().any(|w| w == word || w.strip_suffix('s') == Some(word) || word.strip_suffix('s') == Some(w))
-    };
     allowed
         .iter()
         .map(|value| {
             let mut own = words(value, false);
             own.sort();
             own.dedup();
-            own.iter().filter(|w| said_one(w)).count()
+            own.iter().filter(|w| has_word(&said, w)).count()
         })
         .collect()
+}
+
+/// Whether `said` (a message's [`words`]) has `word`, singular or plural ("posters" for
+/// "poster", "mug" for "mugs").
+fn has_word(said: &[String], word: &str) -> bool {
+    said.iter().any(|w| w == word || w.strip_suffix('s') == Some(word) || word.strip_suffix('s') == Some(w))
 }
 
 /// Whether a piece of `sources` that mentions one of `with` (a call's other values: the event

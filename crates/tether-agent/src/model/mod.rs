@@ -42,6 +42,12 @@ pub(crate) const QUESTION_REMINDER: &str =
 pub(crate) const REMINDER_AFTER_REFUSAL: &str =
     "That call was refused: do not try it again or another way; tell the user.";
 
+/// The label of a tool result where a prompt writes it as text: a prompted conversation's, and
+/// the arithmetic check's data.
+pub(crate) fn result_label(name: &str) -> String {
+    format!("[result of {name}] ")
+}
+
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

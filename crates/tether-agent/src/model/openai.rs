@@ -24,7 +24,7 @@ use super::tool_text::{parse_lenient, read_pieces, tidy};
 use super::{
     BoxFuture, ChatMessage, ChatModel, ChatRequest, DONE_SO_FAR, DeltaSink, ModelReply, ModelToolCall, NOT_DONE_YET,
     NoteKind, QUESTION_REMINDER, REMINDER, REMINDER_AFTER_REFUSAL, RefusedTool, StepRule, Streams, ToolCallDelta,
-    ToolDeltaSink, ToolMode, partial_object, partial_value,
+    ToolDeltaSink, ToolMode, partial_object, partial_value, result_label,
 };
 use crate::AgentError;
 
@@ -700,11 +700,6 @@ fn native_message(message: &ChatMessage) -> Value {
             json!({"role": "tool", "tool_call_id": call_id, "content": content})
         }
     }
-}
-
-/// The label of a tool result in a prompted conversation.
-pub(crate) fn result_label(name: &str) -> String {
-    format!("[result of {name}] ")
 }
 
 /// The conversation for the `text` and `constrained` modes: the tools of this turn and how to call
